@@ -1,0 +1,12 @@
+"""kafka_ds: an Apache Kafka connector for Apache Spark, in Python.
+
+``spark.read.format("pykafka")`` / ``readStream`` / ``df.write.format("pykafka")``.
+Heavy imports (pyspark, pyarrow) happen only where they are needed.
+"""
+__version__ = "0.1.0"
+
+
+def register(spark) -> None:
+    """Register the ``pykafka`` format with ``spark`` (auto-registered after pip install)."""
+    from .source import register as _register
+    _register(spark)

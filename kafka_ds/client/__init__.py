@@ -1,0 +1,6 @@
+"""Client layer: every socket kafka_ds opens is opened here."""
+from .cluster import (  # noqa: F401
+    EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, ClientConfig, KafkaClient,
+    PartitionInfo, TopicInfo,
+)
+from .connection import BrokerConnection, parse_bootstrap  # noqa: F401

@@ -1,0 +1,439 @@
+"""Cluster client: bootstrap, metadata cache, leader routing, retries, and the
+group coordinator. Blocking and single-threaded: a Spark task owns one.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..protocol import messages as m
+from ..protocol.errors import (
+    BrokerError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    RetriableError,
+    error_for_code,
+)
+from .connection import BrokerConnection, parse_bootstrap
+
+log = logging.getLogger(__name__)
+
+EARLIEST = -2
+LATEST = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+@dataclass
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int = -1
+    error_code: int = 0
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    error_code: int
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    is_internal: bool = False
+
+
+@dataclass
+class ClientConfig:
+    """Client settings, named after the Kafka client properties they mirror."""
+
+    client_id: str = "kafka-ds"
+    request_timeout_ms: int = 30000
+    connect_timeout_ms: int = 10000
+    retries: int = 5               # attempts after the first on retriable errors
+    retry_backoff_ms: int = 100
+    metadata_max_age_ms: int = 300000
+
+    @classmethod
+    def from_options(cls, options: dict) -> "ClientConfig":
+        """From Kafka-style keys (``request.timeout.ms``...), ignoring unknown ones."""
+        config = cls()
+        mapping = {
+            "client.id": ("client_id", str),
+            "request.timeout.ms": ("request_timeout_ms", int),
+            "socket.connection.setup.timeout.ms": ("connect_timeout_ms", int),
+            "retries": ("retries", int),
+            "retry.backoff.ms": ("retry_backoff_ms", int),
+            "metadata.max.age.ms": ("metadata_max_age_ms", int),
+        }
+        for key, value in options.items():
+            if key in mapping:
+                attr, conv = mapping[key]
+                setattr(config, attr, conv(value))
+        return config
+
+
+class KafkaClient:
+    """Speaks to a whole cluster. Create one per task/driver; call ``close()``."""
+
+    def __init__(self, bootstrap_servers, config: ClientConfig | None = None):
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.config = config or ClientConfig()
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.cluster_id: str | None = None
+        self._connections: dict[int, BrokerConnection] = {}
+        self._bootstrap_conn: BrokerConnection | None = None
+        self._metadata_time = 0.0
+        self._coordinators: dict[str, int] = {}
+
+    # --- connections -----------------------------------------------------------
+
+    def _new_connection(self, host, port, node_id=-1) -> BrokerConnection:
+        return BrokerConnection(host, port, node_id=node_id, client_id=self.config.client_id,
+                                request_timeout_ms=self.config.request_timeout_ms,
+                                connect_timeout_ms=self.config.connect_timeout_ms)
+
+    def any_connection(self) -> BrokerConnection:
+        """A connected broker: a known node if any, else the bootstrap list in random order."""
+        for conn in self._connections.values():
+            if conn.connected:
+                return conn
+        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+            return self._bootstrap_conn
+        errors = []
+        candidates = list(self.brokers.items()) + [(-1, hp) for hp in self.bootstrap]
+        random.shuffle(candidates)
+        for node_id, (host, port) in candidates:
+            try:
+                if node_id >= 0:
+                    return self.connection(node_id)
+                conn = self._new_connection(host, port)
+                conn.connect()
+                self._bootstrap_conn = conn
+                return conn
+            except KafkaConnectionError as exc:
+                errors.append(str(exc))
+        raise KafkaConnectionError(
+            "cannot reach any broker of kafka.bootstrap.servers="
+            f"{','.join(f'{h}:{p}' for h, p in self.bootstrap)}: " + "; ".join(errors))
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        conn = self._connections.get(node_id)
+        if conn is None:
+            if node_id not in self.brokers:
+                self.refresh_metadata()
+            if node_id not in self.brokers:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+            host, port = self.brokers[node_id]
+            conn = self._connections[node_id] = self._new_connection(host, port, node_id)
+        return conn.connect()
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+        if self._bootstrap_conn is not None:
+            self._bootstrap_conn.close()
+            self._bootstrap_conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- retries -----------------------------------------------------------------
+
+    def retrying(self, operation, what: str):
+        """Run ``operation()``; on a retriable error refresh metadata and try again."""
+        attempts = self.config.retries + 1
+        backoff = self.config.retry_backoff_ms / 1000.0
+        for attempt in range(attempts):
+            try:
+                return operation()
+            except RetriableError as exc:
+                if attempt + 1 >= attempts:
+                    raise
+                log.info("%s failed (%s); retry %d/%d", what, exc, attempt + 1, attempts - 1)
+                time.sleep(min(backoff * (2 ** attempt), 2.0))
+                try:
+                    self.refresh_metadata()
+                except (KafkaConnectionError, KafkaTimeoutError) as refresh_exc:
+                    log.info("metadata refresh failed: %s", refresh_exc)
+
+    # --- metadata ----------------------------------------------------------------
+
+    def refresh_metadata(self, topics: list[str] | None = None) -> dict[str, TopicInfo]:
+        """Fetch metadata (all topics when ``topics`` is None) and update the cache."""
+        conn = self.any_connection()
+        version = conn.version_for(m.METADATA)
+        if topics is None:
+            # v0 says "all topics" with an empty array; later versions with null.
+            topic_list = [] if version == 0 else None
+        else:
+            topic_list = [{"name": t} for t in topics]
+        try:
+            response = conn.request(m.METADATA, {
+                "topics": topic_list,
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            }, version=version)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            # That broker went away: forget it and let the caller retry elsewhere.
+            raise
+        self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
+        self.cluster_id = response.get("cluster_id")
+        for node_id in list(self._connections):
+            if node_id not in self.brokers or (
+                    self._connections[node_id].host, self._connections[node_id].port
+            ) != self.brokers[node_id]:
+                self._connections.pop(node_id).close()
+        seen = {}
+        for topic in response["topics"]:
+            info = TopicInfo(topic["name"], topic["error_code"],
+                             is_internal=topic.get("is_internal", False))
+            for part in topic["partitions"]:
+                info.partitions[part["partition_index"]] = PartitionInfo(
+                    topic["name"], part["partition_index"], part["leader_id"],
+                    part.get("leader_epoch", -1), part["error_code"])
+            seen[topic["name"]] = info
+        if topics is None:
+            self.topics = {name: info for name, info in seen.items() if info.error_code == 0}
+        else:
+            for name in topics:
+                info = seen.get(name)
+                if info is None or info.error_code:
+                    self.topics.pop(name, None)
+                else:
+                    self.topics[name] = info
+        self._metadata_time = time.monotonic()
+        return seen
+
+    def topic_partitions(self, topic: str, refresh: bool = False) -> list[int]:
+        """Partition ids of ``topic``; raises the broker's error if it does not exist."""
+        if refresh or topic not in self.topics:
+            seen = self.refresh_metadata([topic])
+            info = seen.get(topic)
+            if info is None:
+                raise error_for_code(3)(f"topic {topic!r} not in metadata")
+            if info.error_code:
+                raise error_for_code(info.error_code)(f"topic {topic!r}")
+        return sorted(self.topics[topic].partitions)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        self.refresh_metadata(None)
+        return sorted(name for name, info in self.topics.items()
+                      if include_internal or not (info.is_internal or name.startswith("__")))
+
+    def match_topics(self, pattern: str) -> list[str]:
+        """Topics whose whole name matches the Java-style regex ``pattern``."""
+        regex = re.compile(pattern)
+        return [t for t in self.list_topics() if regex.fullmatch(t)]
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        info = self.topics.get(topic)
+        if info is None or partition not in info.partitions:
+            self.refresh_metadata([topic])
+            info = self.topics.get(topic)
+            if info is None or partition not in info.partitions:
+                raise error_for_code(3)(f"{topic}-{partition} not in metadata")
+        part = info.partitions[partition]
+        if part.leader < 0:
+            raise error_for_code(5)(f"{topic}-{partition} has no leader")
+        return part.leader
+
+    def group_by_leader(self, topic_partitions) -> dict[int, list[tuple[str, int]]]:
+        grouped = defaultdict(list)
+        for topic, partition in topic_partitions:
+            grouped[self.leader_for(topic, partition)].append((topic, partition))
+        return grouped
+
+    # --- offsets -----------------------------------------------------------------
+
+    def list_offsets(self, requests: dict[tuple[str, int], int],
+                     isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], tuple[int, int]]:
+        """{(topic, partition): timestamp | EARLIEST | LATEST} -> {(t, p): (offset, timestamp)}.
+
+        For a timestamp with no record at or after it, Kafka answers offset -1.
+        """
+        results: dict[tuple[str, int], tuple[int, int]] = {}
+        remaining = dict(requests)
+
+        def attempt():
+            failures = []
+            for leader, tps in self.group_by_leader(list(remaining)).items():
+                conn = self.connection(leader)
+                by_topic = defaultdict(list)
+                for topic, partition in tps:
+                    by_topic[topic].append({
+                        "partition_index": partition, "current_leader_epoch": -1,
+                        "timestamp": remaining[(topic, partition)], "max_num_offsets": 1})
+                response = conn.request(m.LIST_OFFSETS, {
+                    "replica_id": -1, "isolation_level": isolation_level,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+                for topic in response["topics"]:
+                    for part in topic["partitions"]:
+                        key = (topic["name"], part["partition_index"])
+                        code = part["error_code"]
+                        if code:
+                            failures.append(error_for_code(code)(f"ListOffsets {key[0]}-{key[1]}"))
+                            continue
+                        offset = part.get("offset", -1)
+                        old = part.get("old_style_offsets") or []
+                        if old and offset == -1:
+                            offset = old[0]
+                        results[key] = (offset, part.get("timestamp", -1))
+                        remaining.pop(key, None)
+            if remaining:
+                retriable = [f for f in failures if f.retriable]
+                if retriable or not failures:
+                    raise retriable[0] if retriable else error_for_code(3)(
+                        f"no ListOffsets answer for {sorted(remaining)}")
+                raise failures[0]
+
+        if remaining:
+            self.retrying(attempt, "ListOffsets")
+        return results
+
+    # --- fetch -------------------------------------------------------------------
+
+    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
+              max_wait_ms: int = 500, min_bytes: int = 1,
+              isolation_level: int = READ_UNCOMMITTED) -> dict:
+        """One Fetch for one partition from its leader; returns the partition's response dict.
+
+        Broker error codes are returned in ``error_code`` (not raised) so the caller can
+        apply its own policy (data loss, retries).
+        """
+        leader = self.leader_for(topic, partition)
+        conn = self.connection(leader)
+        response = conn.request(m.FETCH, {
+            "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+            "max_bytes": max(max_bytes, 1), "isolation_level": isolation_level,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": -1,
+                "partition_max_bytes": max_bytes}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        if response.get("error_code"):
+            raise error_for_code(response["error_code"])(f"Fetch {topic}-{partition}")
+        for topic_response in response["responses"]:
+            for part in topic_response["partitions"]:
+                if part["partition_index"] == partition:
+                    return part
+        raise error_for_code(3)(f"Fetch response had no {topic}-{partition}")
+
+    # --- groups ------------------------------------------------------------------
+
+    def coordinator(self, group_id: str, refresh: bool = False) -> BrokerConnection:
+        if refresh or group_id not in self._coordinators:
+            def find():
+                conn = self.any_connection()
+                response = conn.request(m.FIND_COORDINATOR, {
+                    "key": group_id, "key_type": 0, "coordinator_keys": [group_id]})
+                if response.get("coordinators"):
+                    entry = response["coordinators"][0]
+                else:
+                    entry = response
+                if entry["error_code"]:
+                    raise error_for_code(entry["error_code"])(f"FindCoordinator {group_id!r}")
+                self.brokers.setdefault(entry["node_id"], (entry["host"], entry["port"]))
+                return entry["node_id"]
+
+            self._coordinators[group_id] = self.retrying(find, "FindCoordinator")
+        return self.connection(self._coordinators[group_id])
+
+    def _group_call(self, group_id, call, what):
+        def attempt():
+            try:
+                return call(self.coordinator(group_id))
+            except (KafkaConnectionError, KafkaTimeoutError):
+                self._coordinators.pop(group_id, None)
+                raise
+            except BrokerError as exc:
+                if exc.code in (14, 15, 16):  # load in progress / not available / not coordinator
+                    self._coordinators.pop(group_id, None)
+                raise
+
+        return self.retrying(attempt, what)
+
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int],
+                       metadata: str = "") -> None:
+        """OffsetCommit outside any group generation (generation -1, empty member id),
+        the way standalone consumers and Spark-managed offsets commit."""
+        by_topic = defaultdict(list)
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic[topic].append({"partition_index": partition, "committed_offset": offset,
+                                    "committed_leader_epoch": -1, "commit_timestamp": -1,
+                                    "committed_metadata": metadata})
+        body = {"group_id": group_id, "generation_id_or_member_epoch": -1,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        def call(conn):
+            response = conn.request(m.OFFSET_COMMIT, body)
+            for topic in response["topics"]:
+                for part in topic["partitions"]:
+                    if part["error_code"]:
+                        raise error_for_code(part["error_code"])(
+                            f"OffsetCommit {group_id!r} {topic['name']}-{part['partition_index']}")
+
+        self._group_call(group_id, call, "OffsetCommit")
+
+    def fetch_committed(self, group_id: str, topic_partitions) -> dict[tuple[str, int], int]:
+        """Committed offsets of ``group_id``; partitions with none are absent."""
+        by_topic = defaultdict(list)
+        for topic, partition in topic_partitions:
+            by_topic[topic].append(partition)
+        topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        body = {"group_id": group_id, "topics": topics, "require_stable": False,
+                "groups": [{"group_id": group_id, "member_id": None, "member_epoch": -1,
+                            "topics": topics}]}
+
+        def call(conn):
+            response = conn.request(m.OFFSET_FETCH, body)
+            if response.get("groups"):
+                group = response["groups"][0]
+                code, topic_list = group["error_code"], group["topics"]
+            else:
+                code, topic_list = response.get("error_code", 0), response["topics"]
+            if code:
+                raise error_for_code(code)(f"OffsetFetch {group_id!r}")
+            result = {}
+            for topic in topic_list:
+                for part in topic["partitions"]:
+                    if part["error_code"]:
+                        raise error_for_code(part["error_code"])(
+                            f"OffsetFetch {group_id!r} {topic['name']}-{part['partition_index']}")
+                    if part["committed_offset"] >= 0:
+                        result[(topic["name"], part["partition_index"])] = part["committed_offset"]
+            return result
+
+        return self._group_call(group_id, call, "OffsetFetch")
+
+    # --- producing ---------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str | None = None,
+                         transaction_timeout_ms: int = 60000) -> tuple[int, int]:
+        def attempt():
+            conn = self.any_connection()
+            response = conn.request(m.INIT_PRODUCER_ID, {
+                "transactional_id": transactional_id,
+                "transaction_timeout_ms": transaction_timeout_ms,
+                "producer_id": -1, "producer_epoch": -1})
+            if response["error_code"]:
+                raise error_for_code(response["error_code"])("InitProducerId")
+            return response["producer_id"], response["producer_epoch"]
+
+        return self.retrying(attempt, "InitProducerId")
+
+
+__all__ = ["KafkaClient", "ClientConfig", "PartitionInfo", "TopicInfo", "EARLIEST", "LATEST",
+           "READ_COMMITTED", "READ_UNCOMMITTED", "KafkaError"]

@@ -1,0 +1,260 @@
+"""One TCP connection to one broker: framing, correlation ids, pipelining,
+timeouts and ApiVersions negotiation. All socket I/O of kafka_ds lives in
+this package.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from ..protocol import messages as m
+from ..protocol import primitives as p
+from ..protocol.errors import (
+    KafkaConnectionError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+)
+from ..protocol.schema import Message, decode_response, encode_request
+
+log = logging.getLogger(__name__)
+
+# Larger frames than this are not Kafka responses we asked for: treat as corruption.
+MAX_RESPONSE_SIZE = 1 << 30
+UNSUPPORTED_VERSION = 35
+
+
+@dataclass
+class Pending:
+    """A request on the wire whose response has not been read yet."""
+
+    correlation_id: int
+    message: Message
+    version: int
+    expects_response: bool = True
+
+
+def parse_bootstrap(servers) -> list[tuple[str, int]]:
+    """"host:port,host2:port2" (or a list) -> [(host, port), ...]."""
+    if isinstance(servers, str):
+        servers = [s for s in (part.strip() for part in servers.split(",")) if s]
+    result = []
+    for server in servers:
+        host, sep, port = server.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"bootstrap server {server!r} is not host:port")
+        result.append((host.strip("[]"), int(port)))
+    if not result:
+        raise ValueError("no bootstrap servers given")
+    return result
+
+
+class BrokerConnection:
+    """A blocking connection to one broker. Not thread-safe: one user at a time."""
+
+    def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "kafka_ds",
+                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000):
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000.0
+        self.connect_timeout = connect_timeout_ms / 1000.0
+        self._sock: socket.socket | None = None
+        self._next_correlation_id = 1
+        self._in_flight: deque[Pending] = deque()
+        self._size_buf = bytearray(4)
+        self.api_versions: dict[int, tuple[int, int]] = {}
+
+    def __repr__(self):
+        return f"BrokerConnection(node={self.node_id}, {self.host}:{self.port})"
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    # --- lifecycle -----------------------------------------------------------
+
+    def connect(self) -> "BrokerConnection":
+        if self._sock is not None:
+            return self
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        sock.settimeout(self.request_timeout)
+        self._sock = sock
+        self._in_flight.clear()
+        try:
+            self._negotiate_versions()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        self._in_flight.clear()
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self.connect()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- version negotiation -------------------------------------------------
+
+    def _negotiate_versions(self) -> None:
+        api = m.API_VERSIONS
+        version = api.versions().high
+        pending = self._send(api, version, {
+            "client_software_name": "kafka-ds", "client_software_version": "0.1.0"})
+        frame = self._receive_frame(pending)
+        error_code = p.read_int16(frame, 4)[0] if len(frame) >= 6 else 0
+        if error_code == UNSUPPORTED_VERSION:
+            # The broker does not speak our ApiVersions version. Some brokers send
+            # a body that does not parse at that version: read nothing more, retry v0.
+            version = 0
+            pending = self._send(api, version, {})
+            frame = self._receive_frame(pending)
+        body = self._decode(pending, frame)
+        if body["error_code"]:
+            raise UnsupportedVersionError(
+                f"ApiVersions to {self.host}:{self.port} failed with error {body['error_code']}")
+        self.api_versions = {
+            entry["api_key"]: (entry["min_version"], entry["max_version"])
+            for entry in body["api_keys"]}
+
+    def version_for(self, message: Message, max_version: int | None = None) -> int:
+        """Highest version both sides speak (optionally capped)."""
+        ours = message.versions()
+        theirs = self.api_versions.get(message.api_key)
+        if theirs is None:
+            raise UnsupportedVersionError(
+                f"broker {self.host}:{self.port} does not support {message.name}")
+        high = min(ours.high, theirs[1])
+        if max_version is not None:
+            high = min(high, max_version)
+        if high < max(ours.low, theirs[0]):
+            raise UnsupportedVersionError(
+                f"{message.name}: broker {self.host}:{self.port} speaks v{theirs[0]}-{theirs[1]},"
+                f" kafka_ds speaks {message.valid_versions}")
+        return high
+
+    # --- requests --------------------------------------------------------------
+
+    def send(self, message: Message, body: dict, *, version: int | None = None,
+             expects_response: bool = True) -> Pending:
+        """Write one request; read its response later with ``receive`` (pipelining)."""
+        if self._sock is None:
+            self.connect()
+        if version is None:
+            version = self.version_for(message)
+        return self._send(message, version, body, expects_response)
+
+    def receive(self, pending: Pending) -> dict | None:
+        """Read responses in order until ``pending``'s arrives; decode it."""
+        if not pending.expects_response:
+            return None
+        frame = self._receive_frame(pending)
+        return self._decode(pending, frame)
+
+    def request(self, message: Message, body: dict, *, version: int | None = None) -> dict:
+        return self.receive(self.send(message, body, version=version))
+
+    def _decode(self, pending: Pending, frame) -> dict:
+        try:
+            return decode_response(pending.message, pending.version, frame)
+        except KafkaProtocolError as exc:
+            self.close()
+            raise KafkaProtocolError(
+                f"malformed {pending.message.name} v{pending.version} response from "
+                f"{self.host}:{self.port}: {exc}") from None
+
+    def _send(self, message, version, body, expects_response=True) -> Pending:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(message, version, correlation_id, self.client_id, body)
+        try:
+            self._sock.sendall(frame)
+        except socket.timeout:
+            self.close()
+            raise KafkaTimeoutError(
+                f"timed out sending {message.name} to {self.host}:{self.port}") from None
+        except OSError as exc:
+            self.close()
+            raise KafkaConnectionError(
+                f"connection to {self.host}:{self.port} lost while sending {message.name}: {exc}"
+            ) from exc
+        pending = Pending(correlation_id, message, version, expects_response)
+        if expects_response:
+            self._in_flight.append(pending)
+        return pending
+
+    def _receive_frame(self, pending: Pending) -> memoryview:
+        if pending not in self._in_flight:
+            raise KafkaProtocolError(f"response for correlation id {pending.correlation_id} "
+                                     "was already read or never requested")
+        while True:
+            head = self._in_flight[0]
+            size = p.INT32.unpack(self._read_exact_into(self._size_buf, 4, head))[0]
+            if size < 4 or size > MAX_RESPONSE_SIZE:
+                self.close()
+                raise KafkaProtocolError(
+                    f"absurd response size {size} from {self.host}:{self.port}")
+            frame = bytearray(size)
+            self._read_exact_into(frame, size, head)
+            correlation_id = p.INT32.unpack_from(frame, 0)[0]
+            if correlation_id != head.correlation_id:
+                self.close()
+                raise KafkaProtocolError(
+                    f"response correlation id {correlation_id} from {self.host}:{self.port} "
+                    f"does not match request {head.correlation_id} ({head.message.name})")
+            self._in_flight.popleft()
+            if head is pending:
+                return memoryview(frame)
+            # An earlier pipelined response nobody waits for any more: drop it.
+            log.debug("dropping unread %s response", head.message.name)
+
+    def _read_exact_into(self, buf: bytearray, size: int, head: Pending) -> bytearray:
+        view = memoryview(buf)
+        got = 0
+        deadline = time.monotonic() + self.request_timeout
+        sock = self._sock
+        if sock is None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+        while got < size:
+            try:
+                n = sock.recv_into(view[got:size])
+            except socket.timeout:
+                self.close()
+                raise KafkaTimeoutError(
+                    f"no {head.message.name} response from {self.host}:{self.port} within "
+                    f"{self.request_timeout:.1f}s") from None
+            except OSError as exc:
+                self.close()
+                raise KafkaConnectionError(
+                    f"connection to {self.host}:{self.port} lost while reading "
+                    f"{head.message.name} response: {exc}") from exc
+            if n == 0:
+                self.close()
+                raise KafkaConnectionError(
+                    f"connection to {self.host}:{self.port} closed by the broker while reading "
+                    f"{head.message.name} response ({got} of {size} bytes)")
+            got += n
+            if time.monotonic() > deadline:
+                self.close()
+                raise KafkaTimeoutError(
+                    f"{head.message.name} response from {self.host}:{self.port} took longer "
+                    f"than {self.request_timeout:.1f}s")
+        return buf

@@ -1,0 +1,365 @@
+"""Read planning (driver) and range reading (executors), shared by batch and streaming.
+
+The driver turns options into offset ranges; each Spark task fetches one range
+``[start, end)`` from the partition leader in bounded chunks and yields Arrow
+record batches in exactly the schema Spark's Kafka source has.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+from .client import EARLIEST, LATEST, ClientConfig, KafkaClient
+from .options import OffsetSpec, ReadOptions
+from .protocol.errors import (
+    ConfigurationError,
+    DataLossError,
+    KafkaError,
+    RetriableError,
+    error_for_code,
+)
+
+log = logging.getLogger(__name__)
+
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_ID = 100
+MAX_FETCH_BYTES_GROWTH = 256 << 20
+
+SPARK_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
+                "timestamp timestamp, timestampType int")
+SPARK_SCHEMA_WITH_HEADERS = SPARK_SCHEMA + ", headers array<struct<key: string, value: binary>>"
+
+
+def spark_schema(include_headers: bool) -> str:
+    return SPARK_SCHEMA_WITH_HEADERS if include_headers else SPARK_SCHEMA
+
+
+def arrow_schema(include_headers: bool):
+    import pyarrow as pa
+    fields = [
+        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+        ("partition", pa.int32()), ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(("headers", pa.list_(pa.struct([("key", pa.string()),
+                                                      ("value", pa.binary())]))))
+    return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclass
+class KafkaInputPartition(InputPartition):
+    """One Spark task: read ``[start, end)`` of one topic-partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def make_client(opts: ReadOptions) -> KafkaClient:
+    return KafkaClient(opts.bootstrap_servers, ClientConfig.from_options(opts.client))
+
+
+# --- planning (driver) ----------------------------------------------------------------
+
+class OffsetPlanner:
+    """Resolves subscriptions and offset specs into concrete offsets via the cluster."""
+
+    def __init__(self, opts: ReadOptions, client: KafkaClient):
+        self.opts = opts
+        self.client = client
+
+    def _with_retries(self, operation, what):
+        attempts = self.opts.fetch_offset_retries + 1
+        for attempt in range(attempts):
+            try:
+                return operation()
+            except (RetriableError, KafkaError) as exc:
+                if isinstance(exc, ConfigurationError) or attempt + 1 >= attempts or not getattr(
+                        exc, "retriable", False):
+                    raise
+                log.warning("%s failed (%s); retrying in %d ms", what, exc,
+                            self.opts.fetch_offset_retry_interval_ms)
+                time.sleep(self.opts.fetch_offset_retry_interval_ms / 1000.0)
+
+    def topic_partitions(self) -> list[tuple[str, int]]:
+        sub = self.opts.subscription
+        if sub.kind == "assign":
+            return list(sub.assignment)
+        if sub.kind == "subscribe":
+            topics = list(sub.topics)
+        else:
+            topics = self.client.match_topics(sub.pattern)
+        result = []
+        for topic in topics:
+            try:
+                partitions = self.client.topic_partitions(topic, refresh=True)
+            except KafkaError as exc:
+                if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION,):
+                    # Spark's source reads nothing from a subscribed topic that does not exist.
+                    log.warning("subscribed topic %r does not exist: %s", topic, exc)
+                    continue
+                raise
+            result.extend((topic, p) for p in partitions)
+        return sorted(result)
+
+    def list_offsets(self, requests: dict, isolation=None) -> dict:
+        if not requests:
+            return {}
+        level = 1 if (self.opts.read_committed if isolation is None else isolation) else 0
+        return self._with_retries(
+            lambda: self.client.list_offsets(requests, isolation_level=level), "ListOffsets")
+
+    def resolve(self, spec: OffsetSpec, tps: list[tuple[str, int]], *, start: bool) -> dict:
+        """{(topic, partition): offset} for ``spec`` over ``tps``."""
+        if spec.kind in ("earliest", "latest"):
+            marker = EARLIEST if spec.kind == "earliest" else LATEST
+            return {tp: off for tp, (off, _ts) in self.list_offsets({tp: marker for tp in tps}).items()}
+        if spec.kind == "specific":
+            given = spec.as_dict()
+            missing = [tp for tp in tps if tp not in given]
+            extra = [tp for tp in given if tp not in set(tps)]
+            if missing or extra:
+                details = []
+                if missing:
+                    details.append(f"partitions without an offset: {missing}")
+                if extra:
+                    details.append(f"partitions that are not subscribed: {extra}")
+                raise ConfigurationError(
+                    f"Option '{spec.option}' gives specific offsets, so it must name every "
+                    f"subscribed partition exactly; {'; '.join(details)}. Use -2 for earliest "
+                    "and -1 for latest.")
+            markers = {tp: off for tp, off in given.items() if off in (EARLIEST, LATEST)}
+            resolved = {tp: off for tp, (off, _ts) in self.list_offsets(markers).items()}
+            return {tp: resolved.get(tp, given[tp]) for tp in tps}
+        if spec.kind in ("timestamp", "global_timestamp"):
+            if spec.kind == "timestamp":
+                wanted = spec.as_dict()
+                missing = [tp for tp in tps if tp not in wanted]
+                if missing:
+                    raise ConfigurationError(
+                        f"Option '{spec.option}' must give a timestamp for every subscribed "
+                        f"partition; missing {missing}")
+            else:
+                wanted = {tp: spec.timestamp for tp in tps}
+            found = self.list_offsets({tp: wanted[tp] for tp in tps})
+            result = {}
+            unmatched = [tp for tp in tps if found[tp][0] < 0]
+            latest = {}
+            if unmatched and (not start or self.opts.timestamp_strategy == "latest"):
+                latest = {tp: off for tp, (off, _ts) in
+                          self.list_offsets({tp: LATEST for tp in unmatched}).items()}
+            for tp in tps:
+                offset = found[tp][0]
+                if offset < 0:
+                    if start and self.opts.timestamp_strategy == "error":
+                        raise DataLossError(
+                            f"No offset of {tp[0]}-{tp[1]} has a timestamp at or after "
+                            f"{wanted[tp]} (option '{spec.option}'). Set "
+                            "'startingOffsetsByTimestampStrategy' to 'latest' to start at the "
+                            "latest offset instead.")
+                    offset = latest[tp]
+                result[tp] = offset
+            return result
+        raise ConfigurationError(f"Option '{spec.option}'={spec.kind} is not valid here")
+
+    def plan_batch(self) -> list[OffsetRange]:
+        tps = self.topic_partitions()
+        if not tps:
+            return []
+        starts = self.resolve(self.opts.starting, tps, start=True)
+        ends = self.resolve(self.opts.ending, tps, start=False)
+        ranges = []
+        for topic, partition in tps:
+            begin, finish = starts[(topic, partition)], ends[(topic, partition)]
+            if begin > finish:
+                raise DataLossError(
+                    f"Starting offset {begin} is after the ending offset {finish} for "
+                    f"{topic}-{partition}: check options 'startingOffsets'/'endingOffsets' "
+                    "(or their timestamp forms); the topic may also have been truncated.")
+            ranges.append(OffsetRange(topic, partition, begin, finish))
+        return split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
+
+
+def _divide(rng: OffsetRange, parts: int) -> list[OffsetRange]:
+    """Split evenly; the last part takes the rounding remainder (as Spark does)."""
+    out = []
+    remaining = rng.size
+    begin = rng.start
+    for part in range(parts):
+        this = remaining // (parts - part)
+        remaining -= this
+        finish = min(begin + this, rng.end)
+        if finish > begin:
+            out.append(OffsetRange(rng.topic, rng.partition, begin, finish))
+        begin = finish
+    return out
+
+
+def split_ranges(ranges, min_partitions=None, max_records=None) -> list[OffsetRange]:
+    """Spark's KafkaOffsetRangeCalculator: drop empty ranges, cap records per range,
+    then split large ranges in proportion to their size until there are at least
+    ``min_partitions``."""
+    ranges = [r for r in ranges if r.size > 0]
+    if (min_partitions is None or len(ranges) >= min_partitions) and max_records is None:
+        return ranges
+    if max_records is not None:
+        ranges = [piece for r in ranges for piece in _divide(r, math.ceil(r.size / max_records))]
+    if min_partitions is None or min_partitions <= len(ranges):
+        return ranges
+    total = sum(r.size for r in ranges)
+
+    def part_count(size, total_size, min_parts):
+        return max(round(size / total_size * min_parts), 1)
+
+    unsplit = [r for r in ranges if part_count(r.size, total, min_partitions) == 1]
+    unsplit_ids = {id(r) for r in unsplit}
+    split_total = total - sum(r.size for r in unsplit)
+    split_min = max(min_partitions - len(unsplit), 1)
+    out = []
+    for r in ranges:
+        parts = 1 if id(r) in unsplit_ids else part_count(r.size, split_total, split_min)
+        out.extend(_divide(r, parts))
+    return out
+
+
+# --- reading (executors) ----------------------------------------------------------------
+
+def _data_loss(opts: ReadOptions, message: str) -> None:
+    if opts.fail_on_data_loss:
+        raise DataLossError(
+            f"{message}. Some data may have been lost because it is no longer available in "
+            "Kafka (aged out, or the topic was deleted). If you want the query to continue "
+            "with what is left, set the option 'failOnDataLoss' to 'false'.")
+    log.warning("%s; continuing because failOnDataLoss=false", message)
+
+
+def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
+    """Yield ``pyarrow.RecordBatch``es of ``rng`` = [start, end) of one topic-partition."""
+    import numpy as np
+    import pyarrow as pa
+
+    from .protocol.records import decode_records
+
+    schema = arrow_schema(opts.include_headers)
+    topic, partition, end = rng.topic, rng.partition, rng.end
+    offset = rng.start
+    if offset >= end:
+        return
+    own_client = client is None
+    client = client or make_client(opts)
+    fetch_bytes = opts.max_partition_fetch_bytes
+    level = 1 if opts.read_committed else 0
+    stalls = 0
+    try:
+        while offset < end:
+            part = _fetch_with_retries(client, opts, topic, partition, offset, fetch_bytes, level)
+            if part is None:   # topic/partition gone, failOnDataLoss=false
+                return
+            code = part["error_code"]
+            if code == OFFSET_OUT_OF_RANGE:
+                earliest = client.list_offsets({(topic, partition): EARLIEST})[(topic, partition)][0]
+                if offset < earliest:
+                    _data_loss(opts, f"Offsets [{offset}, {min(earliest, end)}) of "
+                               f"{topic}-{partition} are no longer available (earliest is "
+                               f"{earliest})")
+                    offset = earliest
+                    continue
+                _data_loss(opts, f"Offset {offset} of {topic}-{partition} is out of range "
+                           f"(earliest {earliest}); the requested range ends at {end}")
+                return
+            result = decode_records(
+                part["records"] or b"", topic=topic, partition=partition, fetch_offset=offset,
+                include_headers=opts.include_headers, read_committed=opts.read_committed,
+                aborted_transactions=[(a["producer_id"], a["first_offset"])
+                                      for a in (part.get("aborted_transactions") or [])])
+            batch = result.batch
+            if batch is not None and batch.num_rows:
+                offsets = batch.column("offset").to_numpy()
+                keep = int(np.searchsorted(offsets, end, side="left"))
+                if keep < batch.num_rows:
+                    batch = batch.slice(0, keep)
+                if batch.num_rows:
+                    n = batch.num_rows
+                    columns = [batch.column("key"), batch.column("value"),
+                               pa.repeat(topic, n).cast(pa.string()),
+                               pa.repeat(pa.scalar(partition, pa.int32()), n),
+                               batch.column("offset"), batch.column("timestamp"),
+                               batch.column("timestampType")]
+                    if opts.include_headers:
+                        columns.append(batch.column("headers"))
+                    yield pa.RecordBatch.from_arrays(columns, schema=schema)
+            if result.next_offset > offset:
+                offset = result.next_offset
+                stalls = 0
+                continue
+            # No complete batch came back.
+            available = part["last_stable_offset"] if opts.read_committed and \
+                part.get("last_stable_offset", -1) >= 0 else part["high_watermark"]
+            if result.truncated and fetch_bytes < MAX_FETCH_BYTES_GROWTH:
+                # A single batch larger than the fetch size: ask for more.
+                fetch_bytes *= 2
+                continue
+            if offset >= available:
+                if opts.read_committed and available < end:
+                    # An open transaction holds the last stable offset back: wait for it.
+                    stalls += 1
+                    if stalls > 60:
+                        raise KafkaError(
+                            f"{topic}-{partition}: last stable offset stayed at {available} "
+                            f"below the planned end {end}; an open transaction did not finish")
+                    time.sleep(0.5)
+                    continue
+                _data_loss(opts, f"{topic}-{partition} ends at offset {available} but the "
+                           f"query planned to read up to {end} (records were deleted or the "
+                           "partition was truncated)")
+                return
+            stalls += 1
+            if stalls > 5:
+                raise KafkaError(
+                    f"Fetch of {topic}-{partition} at offset {offset} returned no complete "
+                    f"record batch {stalls} times (high watermark {part['high_watermark']}, "
+                    f"fetch size {fetch_bytes} bytes)")
+            time.sleep(0.05 * stalls)
+    finally:
+        if own_client:
+            client.close()
+
+
+def _fetch_with_retries(client, opts, topic, partition, offset, fetch_bytes, level):
+    """Fetch once, retrying retriable errors; None when the partition is gone and
+    failOnDataLoss=false."""
+    def attempt():
+        part = client.fetch(topic, partition, offset, max_bytes=fetch_bytes,
+                            max_wait_ms=opts.fetch_max_wait_ms, isolation_level=level)
+        code = part["error_code"]
+        if code and code != OFFSET_OUT_OF_RANGE:
+            raise error_for_code(code)(f"Fetch {topic}-{partition} at offset {offset}")
+        return part
+
+    try:
+        return client.retrying(attempt, f"Fetch {topic}-{partition}")
+    except KafkaError as exc:
+        if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID):
+            _data_loss(opts, f"{topic}-{partition} no longer exists (was the topic deleted?) "
+                       f"while reading from offset {offset}: {exc}")
+            return None
+        raise

@@ -1,0 +1,71 @@
+"""The Spark DataSource ``pykafka``: thin glue over options, planning and reading."""
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader
+
+from .options import lower_keys, parse_bool, parse_read_options
+from .protocol.errors import ConfigurationError
+from .reader import KafkaInputPartition, OffsetPlanner, make_client, read_range, spark_schema
+
+
+def _check_schema(schema, include_headers: bool) -> None:
+    expected = ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+                "timestamp:timestamp,timestampType:int"
+                + (",headers:array<struct<key:string,value:binary>>" if include_headers else "")
+                + ">")
+    if schema is not None and schema.simpleString() != expected:
+        raise ConfigurationError(
+            "The pykafka source has a fixed schema and cannot be set with a custom one: "
+            f"got {schema.simpleString()}, the source produces {expected}. Remove .schema(...) "
+            "and cast the key/value columns after loading.")
+
+
+class KafkaDataSource(DataSource):
+    """``spark.read.format("pykafka")``: Apache Kafka, spoken in Python."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pykafka"
+
+    def _include_headers(self) -> bool:
+        return parse_bool(lower_keys(self.options), "includeHeaders", False)
+
+    def schema(self):
+        # A read fails at load() already for options that are wrong in every mode; the
+        # batch- or stream-specific checks follow in reader()/streamReader().
+        keys = lower_keys(self.options)
+        if any(k in keys for k in ("subscribe", "subscribepattern", "assign")):
+            parse_read_options(self.options, streaming=None)
+        return spark_schema(self._include_headers())
+
+    def streamReader(self, schema):
+        from .stream import KafkaStreamReader
+        opts = parse_read_options(self.options, streaming=True)
+        _check_schema(schema, opts.include_headers)
+        return KafkaStreamReader(opts, self.options)
+
+    def reader(self, schema) -> DataSourceReader:
+        opts = parse_read_options(self.options, streaming=False)
+        _check_schema(schema, opts.include_headers)
+        return KafkaBatchReader(opts)
+
+
+class KafkaBatchReader(DataSourceReader):
+    def __init__(self, opts):
+        self.opts = opts
+
+    def partitions(self):
+        client = make_client(self.opts)
+        try:
+            ranges = OffsetPlanner(self.opts, client).plan_batch()
+        finally:
+            client.close()
+        return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+    def read(self, partition):
+        yield from read_range(self.opts, partition)
+
+
+def register(spark) -> None:
+    """Register the ``pykafka`` format explicitly (not needed after pip install)."""
+    spark.dataSource.register(KafkaDataSource)

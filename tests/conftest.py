@@ -1,0 +1,144 @@
+"""Shared fixtures: real brokers started (lazily, once per session) by the suite.
+
+* ``mock_cluster`` / ``tansu_broker``: session-scoped, started on first use.
+* ``broker``: parametrized over the enabled brokers (ids "mock", "tansu"), so a
+  test written against ``broker`` runs on each of them.
+* ``new_topic(partitions=1, prefix="t", replication=1)``: fresh topic on ``broker``.
+
+Restrict brokers with ``--brokers=mock`` or ``KAFKA_DS_BROKERS=mock,tansu``.
+Tests using any of these fixtures get the ``integration`` marker automatically.
+"""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from brokers import BROKER_CLASSES, BrokerError  # noqa: E402
+
+ALL_BROKERS = ("mock", "tansu")
+_BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic"}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--brokers", action="store", default=None,
+        help="comma-separated brokers for integration tests: mock,tansu "
+             "(default: $KAFKA_DS_BROKERS or both)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "integration: needs a real broker started by the suite")
+    # kafka-python 3.x loads its schemas with deprecated importlib.resources calls
+    config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
+    config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
+
+
+def enabled_brokers(config):
+    raw = config.getoption("--brokers") or os.environ.get("KAFKA_DS_BROKERS") or ",".join(ALL_BROKERS)
+    names = [n.strip().lower() for n in raw.split(",") if n.strip()]
+    bad = [n for n in names if n not in ALL_BROKERS]
+    if bad:
+        raise pytest.UsageError(f"unknown broker(s) {bad}; choose from {ALL_BROKERS}")
+    return names
+
+
+def pytest_generate_tests(metafunc):
+    if "broker" in metafunc.fixturenames:
+        names = enabled_brokers(metafunc.config)
+        metafunc.parametrize("broker", names, ids=names, indirect=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
+class _Brokers:
+    """Session-wide registry: starts each broker on first use, stops all at the end."""
+
+    def __init__(self, config):
+        self.config = config
+        self.instances = {}
+        self.failures = {}
+
+    def get(self, name):
+        if name not in enabled_brokers(self.config):
+            pytest.skip(f"broker {name!r} disabled (--brokers / KAFKA_DS_BROKERS)")
+        if name in self.failures:  # do not retry a failed start for every test
+            pytest.fail(f"{name} broker failed to start earlier: {self.failures[name]}")
+        b = self.instances.get(name)
+        if b is None:
+            try:
+                b = self.instances[name] = BROKER_CLASSES[name]()
+            except Exception as e:
+                self.failures[name] = e
+                raise
+        if not b.is_alive():
+            raise BrokerError(f"{name} broker died; log: {b.log_path}")
+        return b
+
+    def stop_all(self):
+        for b in self.instances.values():
+            try:
+                b.stop()
+            except Exception as e:  # pragma: no cover
+                print(f"error stopping {b!r}: {e}", file=sys.stderr)
+        self.instances.clear()
+
+
+@pytest.fixture(scope="session")
+def _brokers(request):
+    reg = _Brokers(request.config)
+    yield reg
+    reg.stop_all()
+
+
+@pytest.fixture(scope="session")
+def enabled_broker_names(request):
+    """Broker names enabled by --brokers / KAFKA_DS_BROKERS, e.g. ["mock", "tansu"]."""
+    return enabled_brokers(request.config)
+
+
+@pytest.fixture(scope="session")
+def mock_cluster(_brokers):
+    """librdkafka mock cluster, 3 brokers (tests.brokers.MockCluster)."""
+    return _brokers.get("mock")
+
+
+@pytest.fixture(scope="session")
+def tansu_broker(_brokers):
+    """Single Tansu node, memory storage (tests.brokers.TansuBroker)."""
+    return _brokers.get("tansu")
+
+
+@pytest.fixture
+def broker(request, _brokers):
+    """The broker named by the test's parameter ("mock" or "tansu")."""
+    return _brokers.get(request.param)
+
+
+@pytest.fixture
+def new_topic(broker):
+    """Factory: ``new_topic(partitions=1, prefix="t", replication=1) -> name``.
+
+    The topic is created on ``broker`` and usable (all partitions have a
+    leader) when this returns; it is deleted (best effort) after the test.
+    """
+    created = []
+
+    def make(partitions=1, prefix="t", replication=1):
+        name = broker.unique_topic(prefix)
+        broker.create_topic(name, partitions=partitions, replication=replication)
+        created.append(name)
+        return name
+
+    yield make
+    if broker.is_alive():
+        for name in created:
+            try:
+                broker.delete_topic(name, wait=False)
+            except Exception:
+                pass

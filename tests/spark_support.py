@@ -1,0 +1,31 @@
+"""One local Spark session for the whole test run (a JVM start costs seconds)."""
+import os
+import sys
+
+import pytest
+
+
+def make_spark(app_name="kafka_ds-tests"):
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import kafka_ds
+
+    spark = (SparkSession.builder.master("local[2]").appName(app_name)
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.driver.memory", "2g")
+             .config("spark.python.worker.reuse", "true")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    kafka_ds.register(spark)
+    return spark
+
+
+@pytest.fixture(scope="session")
+def spark():
+    session = make_spark()
+    yield session
+    session.stop()

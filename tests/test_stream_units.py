@@ -1,0 +1,38 @@
+"""Streaming offset bookkeeping that needs no broker."""
+import json
+
+from kafka_ds.stream import from_offset_dict, rate_limit, to_offset_dict
+
+
+def test_offset_dict_keys_sorted_and_stable():
+    offsets = {("b", 10): 5, ("b", 2): 7, ("a", 0): 1}
+    d = to_offset_dict(offsets)
+    assert json.dumps(d) == '{"a": {"0": 1}, "b": {"10": 5, "2": 7}}'
+    assert json.dumps(d) == json.dumps(d, sort_keys=True)
+    assert from_offset_dict(json.loads(json.dumps(d))) == offsets
+
+
+def test_rate_limit_proportional_to_backlog():
+    start = {("t", 0): 0, ("t", 1): 0}
+    end = {("t", 0): 90, ("t", 1): 10}
+    assert rate_limit(10, start, end, {}) == {("t", 0): 9, ("t", 1): 1}
+
+
+def test_rate_limit_small_partition_not_starved_and_never_past_end():
+    start = {("t", 0): 0, ("t", 1): 0}
+    end = {("t", 0): 1000, ("t", 1): 1}
+    out = rate_limit(5, start, end, {})
+    assert out[("t", 1)] == 1 and out[("t", 0)] == 4
+    assert rate_limit(10**9, start, end, {}) == end
+
+
+def test_rate_limit_new_partition_starts_at_earliest():
+    start = {("t", 0): 5}
+    end = {("t", 0): 15, ("t", 1): 30}
+    out = rate_limit(10, start, end, {("t", 1): 20})
+    assert out == {("t", 0): 10, ("t", 1): 25}
+
+
+def test_rate_limit_nothing_new():
+    start = {("t", 0): 5}
+    assert rate_limit(10, start, {("t", 0): 5}, {}) == {("t", 0): 5}
