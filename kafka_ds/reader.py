@@ -259,6 +259,9 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
 
     from .protocol.records import decode_records
 
+    if not hasattr(rng, "topic"):
+        # Spark runs one placeholder InputPartition when a reader plans none.
+        return
     schema = arrow_schema(opts.include_headers)
     topic, partition, end = rng.topic, rng.partition, rng.end
     offset = rng.start

@@ -70,9 +70,10 @@ def _read_exact(conn, n):
     return bytes(buf)
 
 
-def api_versions_v0_answer(correlation_id, apis=None):
+def api_versions_v0_answer(correlation_id, apis=None, version=0):
+    """An ApiVersions answer (v0 unless ``version`` says otherwise) listing ``apis``."""
     apis = apis or {18: (0, 3), 3: (0, 12), 1: (4, 12), 2: (1, 8)}
-    return bytes(encode_response(m.API_VERSIONS, 0, correlation_id, {
+    return bytes(encode_response(m.API_VERSIONS, version, correlation_id, {
         "error_code": 0,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
                      for k, (lo, hi) in apis.items()]}))

@@ -26,6 +26,6 @@ def make_spark(app_name="kafka_ds-tests"):
 
 @pytest.fixture(scope="session")
 def spark():
-    session = make_spark()
-    yield session
-    session.stop()
+    # Test modules import this fixture, so pytest may see it once per module; they all
+    # share the one getOrCreate() session, which ends with the test process.
+    return make_spark()

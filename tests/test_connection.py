@@ -34,7 +34,7 @@ def test_api_versions_falls_back_to_v0_on_error_35_with_malformed_body():
 
 def test_version_negotiation_fails_clearly_without_overlap():
     def handler(api_key, version, correlation_id, frame, conn):
-        conn.sendall(api_versions_v0_answer(correlation_id, {18: (0, 3), 1: (20, 30)}))
+        conn.sendall(api_versions_v0_answer(correlation_id, {18: (0, 3), 1: (20, 30)}, version))
 
     broker = FakeBroker(handler)
     try:
@@ -50,7 +50,7 @@ def test_version_negotiation_fails_clearly_without_overlap():
 def _connected(handler_after_versions, timeout_ms=1000):
     def handler(api_key, version, correlation_id, frame, conn):
         if api_key == 18:
-            conn.sendall(api_versions_v0_answer(correlation_id))
+            conn.sendall(api_versions_v0_answer(correlation_id, version=version))
             return None
         return handler_after_versions(correlation_id, conn)
 

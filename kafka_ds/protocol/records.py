@@ -964,6 +964,11 @@ def decode_records(data, *, topic, partition, fetch_offset, include_headers=True
         base, length = unpack_ol(mv, pos)
         if length < _LEGACY_MIN_LENGTH[0]:
             raise _corrupt(topic, partition, base, f"invalid batch length {length}")
+        if length > max_decompressed_size:
+            # Not a batch that is merely cut off by the fetch size: no broker sends
+            # one this large, and waiting for "the rest" would never end.
+            raise _corrupt(topic, partition, base,
+                           f"batch length {length} exceeds the {max_decompressed_size}-byte limit")
         magic = mv[pos + 16] if n - pos > 16 else None
         if magic is not None:
             if magic > 2:
