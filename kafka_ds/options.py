@@ -42,6 +42,10 @@ OPTIONS = [
     ("endingTimestamp", "batch read", "", "Like `startingTimestamp`, for the end."),
     ("startingOffsetsByTimestampStrategy", "read", "`error`",
      "`error` fails when no offset matches a timestamp; `latest` uses the latest offset instead."),
+    ("latestOffsetsVia", "read", "`listOffsets`",
+     "How `latest` offsets are looked up: `listOffsets` (ListOffsets, as Spark does) or "
+     "`fetch` (the high watermark of a Fetch; for brokers whose ListOffsets lags, e.g. Tansu "
+     "0.6 after multi-record batches)."),
     ("failOnDataLoss", "read", "`true`",
      "Fail when requested offsets are gone (aged out, topic deleted); `false` logs and reads "
      "what is left."),
@@ -361,6 +365,7 @@ class ReadOptions:
     read_committed: bool = False
     max_partition_fetch_bytes: int = 8 << 20
     fetch_max_wait_ms: int = 500
+    latest_via_fetch: bool = False
     client: dict = field(default_factory=dict)   # kafka.* params for ClientConfig
     # streaming
     max_offsets_per_trigger: int | None = None
@@ -406,6 +411,10 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
         raise ConfigurationError(
             "Option 'kafka.isolation.level' must be 'read_uncommitted' or 'read_committed', "
             f"got {params['isolation.level']!r}")
+    latest_via = options.get("latestoffsetsvia", "listOffsets").strip().lower()
+    if latest_via not in ("listoffsets", "fetch"):
+        raise ConfigurationError(
+            f"Option 'latestOffsetsVia' must be 'listOffsets' or 'fetch', got {latest_via!r}")
     min_partitions = parse_int(options, "minPartitions", minimum=1)
     max_records = parse_int(options, "maxRecordsPerPartition", minimum=1)
     max_offsets = parse_int(options, "maxOffsetsPerTrigger", minimum=1)
@@ -451,6 +460,7 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
         max_partition_fetch_bytes=parse_int(options, "kafka.max.partition.fetch.bytes", 8 << 20,
                                             minimum=1024),
         fetch_max_wait_ms=parse_int(options, "kafka.fetch.max.wait.ms", 500, minimum=0),
+        latest_via_fetch=latest_via == "fetch",
         client=params,
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,

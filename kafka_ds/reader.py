@@ -125,8 +125,28 @@ class OffsetPlanner:
         if not requests:
             return {}
         level = 1 if (self.opts.read_committed if isolation is None else isolation) else 0
-        return self._with_retries(
+        found = self._with_retries(
             lambda: self.client.list_offsets(requests, isolation_level=level), "ListOffsets")
+        if self.opts.latest_via_fetch:
+            for tp, wanted in requests.items():
+                if wanted == LATEST:
+                    found[tp] = (self._fetch_latest(tp, found[tp][0], level), found[tp][1])
+        return found
+
+    def _fetch_latest(self, tp, listed: int, level: int) -> int:
+        """The high watermark (or last stable offset) a Fetch reports: for Apache Kafka
+        the same number ListOffsets gives, for brokers whose ListOffsets lags (Tansu)
+        the right one. Fetching at ``listed`` keeps the answer to at most one batch
+        (a tiny max_bytes would be simpler, but Tansu then omits the partition).
+        min_bytes=0 answers at once; max_wait_ms=1 since Tansu answers a 0 ms wait with
+        no partitions at all (tests/README.md)."""
+        part = self._with_retries(
+            lambda: self.client.fetch(tp[0], tp[1], max(listed, 0), max_bytes=1 << 20,
+                                      max_wait_ms=1, min_bytes=0, isolation_level=level),
+            "Fetch")
+        end = part["last_stable_offset"] if level and part.get("last_stable_offset", -1) >= 0 \
+            else part["high_watermark"]
+        return max(listed, end)
 
     def resolve(self, spec: OffsetSpec, tps: list[tuple[str, int]], *, start: bool) -> dict:
         """{(topic, partition): offset} for ``spec`` over ``tps``."""

@@ -230,3 +230,31 @@ def test_topic_deleted_between_plan_and_read(broker, new_topic, fail_on_data_los
             list(reader.read(partitions[0]))
     else:
         assert list(reader.read(partitions[0])) == []
+
+
+# --- brokers whose ListOffsets lags --------------------------------------------------------------
+
+def test_latest_offsets_via_fetch_after_multi_record_batches(spark, broker, new_topic):
+    """``latestOffsetsVia=fetch`` reads everything on both brokers, including Tansu, whose
+    ListOffsets LATEST stops at the last batch's first record (tests/README.md)."""
+    import pyarrow as pa
+
+    from kafka_ds.client import KafkaClient
+    from kafka_ds.protocol.records import encode_record_batch
+    from test_client import _produce_batches
+
+    topic = new_topic(partitions=2)
+    client = KafkaClient(broker.bootstrap_servers)
+    try:
+        for partition in (0, 1):
+            for start in (0, 5):
+                _produce_batches(client, topic, partition, [encode_record_batch(
+                    keys=None, values=pa.array([f"{partition}-{i}".encode()
+                                                for i in range(start, start + 5)]),
+                    timestamps_ms=pa.array([BASE_TS] * 5, pa.int64()))])
+    finally:
+        client.close()
+    df = (spark.read.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+          .option("subscribe", topic).option("latestOffsetsVia", "fetch").load())
+    assert sorted((r.partition, r.offset, bytes(r.value)) for r in df.collect()) == [
+        (p, i, f"{p}-{i}".encode()) for p in (0, 1) for i in range(10)]

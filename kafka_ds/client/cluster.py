@@ -418,6 +418,24 @@ class KafkaClient:
 
         return self._group_call(group_id, call, "OffsetFetch")
 
+    # --- topics ------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     timeout_ms: int = 30000) -> None:
+        """CreateTopics through any broker (it forwards to the controller); an existing
+        topic is an error, as in the admin API."""
+        conn = self.any_connection()
+        response = conn.request(m.CREATE_TOPICS, {
+            "topics": [{"name": name, "num_partitions": partitions,
+                        "replication_factor": replication_factor,
+                        "assignments": [], "configs": []}],
+            "timeout_ms": timeout_ms, "validate_only": False})
+        for topic in response["topics"]:
+            if topic["error_code"]:
+                raise error_for_code(topic["error_code"])(
+                    f"CreateTopics {name!r}: {topic.get('error_message') or ''}".rstrip(": "))
+        self.refresh_metadata([name])
+
     # --- producing ---------------------------------------------------------------
 
     def init_producer_id(self, transactional_id: str | None = None,

@@ -314,7 +314,44 @@ INIT_PRODUCER_ID = Message(
     ),
 )
 
+# CreateTopics: used by the demo and tooling to make topics on brokers that allow it.
+CREATE_TOPICS = Message(
+    "CreateTopics", 19, valid_versions="2-7", flexible_versions="5+",
+    request=(
+        F("Topics", "[]CreatableTopic", "0+",
+          F("Name", "string"),
+          F("NumPartitions", "int32"),
+          F("ReplicationFactor", "int16"),
+          F("Assignments", "[]CreatableReplicaAssignment", "0+",
+            F("PartitionIndex", "int32"),
+            F("BrokerIds", "[]int32")),
+          F("Configs", "[]CreatableTopicConfig", "0+",
+            F("Name", "string"),
+            F("Value", "string", "0+", nullable="0+"))),
+        F("TimeoutMs", "int32", default=60000),
+        F("ValidateOnly", "bool", "1+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "2+"),
+        F("Topics", "[]CreatableTopicResult", "0+",
+          F("Name", "string"),
+          F("TopicId", "uuid", "7+"),
+          F("ErrorCode", "int16"),
+          F("ErrorMessage", "string", "1+", nullable="0+"),
+          F("TopicConfigErrorCode", "int16", "5+", tag=0),
+          F("NumPartitions", "int32", "5+", default=-1),
+          F("ReplicationFactor", "int16", "5+", default=-1),
+          F("Configs", "[]CreatableTopicConfigs", "5+",
+            F("Name", "string", "5+"),
+            F("Value", "string", "5+", nullable="5+"),
+            F("ReadOnly", "bool", "5+"),
+            F("ConfigSource", "int8", "5+", default=-1),
+            F("IsSensitive", "bool", "5+"),
+            nullable="5+")),
+    ),
+)
+
 ALL_MESSAGES = {m.name: m for m in [
     API_VERSIONS, METADATA, LIST_OFFSETS, FETCH, PRODUCE, FIND_COORDINATOR,
-    OFFSET_COMMIT, OFFSET_FETCH, INIT_PRODUCER_ID]}
+    OFFSET_COMMIT, OFFSET_FETCH, INIT_PRODUCER_ID, CREATE_TOPICS]}
 BY_KEY = {m.api_key: m for m in ALL_MESSAGES.values()}
