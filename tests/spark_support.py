@@ -14,6 +14,7 @@ def make_spark(app_name="kafka_ds-tests"):
 
     spark = (SparkSession.builder.master("local[2]").appName(app_name)
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.driver.memory", "2g")
