@@ -72,7 +72,9 @@ OPTIONS = [
      "Bytes asked per partition per Fetch; bounds executor memory."),
     ("kafka.fetch.max.wait.ms", "read", "`500`", "Longest time the broker may hold a Fetch."),
     ("kafka.request.timeout.ms", "read, write", "`30000`", "Per-request timeout."),
-    ("kafka.retries", "read, write", "`5`", "Retries of retriable errors (after a metadata refresh)."),
+    ("kafka.retries", "read, write", "read: `5`, write: `2147483647`",
+     "Retries of retriable errors (after a metadata refresh). Writes retry until "
+     "`kafka.delivery.timeout.ms` by default, like the Java producer."),
     ("kafka.retry.backoff.ms", "read, write", "`100`", "Initial back-off between retries."),
     ("kafka.client.id", "read, write", "`kafka-ds`", "Client id sent with every request."),
     ("topic", "write", "",
@@ -81,10 +83,17 @@ OPTIONS = [
     ("kafka.compression.type", "write", "`none`", "`none`, `gzip`, `snappy`, `lz4` or `zstd`."),
     ("kafka.enable.idempotence", "write", "`true`",
      "Producer id, epoch and sequence numbers so retried requests never duplicate records."),
-    ("kafka.batch.size", "write", "`1048576`", "Largest record batch per partition (bytes)."),
-    ("kafka.max.request.size", "write", "`1048576`", "Largest Produce request (bytes)."),
-    ("kafka.linger.ms", "write", "`0`", "Accepted for compatibility; batches are formed from "
-     "Arrow batches, so there is nothing to wait for."),
+    ("kafka.batch.size", "write", "`1048576`",
+     "Largest record batch per partition (bytes, before compression, header included); a "
+     "single larger record gets a batch of its own. Also the size of a sticky run of "
+     "null-key records in one partition."),
+    ("kafka.max.request.size", "write", "`1048576`",
+     "Largest Produce request (bytes; one batch per partition per request, at least one "
+     "batch). A record larger than this fails the write, naming topic, partition and row."),
+    ("kafka.linger.ms", "write", "`0`",
+     "How long rows may wait in a partition's buffer for rows of the following Arrow batches "
+     "before they are sent; `0` sends the rows of each Arrow batch at once (in batches of at "
+     "most `kafka.batch.size`)."),
     ("kafka.delivery.timeout.ms", "write", "`120000`",
      "Longest time a record may take from the write to its acknowledgement, retries included."),
     ("kafka.max.in.flight.requests.per.connection", "write", "`5`",
@@ -106,6 +115,11 @@ REJECTED_WRITE = {
     "key.serializer": "the key column must be binary or string; cast it before writing",
     "value.serializer": "the value column must be binary or string; cast it before writing",
     "interceptor.classes": "interceptors are not supported; transform the DataFrame instead",
+    "partitioner.class": "custom partitioners are not supported; compute a 'partition' column "
+                         "instead (rows with a null partition use the Java default partitioner)",
+    "transactional.id": "transactions are not supported; the idempotent producer "
+                        "('kafka.enable.idempotence', on by default) already keeps retried "
+                        "requests from duplicating records",
 }
 
 
@@ -468,6 +482,104 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
         group_id=group_id,
         group_id_prefix=options.get("groupidprefix", "spark-kafka-source"),
         group_fallback=fallback,
+    )
+
+
+
+# --- the whole write configuration ---------------------------------------------------
+
+ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+MAX_RETRIES = 2147483647
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    bootstrap_servers: str
+    topic: str | None = None          # the 'topic' option; overrides the topic column
+    acks: int = -1                    # 0, 1 or -1 (all)
+    compression: str = "none"         # none | gzip | snappy | lz4 | zstd
+    idempotent: bool = True
+    batch_size: int = 1 << 20
+    max_request_size: int = 1 << 20
+    linger_ms: int = 0
+    delivery_timeout_ms: int = 120000
+    request_timeout_ms: int = 30000
+    max_in_flight: int = 5
+    retries: int = MAX_RETRIES
+    retry_backoff_ms: int = 100
+    client: dict = field(default_factory=dict)   # kafka.* params for ClientConfig
+
+
+def parse_write_options(raw_options) -> WriteOptions:
+    """Validate every write option (driver side, before any task runs)."""
+    options = lower_keys(raw_options)
+    bootstrap = check_bootstrap(options)
+    params = kafka_params(options)
+    for key, fix in REJECTED_WRITE.items():
+        if key in params:
+            raise ConfigurationError(f"Kafka option 'kafka.{key}' is not supported: {fix}.")
+    topic = options.get("topic")
+    if topic is not None:
+        topic = str(topic).strip()
+        if not topic:
+            raise ConfigurationError(
+                "Option 'topic' is empty: give the topic to write to, or leave the option out "
+                "and provide a string 'topic' column")
+    acks_raw = params.get("acks", "all")
+    acks = ACKS.get(str(acks_raw).strip().lower())
+    if acks is None:
+        raise ConfigurationError(f"Option 'kafka.acks' must be '0', '1' or 'all', got {acks_raw!r}")
+    compression = str(params.get("compression.type", "none")).strip().lower()
+    if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+        raise ConfigurationError(
+            "Option 'kafka.compression.type' must be one of none, gzip, snappy, lz4, zstd, "
+            f"got {params['compression.type']!r}")
+    max_in_flight = parse_int(options, "kafka.max.in.flight.requests.per.connection", 5, minimum=1)
+    retries = parse_int(options, "kafka.retries", MAX_RETRIES, minimum=0)
+    # Like the Java producer: idempotence is on unless asked otherwise, and quietly off when
+    # another setting it needs was changed -- but an explicit 'true' with such a setting
+    # is a contradiction the user must resolve.
+    explicit_idempotence = "kafka.enable.idempotence" in options
+    idempotent = parse_bool(options, "kafka.enable.idempotence", True)
+    conflicts = []
+    if acks != -1:
+        conflicts.append(f"'kafka.acks' is {acks_raw!r} (idempotence needs 'all')")
+    if max_in_flight > 5:
+        conflicts.append(f"'kafka.max.in.flight.requests.per.connection' is {max_in_flight} "
+                         "(idempotence allows at most 5)")
+    if retries == 0:
+        conflicts.append("'kafka.retries' is 0 (idempotence needs retries)")
+    if idempotent and conflicts:
+        if explicit_idempotence:
+            raise ConfigurationError(
+                "Option 'kafka.enable.idempotence' is 'true' but " + "; ".join(conflicts)
+                + ". Change those options, or set 'kafka.enable.idempotence' to 'false'.")
+        idempotent = False
+    linger_ms = parse_int(options, "kafka.linger.ms", 0, minimum=0)
+    request_timeout_ms = parse_int(options, "kafka.request.timeout.ms", 30000, minimum=1)
+    delivery_timeout_ms = parse_int(options, "kafka.delivery.timeout.ms", None, minimum=1)
+    if delivery_timeout_ms is None:
+        delivery_timeout_ms = max(120000, linger_ms + request_timeout_ms)
+    elif delivery_timeout_ms < linger_ms + request_timeout_ms:
+        raise ConfigurationError(
+            f"Option 'kafka.delivery.timeout.ms' ({delivery_timeout_ms}) must be at least "
+            f"'kafka.linger.ms' + 'kafka.request.timeout.ms' ({linger_ms} + "
+            f"{request_timeout_ms}), so a request can time out and be retried once")
+    return WriteOptions(
+        bootstrap_servers=bootstrap,
+        topic=topic,
+        acks=acks,
+        compression=compression,
+        idempotent=idempotent,
+        batch_size=parse_int(options, "kafka.batch.size", 1 << 20, minimum=1),
+        max_request_size=parse_int(options, "kafka.max.request.size", 1 << 20, minimum=1),
+        linger_ms=linger_ms,
+        delivery_timeout_ms=delivery_timeout_ms,
+        request_timeout_ms=request_timeout_ms,
+        max_in_flight=max_in_flight,
+        retries=retries,
+        retry_backoff_ms=parse_int(options, "kafka.retry.backoff.ms", 100, minimum=0),
+        client=params,
     )
 
 

@@ -258,3 +258,76 @@ def test_latest_offsets_via_fetch_after_multi_record_batches(spark, broker, new_
           .option("subscribe", topic).option("latestOffsetsVia", "fetch").load())
     assert sorted((r.partition, r.offset, bytes(r.value)) for r in df.collect()) == [
         (p, i, f"{p}-{i}".encode()) for p in (0, 1) for i in range(10)]
+
+
+# --- timestamp offsets, where the test brokers cannot answer ---------------------------------------
+
+def _timestamp_cluster(first_offset_at_or_after):
+    """A one-node cluster on a real socket whose ListOffsets implements the timestamp
+    lookup Kafka does (neither test broker does: tests/README.md). Partitions 0 and 1 of
+    topic "ts" hold offsets [0, 100) with timestamps BASE_TS + offset * 1000."""
+    from fakebroker import FakeBroker, api_versions_v0_answer
+    from kafka_ds.protocol import messages as m
+    from kafka_ds.protocol.schema import decode_request, encode_response
+
+    def handler(api_key, version, correlation_id, frame, conn):
+        if api_key == 18:
+            conn.sendall(api_versions_v0_answer(
+                correlation_id, {18: (0, 3), 3: (0, 12), 1: (4, 12), 2: (1, 9)}, version))
+        elif api_key == 3:
+            conn.sendall(encode_response(m.METADATA, version, correlation_id, {
+                "brokers": [{"node_id": 0, "host": "127.0.0.1", "port": fake.port}],
+                "topics": [{"error_code": 0, "name": "ts", "partitions": [
+                    {"error_code": 0, "partition_index": p, "leader_id": 0, "replica_nodes": [0],
+                     "isr_nodes": [0], "offline_replicas": []} for p in (0, 1)]}]}))
+        elif api_key == 2:
+            _header, body = decode_request(m.LIST_OFFSETS, frame)
+            conn.sendall(encode_response(m.LIST_OFFSETS, version, correlation_id, {"topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
+                     "offset": first_offset_at_or_after(p["timestamp"])}
+                    for p in t["partitions"]]} for t in body["topics"]]}))
+
+    fake = FakeBroker(handler)
+    return fake
+
+
+def _lookup(ts):
+    if ts == -2:
+        return 0
+    if ts == -1:
+        return 100
+    offset = max(0, -(-(ts - BASE_TS) // 1000))   # first record at or after ts
+    return offset if offset < 100 else -1
+
+
+@pytest.mark.parametrize("options,ranges", [
+    ({"startingTimestamp": BASE_TS + 10_500, "endingTimestamp": BASE_TS + 20_000},
+     [("ts", 0, 11, 20), ("ts", 1, 11, 20)]),
+    ({"startingOffsetsByTimestamp": json.dumps({"ts": {"0": BASE_TS, "1": BASE_TS + 50_000}}),
+      "endingOffsetsByTimestamp": json.dumps({"ts": {"0": BASE_TS + 3_000,
+                                                     "1": BASE_TS + 999_000}})},
+     [("ts", 0, 0, 3), ("ts", 1, 50, 100)]),     # no record after the end: latest
+    ({"startingTimestamp": BASE_TS + 999_000, "startingOffsetsByTimestampStrategy": "latest"},
+     []),                                        # start at latest: empty ranges dropped
+])
+def test_timestamp_offsets_are_planned_from_list_offsets(options, ranges):
+    fake = _timestamp_cluster(_lookup)
+    try:
+        source = KafkaDataSource({"kafka.bootstrap.servers": fake.address, "subscribe": "ts",
+                                  **{k: str(v) for k, v in options.items()}})
+        planned = source.reader(None).partitions()
+        assert [(p.topic, p.partition, p.start, p.end) for p in planned] == ranges
+    finally:
+        fake.close()
+
+
+def test_timestamp_without_match_fails_by_default():
+    fake = _timestamp_cluster(_lookup)
+    try:
+        source = KafkaDataSource({"kafka.bootstrap.servers": fake.address, "subscribe": "ts",
+                                  "startingTimestamp": str(BASE_TS + 999_000)})
+        with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy"):
+            source.reader(None).partitions()
+    finally:
+        fake.close()
