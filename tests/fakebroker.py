@@ -77,3 +77,26 @@ def api_versions_v0_answer(correlation_id, apis=None, version=0):
         "error_code": 0,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
                      for k, (lo, hi) in apis.items()]}))
+
+
+def serve_cluster(topics, handlers, apis=None):
+    """A one-node cluster (node 0) on a real socket: answers ApiVersions and Metadata
+    for ``topics`` ({name: partition count}) and hands other requests to
+    ``handlers[api_key](version, correlation_id, frame, conn)``."""
+    apis = apis or {18: (0, 3), 3: (0, 12), 1: (4, 12), 2: (1, 9)}
+
+    def handler(api_key, version, correlation_id, frame, conn):
+        if api_key == 18:
+            conn.sendall(api_versions_v0_answer(correlation_id, apis, version))
+        elif api_key == 3:
+            conn.sendall(encode_response(m.METADATA, version, correlation_id, {
+                "brokers": [{"node_id": 0, "host": "127.0.0.1", "port": broker.port}],
+                "topics": [{"error_code": 0, "name": name, "partitions": [
+                    {"error_code": 0, "partition_index": p, "leader_id": 0,
+                     "replica_nodes": [0], "isr_nodes": [0], "offline_replicas": []}
+                    for p in range(count)]} for name, count in topics.items()]}))
+        else:
+            return handlers[api_key](version, correlation_id, frame, conn)
+
+    broker = FakeBroker(handler)
+    return broker

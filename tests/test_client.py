@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from brokers import consume_confluent, produce_confluent, produce_kafka_python
-from fakebroker import FakeBroker, api_versions_v0_answer
+from fakebroker import serve_cluster
 from kafka_ds.client import EARLIEST, LATEST, KafkaClient
 from kafka_ds.options import parse_read_options
 from kafka_ds.protocol import messages as m
@@ -227,26 +227,16 @@ def test_group_offsets_commit_and_fetch(broker, new_topic):
 
 def _serve_fetch(records_bytes, topic="corrupt", high_watermark=10):
     """A one-node cluster whose Fetch answers ``records_bytes`` for every partition."""
-    def handler(api_key, version, correlation_id, frame, conn):
-        if api_key == 18:
-            conn.sendall(api_versions_v0_answer(
-                correlation_id, {18: (0, 3), 3: (0, 12), 1: (4, 12), 2: (1, 9)}, version))
-        elif api_key == 3:
-            conn.sendall(encode_response(m.METADATA, version, correlation_id, {
-                "brokers": [{"node_id": 0, "host": "127.0.0.1", "port": broker.port}],
-                "topics": [{"error_code": 0, "name": topic, "partitions": [
-                    {"error_code": 0, "partition_index": 0, "leader_id": 0,
-                     "replica_nodes": [0], "isr_nodes": [0], "offline_replicas": []}]}]}))
-        elif api_key == 1:
-            _header, body = decode_request(m.FETCH, frame)
-            part = body["topics"][0]["partitions"][0]
-            conn.sendall(encode_response(m.FETCH, version, correlation_id, {
-                "responses": [{"topic": topic, "partitions": [{
-                    "partition_index": part["partition"], "error_code": 0,
-                    "high_watermark": high_watermark, "last_stable_offset": high_watermark,
-                    "aborted_transactions": None, "records": records_bytes}]}]}))
-    broker = FakeBroker(handler)
-    return broker
+    def fetch(version, correlation_id, frame, conn):
+        _header, body = decode_request(m.FETCH, frame)
+        part = body["topics"][0]["partitions"][0]
+        conn.sendall(encode_response(m.FETCH, version, correlation_id, {
+            "responses": [{"topic": topic, "partitions": [{
+                "partition_index": part["partition"], "error_code": 0,
+                "high_watermark": high_watermark, "last_stable_offset": high_watermark,
+                "aborted_transactions": None, "records": records_bytes}]}]}))
+
+    return serve_cluster({topic: 1}, {1: fetch})
 
 
 def _valid_batch(base_offset=0, n=10):

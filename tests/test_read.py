@@ -266,30 +266,19 @@ def _timestamp_cluster(first_offset_at_or_after):
     """A one-node cluster on a real socket whose ListOffsets implements the timestamp
     lookup Kafka does (neither test broker does: tests/README.md). Partitions 0 and 1 of
     topic "ts" hold offsets [0, 100) with timestamps BASE_TS + offset * 1000."""
-    from fakebroker import FakeBroker, api_versions_v0_answer
+    from fakebroker import serve_cluster
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.schema import decode_request, encode_response
 
-    def handler(api_key, version, correlation_id, frame, conn):
-        if api_key == 18:
-            conn.sendall(api_versions_v0_answer(
-                correlation_id, {18: (0, 3), 3: (0, 12), 1: (4, 12), 2: (1, 9)}, version))
-        elif api_key == 3:
-            conn.sendall(encode_response(m.METADATA, version, correlation_id, {
-                "brokers": [{"node_id": 0, "host": "127.0.0.1", "port": fake.port}],
-                "topics": [{"error_code": 0, "name": "ts", "partitions": [
-                    {"error_code": 0, "partition_index": p, "leader_id": 0, "replica_nodes": [0],
-                     "isr_nodes": [0], "offline_replicas": []} for p in (0, 1)]}]}))
-        elif api_key == 2:
-            _header, body = decode_request(m.LIST_OFFSETS, frame)
-            conn.sendall(encode_response(m.LIST_OFFSETS, version, correlation_id, {"topics": [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
-                     "offset": first_offset_at_or_after(p["timestamp"])}
-                    for p in t["partitions"]]} for t in body["topics"]]}))
+    def list_offsets(version, correlation_id, frame, conn):
+        _header, body = decode_request(m.LIST_OFFSETS, frame)
+        conn.sendall(encode_response(m.LIST_OFFSETS, version, correlation_id, {"topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
+                 "offset": first_offset_at_or_after(p["timestamp"])}
+                for p in t["partitions"]]} for t in body["topics"]]}))
 
-    fake = FakeBroker(handler)
-    return fake
+    return serve_cluster({"ts": 2}, {2: list_offsets})
 
 
 def _lookup(ts):
