@@ -62,7 +62,7 @@ class Field:
     nullable_versions: str = "none"
     tagged_versions: str = "none"
     tag: int | None = None
-    default: object = None
+    default: object = None  # None: the type's zero value; "null" as in Kafka's JSON
     snake: str = dc_field(init=False, default="")
 
     def __post_init__(self):
@@ -145,6 +145,8 @@ def _scalar_codec(type_name: str, flexible: bool, nullable: bool):
 
 
 def _field_default(fld: Field, nullable: bool):
+    if fld.default == "null":  # Kafka's ``"default": "null"``, also where the field is absent
+        return None
     if fld.default is not None:
         if fld.type == "uuid" and isinstance(fld.default, str):
             return _uuid.UUID(fld.default)
