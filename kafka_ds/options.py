@@ -63,9 +63,11 @@ OPTIONS = [
     ("maxTriggerDelay", "streaming read", "`15m`",
      "Longest wait for `minOffsetsPerTrigger` before a batch runs anyway."),
     ("groupIdPrefix", "streaming read", "`spark-kafka-source`",
-     "Prefix of the generated consumer group id when `kafka.group.id` is not set."),
+     "Set explicitly (and no `kafka.group.id`): the query commits its progress to a generated "
+     "group `<prefix>-<uuid>`, new for every run. Unset, nothing is committed."),
     ("kafka.group.id", "streaming read", "",
-     "Consumer group the query commits its progress to (OffsetCommit after each batch)."),
+     "Consumer group the query commits its progress to: the end offsets of every finished "
+     "micro-batch (docs/streaming.md); also the group `startingOffsets=group` starts from."),
     ("kafka.isolation.level", "read", "`read_uncommitted`",
      "`read_committed` skips aborted transactions and reads up to the last stable offset."),
     ("kafka.max.partition.fetch.bytes", "read", "`8388608`",

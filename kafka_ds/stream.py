@@ -1,20 +1,71 @@
 """Streaming read: ``spark.readStream.format("pykafka")``.
 
-Offsets are ``{topic: {"partition": offset}}`` dicts whose keys are sorted (as strings),
-so the JSON Spark stores and compares is stable across calls and restarts.
+How Spark 4.3 drives a Python stream reader (verified end to end, see
+tests/test_stream.py and docs/streaming.md): one long-lived Python process on
+the driver holds this reader and answers, per trigger, ``latestOffset(start,
+limit)`` (``start`` = end of the last batch in Spark's commit log, or
+``initialOffset()`` before the first batch), then ``partitions(start, end)``
+for the batch it wrote to the offset log; ``commit(end)`` arrives one batch
+late (when the next batch is planned). An idle query asks ``latestOffset`` about
+every 10 ms. The executors' ``read`` runs in other processes on a pickled copy.
+``stop()`` only runs because the reader turns the SIGTERM Spark sends the
+process into ``SystemExit``.
 
-Consumer-group commits: with ``kafka.group.id`` (or an explicit ``groupIdPrefix``) the
-source commits, via OffsetCommit, the end offsets of every micro-batch Spark has
-finished. Spark tells a source a batch is finished in two ways: ``latestOffset(start)``
-is only called for the next batch after the previous one (ending at ``start``) is
-done and in the commit log, and ``commit(end)`` arrives one batch late. Both are used,
-so the group never runs ahead of processed data and is at most the batch in flight
-behind it.
+Offsets
+    ``{topic: {"partition": offset}}`` with keys sorted (partitions as strings),
+    so the JSON Spark stores and compares is stable. ``-1`` stands for "latest,
+    not resolved yet": ``startingOffsets=latest`` (also ``-1`` in a JSON, or
+    the ``latest`` fallback of ``startingOffsets=group``) gives such markers as the
+    initial offset and the first micro-batch resolves them to the real offsets
+    and reads nothing (an empty batch). Spark's own Kafka source persists its
+    resolved initial offsets in the checkpoint, which a Python source cannot
+    reach; without the marker a restart during the first batch would replay it
+    from a different, later start. Every other start (``earliest``, JSON,
+    timestamps, group) is resolved once per process and cached, because Spark
+    asks ``initialOffset()`` again for every trigger until a first batch exists.
+
+Admission control
+    ``maxOffsetsPerTrigger`` is shared among partitions in proportion to their
+    backlog exactly like Spark's ``KafkaMicroBatchStream.rateLimit`` (so 2
+    partitions of 8 + 7 records with a limit of 5 take 4 batches);
+    ``minOffsetsPerTrigger`` waits up to ``maxTriggerDelay``.
+    ``Trigger.AvailableNow`` reads up to the latest offsets seen in
+    ``prepareForTriggerAvailableNow`` (in several batches when limited);
+    ``Trigger.Once`` gets ``ReadAllAvailable`` from Spark and reads everything.
+
+Data loss (``failOnDataLoss``)
+    Partitions of a subscription that disappear are dropped from the end offset
+    and reported when the batch is planned ("... are gone"); an end below the
+    start (topic re-created) is reported too; offsets that aged out are reported
+    by the executors as in batch reads. With ``failOnDataLoss=false`` these are
+    logged and the query goes on; a partition that comes back starts at earliest.
+
+Consumer-group commits
+    Only with ``kafka.group.id`` or an explicit ``groupIdPrefix`` (Spark's own
+    source never commits; committing under a generated id by default would
+    leave a new group in the cluster for every query run). The group gets, via
+    OffsetCommit (generation -1, empty member id, like any standalone
+    consumer), the end offsets of batches that Spark has recorded as done in its
+    commit log. Spark tells the reader so in two ways: ``latestOffset(start)`` is
+    called only once the batch ending at ``start`` is done (also at the very
+    start with the initial offsets, and before an ``AvailableNow`` query ends),
+    and ``commit(end)``. A background thread sends the newest such offsets,
+    retrying with back-off; failures are logged and never fail or stall the
+    query. ``stop()`` waits (bounded) for the last one. So the group is **never
+    ahead** of processed data and equals the end of the last processed batch
+    whenever Spark has looked for more data after it: at the end of an
+    AvailableNow query, after ``processAllAvailable()``, and whenever a
+    default-trigger query is idle. It lags by the last batch when the query
+    stops between that batch and the next trigger (``processingTime``
+    intervals, ``Trigger.Once``); the next run from the same checkpoint commits
+    it at its first trigger, or :func:`commit_query_progress` commits it at once.
 """
 from __future__ import annotations
 
+import json
 import logging
 import signal
+import threading
 import time
 import uuid
 
@@ -28,7 +79,7 @@ from pyspark.sql.streaming.datasource import (
 
 from .client import EARLIEST, LATEST
 from .options import OffsetSpec, ReadOptions
-from .protocol.errors import KafkaError
+from .protocol.errors import ConfigurationError
 from .reader import (
     KafkaInputPartition,
     OffsetPlanner,
@@ -78,14 +129,105 @@ def rate_limit(limit: int, start: dict, end: dict, earliest_new: dict) -> dict:
     return result
 
 
+class GroupCommitter:
+    """Sends OffsetCommit for the newest offsets handed to :meth:`submit`, from a daemon
+    thread with its own connection, so a slow or absent coordinator never holds up
+    planning. Offsets only move forward: a submission at or below the previous one
+    everywhere is ignored."""
+
+    def __init__(self, opts: ReadOptions, group_id: str, max_backoff_s: float = 10.0):
+        self.opts = opts
+        self.group_id = group_id
+        self.max_backoff_s = max_backoff_s
+        self._cond = threading.Condition()
+        self._wanted: dict | None = None      # newest offsets to commit
+        self._committed: dict | None = None   # last offsets the coordinator accepted
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.failures = 0
+
+    def submit(self, offsets: dict[tuple[str, int], int]) -> None:
+        offsets = {tp: off for tp, off in offsets.items() if off >= 0}
+        if not offsets:
+            return
+        with self._cond:
+            previous = self._wanted
+            if previous is not None and (offsets == previous or (
+                    set(offsets) <= set(previous)
+                    and all(off <= previous[tp] for tp, off in offsets.items()))):
+                return
+            self._wanted = offsets
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name=f"kafka_ds-group-commit-{self.group_id}")
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        client = None
+        backoff = 0.2
+        while True:
+            with self._cond:
+                while not self._closed and self._wanted == self._committed:
+                    self._cond.wait()
+                if self._closed and self._wanted == self._committed:
+                    break
+                wanted = self._wanted
+            try:
+                if client is None:
+                    client = make_client(self.opts)
+                client.commit_offsets(self.group_id, wanted)
+            except Exception as exc:  # noqa: BLE001 - a commit must never fail the query
+                self.failures += 1
+                log.warning("OffsetCommit of group %r failed (%s); retrying in %.1f s",
+                            self.group_id, exc, backoff)
+                if client is not None:
+                    client.close()
+                    client = None
+                with self._cond:
+                    if not self._closed:
+                        self._cond.wait(backoff)
+                    else:
+                        break
+                backoff = min(backoff * 2, self.max_backoff_s)
+                continue
+            backoff = 0.2
+            with self._cond:
+                self._committed = wanted
+                self._cond.notify_all()
+        if client is not None:
+            client.close()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until the newest submitted offsets are committed (or ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._wanted != self._committed:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._thread is None or not self._thread.is_alive():
+                    break
+                self._cond.wait(left)
+            return self._wanted == self._committed
+
+    def close(self, timeout: float) -> None:
+        done = self.flush(timeout)
+        if not done:
+            log.warning("stopping with the offsets %s of group %r not committed",
+                        self._wanted, self.group_id)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: ReadOptions, raw_options):
         self.opts = opts
         self._client = None
+        self._initial: dict | None = None
         self._available_now_target: dict | None = None
         self._latest: dict | None = None
         self._last_batch_time = time.monotonic()
-        self._committed: dict | None = None
+        self._committer: GroupCommitter | None = None
         explicit_prefix = any(str(k).lower() == "groupidprefix" for k in dict(raw_options))
         if opts.group_id:
             self.group_id = opts.group_id
@@ -93,9 +235,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.group_id = f"{opts.group_id_prefix}-{uuid.uuid4()}"
         else:
             self.group_id = None
-        self._install_sigterm_handler()
 
     # --- plumbing --------------------------------------------------------------
+
+    def __getstate__(self):
+        # Executors get a pickled copy for read(): no sockets, threads or locks.
+        state = dict(self.__dict__)
+        state["_client"] = None
+        state["_committer"] = None
+        return state
 
     @property
     def client(self):
@@ -103,9 +251,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = make_client(self.opts)
         return self._client
 
-    def _install_sigterm_handler(self):
-        # Spark ends the driver-side Python runner with SIGTERM; turning that into
-        # SystemExit lets the runner's ``finally: reader.stop()`` run.
+    @staticmethod
+    def _install_sigterm_handler():
+        # Spark ends the driver-side Python process with SIGTERM; turned into SystemExit,
+        # the runner's ``finally: reader.stop()`` runs and can flush the group commit.
+        # Installed from the driver-side methods only (never in executor workers).
         try:
             if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
                 def _exit(signum, frame):
@@ -121,8 +271,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._planner().topic_partitions()
 
     def _latest_offsets(self, tps):
-        planner = self._planner()
-        return planner.resolve(OffsetSpec("latest", "latestOffset"), tps, start=False)
+        if not tps:
+            return {}
+        return self._planner().resolve(OffsetSpec("latest", "latestOffset"), tps, start=False)
 
     def _earliest_offsets(self, tps):
         if not tps:
@@ -132,23 +283,40 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- offsets -----------------------------------------------------------------
 
     def initialOffset(self) -> dict:
+        self._install_sigterm_handler()
+        if self._initial is None:
+            self._initial = to_offset_dict(self._resolve_initial())
+        return self._initial
+
+    def _resolve_initial(self) -> dict:
         tps = self._topic_partitions()
         spec = self.opts.starting
+        if spec.kind == "latest":
+            return {tp: LATEST for tp in tps}
         if spec.kind == "group":
-            offsets = self._group_offsets(tps)
-        else:
-            offsets = self._planner().resolve(spec, tps, start=True)
-        return to_offset_dict(offsets)
+            return self._group_offsets(tps)
+        if spec.kind == "specific":
+            given = spec.as_dict()
+            markers = {tp for tp in tps if given.get(tp) == LATEST}
+            resolved = self._planner().resolve(
+                OffsetSpec("specific", spec.option,
+                           offsets=tuple((tp, EARLIEST if tp in markers else off)
+                                         for tp, off in spec.offsets)),
+                tps, start=True)
+            return {tp: LATEST if tp in markers else off for tp, off in resolved.items()}
+        return self._planner().resolve(spec, tps, start=True)
 
     def _group_offsets(self, tps):
         if not self.group_id:
-            raise KafkaError("startingOffsets=group needs option 'kafka.group.id'")
+            raise ConfigurationError("startingOffsets=group needs option 'kafka.group.id'")
         committed = self.client.fetch_committed(self.group_id, tps) if tps else {}
         missing = [tp for tp in tps if tp not in committed]
         fallback = {}
         if missing:
-            spec = OffsetSpec(self.opts.group_fallback, "startingOffsetsFallback")
-            fallback = self._planner().resolve(spec, missing, start=True)
+            if self.opts.group_fallback == "latest":
+                fallback = {tp: LATEST for tp in missing}
+            else:
+                fallback = self._earliest_offsets(missing)
         return {tp: committed.get(tp, fallback.get(tp)) for tp in tps}
 
     def getDefaultReadLimit(self):
@@ -159,10 +327,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        tps = self._topic_partitions()
-        self._available_now_target = self._latest_offsets(tps)
+        self._install_sigterm_handler()
+        self._available_now_target = self._latest_offsets(self._topic_partitions())
 
     def latestOffset(self, start: dict, limit=None) -> dict:
+        self._install_sigterm_handler()
         # Spark asks for the next batch only after the batch ending at ``start`` is done.
         self._commit_to_group(start)
         begin = from_offset_dict(start)
@@ -170,14 +339,31 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = dict(self._available_now_target)
         else:
             latest = self._latest_offsets(self._topic_partitions())
-        self._latest = latest
-        # Partitions that vanished are kept at their start (nothing to read).
-        for tp, offset in begin.items():
-            latest.setdefault(tp, offset)
-        new = [tp for tp in latest if tp not in begin]
+        self._latest = dict(latest)
+        # Unresolved "latest" markers: resolved now, with nothing to read in between.
+        # (A marker of a partition that does not exist now stays a marker.)
+        markers = [tp for tp, off in begin.items() if off == LATEST]
+        resolved = {tp: latest[tp] for tp in markers if tp in latest}
+        unresolved = {tp: LATEST for tp in markers if tp not in latest}
+        pending = {tp: off for tp, off in begin.items() if off != LATEST}
+        if resolved:
+            # The batch that pins them reads nothing; the others keep their offsets.
+            return to_offset_dict({**pending, **unresolved, **resolved})
+        # Partitions gone from the subscription are left out (reported in partitions()).
+        new = [tp for tp in latest if tp not in pending]
         earliest_new = self._earliest_offsets(new)
-        if limit is None or isinstance(limit, ReadAllAvailable):
-            return to_offset_dict(latest)
+        end = latest
+        if limit is not None and not isinstance(limit, ReadAllAvailable):
+            end = self._admit(limit, pending, latest, earliest_new, start)
+            if end is None:
+                return start
+        result = to_offset_dict({**end, **unresolved})
+        if result != start:
+            self._last_batch_time = time.monotonic()
+        return result
+
+    def _admit(self, limit, begin, latest, earliest_new, start):
+        """End offsets under a ReadLimit; None = wait (minOffsetsPerTrigger not reached)."""
         max_rows = min_rows = None
         if isinstance(limit, ReadMaxRows):
             max_rows = limit.max_rows
@@ -186,16 +372,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             min_rows = limit.min_rows
             max_rows = self.opts.max_offsets_per_trigger
         if min_rows is not None and self._available_now_target is None:
-            backlog = sum(max(0, latest[tp] - begin.get(tp, earliest_new.get(tp, latest[tp])))
-                          for tp in latest)
+            backlog = sum(max(0, off - begin.get(tp, earliest_new.get(tp, off)))
+                          for tp, off in latest.items())
             waited_ms = (time.monotonic() - self._last_batch_time) * 1000
             if backlog < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
-                return start
-        end = latest if max_rows is None else rate_limit(max_rows, begin, latest, earliest_new)
-        result = to_offset_dict(end)
-        if result != start:
-            self._last_batch_time = time.monotonic()
-        return result
+                return None
+        if max_rows is None:
+            return latest
+        return rate_limit(max_rows, begin, latest, earliest_new)
 
     def reportLatestOffset(self):
         return None if self._latest is None else to_offset_dict(self._latest)
@@ -205,16 +389,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict):
         begin = from_offset_dict(start)
         finish = from_offset_dict(end)
+        gone = sorted(tp for tp, off in begin.items() if tp not in finish and off != LATEST)
+        if gone:
+            _data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
+                       + " are gone (topic deleted, or no longer matching the subscription)")
         new = [tp for tp in finish if tp not in begin]
         earliest_new = self._earliest_offsets(new)
         ranges = []
         for tp, stop in sorted(finish.items()):
             first = begin.get(tp, earliest_new.get(tp))
-            if first is None:
+            if first is None or first == LATEST or stop == LATEST:
                 continue
             if stop < first:
-                _data_loss(self.opts, f"{tp[0]}-{tp[1]} went backwards from offset {first} to "
-                           f"{stop} (was the topic deleted and re-created?)")
+                what = (f"new partition {tp[0]}-{tp[1]} starts at offset {first}, after the "
+                        f"planned end {stop} (records were deleted)") if tp in earliest_new else \
+                    (f"{tp[0]}-{tp[1]} went backwards from offset {first} to {stop} (was the "
+                     "topic deleted and re-created?)")
+                _data_loss(self.opts, what)
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], first, stop))
         ranges = split_ranges(ranges, self.opts.min_partitions,
@@ -230,34 +421,70 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._commit_to_group(end)
 
     def _commit_to_group(self, offsets: dict) -> None:
-        """OffsetCommit ``offsets`` for the group; failures are logged, never raised."""
-        if not self.group_id or not offsets or offsets == self._committed:
+        """Hand offsets of a finished batch to the committer (never raises)."""
+        if not self.group_id or not offsets:
             return
-        flat = from_offset_dict(offsets)
-        if self._committed is not None:
-            # Never move a group backwards because of a replayed, older offset.
-            previous = from_offset_dict(self._committed)
-            if all(flat.get(tp, -1) <= off for tp, off in previous.items()) and \
-                    all(tp in previous for tp in flat) and flat != previous:
-                return
-        for attempt in range(3):
-            try:
-                self.client.commit_offsets(self.group_id, flat)
-                self._committed = offsets
-                return
-            except Exception as exc:  # noqa: BLE001 - a commit must never fail the query
-                log.warning("committing offsets of group %r failed (attempt %d): %s",
-                            self.group_id, attempt + 1, exc)
-                if self._client is not None:
-                    self._client.close()
-                    self._client = None
-                time.sleep(0.2 * (attempt + 1))
+        try:
+            if self._committer is None:
+                self._committer = GroupCommitter(self.opts, self.group_id)
+            self._committer.submit(from_offset_dict(offsets))
+        except Exception as exc:  # noqa: BLE001 - a commit must never fail the query
+            log.warning("cannot commit offsets of group %r: %s", self.group_id, exc)
 
     def stop(self) -> None:
+        if self._committer is not None:
+            timeout = min(self.client_timeout_s(), 15.0)
+            self._committer.close(timeout)
         if self._client is not None:
             self._client.close()
             self._client = None
 
+    def client_timeout_s(self) -> float:
+        return int(self.opts.client.get("request.timeout.ms", 30000)) / 1000.0
 
-__all__ = ["KafkaStreamReader", "to_offset_dict", "from_offset_dict", "rate_limit",
-           "EARLIEST", "LATEST"]
+
+def commit_query_progress(query, options: dict) -> dict:
+    """Commit to the consumer group the end offsets of the last batch ``query`` finished.
+
+    For the case the reader cannot cover by itself (see the module docstring): a query
+    stopped between a batch and the next trigger, or a ``Trigger.Once`` query.
+    ``query.lastProgress`` is reported only after Spark wrote the batch to its commit
+    log, so its end offsets are safe. ``options`` are the source's options
+    (``kafka.bootstrap.servers``, ``kafka.group.id`` and any other ``kafka.*``); the
+    query must read from exactly one ``pykafka`` source. Returns the committed offsets
+    ``{topic: {partition: offset}}`` ({} when there was no finished batch).
+    """
+    from .options import parse_read_options
+
+    opts = parse_read_options(options, streaming=True)
+    if not opts.group_id:
+        raise ConfigurationError("commit_query_progress needs option 'kafka.group.id'")
+    progress = query.lastProgress
+    if not progress:
+        return {}
+    candidates = []
+    for source in progress.get("sources", []):
+        try:
+            end = json.loads(source.get("endOffset") or "null")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(end, dict) and end and all(
+                isinstance(parts, dict) and all(str(p).isdigit() and isinstance(o, int)
+                                                for p, o in parts.items())
+                for parts in end.values()):
+            candidates.append(end)
+    if len(candidates) != 1:
+        raise ConfigurationError(
+            f"commit_query_progress needs a query with exactly one Kafka source; found "
+            f"{len(candidates)} sources with Kafka offsets in query.lastProgress")
+    offsets = {tp: off for tp, off in from_offset_dict(candidates[0]).items() if off >= 0}
+    client = make_client(opts)
+    try:
+        client.commit_offsets(opts.group_id, offsets)
+    finally:
+        client.close()
+    return to_offset_dict(offsets)
+
+
+__all__ = ["KafkaStreamReader", "GroupCommitter", "commit_query_progress", "to_offset_dict",
+           "from_offset_dict", "rate_limit", "EARLIEST", "LATEST"]

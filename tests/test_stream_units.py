@@ -36,3 +36,32 @@ def test_rate_limit_new_partition_starts_at_earliest():
 def test_rate_limit_nothing_new():
     start = {("t", 0): 5}
     assert rate_limit(10, start, {("t", 0): 5}, {}) == {("t", 0): 5}
+
+
+def test_reader_pickles_without_its_connections_and_commit_thread():
+    # Spark pickles the reader for the executors' read(); sockets, locks and the
+    # commit thread stay behind.
+    import pickle
+
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.stream import GroupCommitter, KafkaStreamReader
+
+    raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", "kafka.group.id": "g"}
+    reader = KafkaStreamReader(parse_read_options(raw, streaming=True), raw)
+    reader._committer = GroupCommitter(reader.opts, reader.group_id)
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy._committer is None and copy._client is None and copy.group_id == "g"
+    assert reader._committer is not None
+
+
+def test_group_id_only_when_asked_for():
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.stream import KafkaStreamReader
+
+    def group(**extra):
+        raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", **extra}
+        return KafkaStreamReader(parse_read_options(raw, streaming=True), raw).group_id
+
+    assert group() is None
+    assert group(**{"kafka.group.id": "mine"}) == "mine"
+    assert group(groupIdPrefix="app").startswith("app-")
