@@ -1,11 +1,12 @@
 """End-to-end batch read: spark.read.format("pykafka") vs its peers, in one run.
 
-    python benchmarks/bench_read.py                   # 1M x 100 B records
-    python benchmarks/bench_read.py --records 200000  # quick run
+    python benchmarks/bench_read.py                          # 1M x 100 B records
+    python benchmarks/bench_read.py --records 200000         # quick run
+    python benchmarks/bench_read.py --value-size 1024 --records 100000
 
 Fills a topic on the librdkafka mock cluster (3 brokers; 32 partitions because the mock
-keeps only ~5 MiB per partition) with N records of 100-byte values and 10-byte keys in
-batches of 5,000, then measures, best of ``--repeat`` after a warm-up:
+keeps only ~5 MiB per partition) with N records of ``--value-size``-byte values and
+10-byte keys (batches of ~500 KB), then measures, best of ``--repeat`` after a warm-up:
 
 * pykafka count  -- ``spark.read.format("pykafka")...load().count()``, local[2];
 * pykafka noop   -- the same DataFrame written to the ``noop`` format (all columns
@@ -13,8 +14,10 @@ batches of 5,000, then measures, best of ``--repeat`` after a warm-up:
 * ceiling count / noop -- a dummy Python DataSource that yields pre-built Arrow
   batches of the same schema, rows and partitioning (what the Python Data Source
   framework itself costs: the ceiling for any Python source);
+* kafka_ds python -- ``kafka_ds.reader.read_range`` (what a Spark task runs) over every
+  partition in the benchmark process, one thread, into Arrow batches -- no Spark;
 * aiokafka       -- aiokafka's consumer reading every record of the topic into Python
-  (``getmany``, touching key and value), one process.
+  (``getmany``, touching key and value), one process, alternating with the previous.
 
 Rows/s for each and the ratios are printed as a Markdown table.
 """
@@ -34,11 +37,16 @@ import pyarrow as pa  # noqa: E402
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
 PARTITIONS = 32
-PER_BATCH = 5000
 VALUE_SIZE = 100
+BATCH_BYTES = 500_000          # ~bytes per produced record batch
 
 
-def fill_topic(bootstrap: str, topic: str, records: int) -> None:
+def per_batch(value_size: int) -> int:
+    return max(1, min(5000, BATCH_BYTES // (value_size + 20)))
+
+
+def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE_SIZE,
+               partitions: int = PARTITIONS) -> None:
     """Produce with kafka_ds's own encoder + Produce, a few requests in flight per leader."""
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
@@ -50,17 +58,18 @@ def fill_topic(bootstrap: str, topic: str, records: int) -> None:
                 if part["error_code"]:
                     raise RuntimeError(f"produce failed: {part}")
 
+    step = per_batch(value_size)
     client = KafkaClient(bootstrap)
     try:
-        per_partition, extra = divmod(records, PARTITIONS)
+        per_partition, extra = divmod(records, partitions)
         in_flight = []
-        for partition in range(PARTITIONS):
+        for partition in range(partitions):
             count = per_partition + (1 if partition < extra else 0)
             conn = client.connection(client.leader_for(topic, partition))
-            for start in range(0, count, PER_BATCH):
-                n = min(PER_BATCH, count - start)
+            for start in range(0, count, step):
+                n = min(step, count - start)
                 keys = pa.array([b"key-%06d" % ((start + i) % 1_000_000) for i in range(n)])
-                values = pa.array([(b"%d-%d " % (partition, start + i)).ljust(VALUE_SIZE, b"x")
+                values = pa.array([(b"%d-%d " % (partition, start + i)).ljust(value_size, b"x")
                                    for i in range(n)])
                 in_flight.append((conn, conn.send(m.PRODUCE, {
                     "transactional_id": None, "acks": 1, "timeout_ms": 30000,
@@ -95,13 +104,15 @@ class CeilingDataSource(DataSource):
         return spark_schema(False)
 
     def reader(self, schema):
-        return CeilingReader(int(self.options["records"]), int(self.options["partitions"]))
+        return CeilingReader(int(self.options["records"]), int(self.options["partitions"]),
+                             int(self.options.get("value_size", VALUE_SIZE)))
 
 
 class CeilingReader(DataSourceReader):
-    def __init__(self, records, partitions):
+    def __init__(self, records, partitions, value_size=VALUE_SIZE):
         self.records = records
         self.partitions_count = partitions
+        self.value_size = value_size
 
     def partitions(self):
         per = self.records // self.partitions_count
@@ -112,11 +123,11 @@ class CeilingReader(DataSourceReader):
         import numpy as np
 
         from kafka_ds.reader import arrow_schema
-        # Same shape as a decoded fetch: ~8 MiB fetches of 5,000-record batches.
-        chunk = 40_000
+        # Same shape as pykafka's batches: one per ~8 MiB fetch.
+        chunk = max(1, (8 << 20) // (self.value_size + 80))
         schema = arrow_schema(False)
         keys = pa.array([b"key-%06d" % i for i in range(chunk)])
-        values = pa.array([b"x" * VALUE_SIZE] * chunk)
+        values = pa.array([b"x" * self.value_size] * chunk)
         made = 0
         while made < partition.rows:
             n = min(chunk, partition.rows - made)
@@ -134,7 +145,9 @@ class CeilingReader(DataSourceReader):
 
 # --- aiokafka ---------------------------------------------------------------------------------
 
-def aiokafka_read(bootstrap: str, topic: str, records: int) -> float:
+def aiokafka_read(bootstrap: str, topic: str, records: int, value_size: int = VALUE_SIZE,
+                  partitions: int = PARTITIONS) -> float:
+    """Seconds for aiokafka's consumer to read every record (touching key and value)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run():
@@ -143,7 +156,7 @@ def aiokafka_read(bootstrap: str, topic: str, records: int) -> float:
                                     max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20)
         await consumer.start()
         try:
-            tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             started = time.perf_counter()
@@ -152,15 +165,41 @@ def aiokafka_read(bootstrap: str, topic: str, records: int) -> float:
                 batches = await consumer.getmany(timeout_ms=1000, max_records=100_000)
                 for messages in batches.values():
                     for msg in messages:
+                        msg.key
                         value_bytes += len(msg.value)
                     seen += len(messages)
             elapsed = time.perf_counter() - started
-            assert value_bytes == records * VALUE_SIZE
+            assert value_bytes == records * value_size
             return elapsed
         finally:
             await consumer.stop()
 
     return asyncio.run(run())
+
+
+def kafka_ds_python_read(bootstrap: str, topic: str, records: int,
+                         partitions: int = PARTITIONS) -> float:
+    """Seconds for ``kafka_ds.reader.read_range`` to read every partition into Arrow
+    batches in this process, one thread (what the Spark tasks run, without Spark)."""
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import OffsetRange, make_client, read_range
+
+    opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic},
+                              streaming=False)
+    per, extra = divmod(records, partitions)
+    client = make_client(opts)
+    try:
+        client.leader_for(topic, 0)
+        started = time.perf_counter()
+        rows = 0
+        for p in range(partitions):
+            for batch in read_range(opts, OffsetRange(topic, p, 0, per + (p < extra)), client):
+                rows += batch.num_rows
+        elapsed = time.perf_counter() - started
+    finally:
+        client.close()
+    assert rows == records, (rows, records)
+    return elapsed
 
 
 def best_of(repeat, fn):
@@ -173,56 +212,98 @@ def best_of(repeat, fn):
     return min(times)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
+def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: int = 3,
+            log=None) -> dict:
+    """Fill a fresh topic and time every reader; returns {(label, action): rows/s}."""
+    topic = f"bench_read_{value_size}_{records}"
+    cluster.create_topic(topic, partitions=PARTITIONS)
+    started = time.perf_counter()
+    fill_topic(cluster.bootstrap_servers, topic, records, value_size)
+    if log:
+        log(f"filled {topic}: {records:,} records x {value_size} B in "
+            f"{time.perf_counter() - started:.1f}s")
+    pykafka = (spark.read.format("pykafka")
+               .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+               .option("subscribe", topic))
+    ceiling = (spark.read.format("kafka_ds_ceiling").option("records", records)
+               .option("partitions", PARTITIONS).option("value_size", value_size))
+    count = pykafka.load().count()
+    assert count == records, f"pykafka read {count} rows, expected {records}"
+    results = {}
+    # Interleaved, so that both sides see the same background noise.
+    for action in ("count", "noop"):
+        for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
+            if action == "count":
+                results[(label, action)] = best_of(repeat, lambda: reader.load().count())
+            else:
+                results[(label, action)] = best_of(repeat, lambda: reader.load().write.format(
+                    "noop").mode("overwrite").save())
+    # Both Python consumers read the topic into this process, one thread, alternating.
+    kafka_ds_python_read(cluster.bootstrap_servers, topic, records)        # warm-up
+    py_ours, py_aio = [], []
+    for _ in range(repeat):
+        py_ours.append(kafka_ds_python_read(cluster.bootstrap_servers, topic, records))
+        py_aio.append(aiokafka_read(cluster.bootstrap_servers, topic, records, value_size))
+    results[("kafka_ds", "python")] = min(py_ours)
+    results[("aiokafka", "python")] = min(py_aio)
+    try:
+        cluster.delete_topic(topic)
+    except Exception:
+        pass
+    return {k: records / v for k, v in results.items()}
 
-    from brokers import MockCluster
+
+def start_spark():
+    """A local[2] session (tests/spark_support.py) with pykafka and the ceiling source."""
+    from pyspark import cloudpickle
     from spark_support import make_spark
 
-    records = args.records
-    cluster = MockCluster(3)
-    try:
-        topic = "bench_read"
-        cluster.create_topic(topic, partitions=PARTITIONS)
-        started = time.perf_counter()
-        fill_topic(cluster.bootstrap_servers, topic, records)
-        print(f"filled {topic}: {records:,} records in {time.perf_counter() - started:.1f}s",
-              file=sys.stderr)
-        spark = make_spark("kafka_ds bench_read")
-        spark.dataSource.register(CeilingDataSource)
-        pykafka = (spark.read.format("pykafka")
-                   .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-                   .option("subscribe", topic))
-        ceiling = (spark.read.format("kafka_ds_ceiling").option("records", records)
-                   .option("partitions", PARTITIONS))
-        count = pykafka.load().count()
-        assert count == records, f"pykafka read {count} rows, expected {records}"
-        results = {}
-        for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
-            results[(label, "count")] = best_of(args.repeat, lambda: reader.load().count())
-            results[(label, "noop")] = best_of(args.repeat, lambda: reader.load().write.format(
-                "noop").mode("overwrite").save())
-        spark.stop()
-        results[("aiokafka", "python")] = min(
-            aiokafka_read(cluster.bootstrap_servers, topic, records) for _ in range(args.repeat))
-    finally:
-        cluster.stop()
+    # The Python workers cannot import benchmarks/: ship the ceiling source by value.
+    if __name__ != "__main__":
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark = make_spark("kafka_ds bench_read")
+    spark.dataSource.register(CeilingDataSource)
+    return spark
 
-    rate = {k: records / v for k, v in results.items()}
-    print(f"\nEnd-to-end batch read, {records:,} records x {VALUE_SIZE} B, local[2], "
-          f"{PARTITIONS} partitions, best of {args.repeat}\n")
-    print("| measurement | rows/s | vs ceiling | vs aiokafka |")
-    print("|---|---:|---:|---:|")
+
+def start():
+    """(spark, cluster) for :func:`measure`."""
+    from brokers import MockCluster
+
+    cluster = MockCluster(3)
+    return start_spark(), cluster
+
+
+def table(rate: dict, records: int, value_size: int, repeat: int) -> str:
+    lines = [f"End-to-end batch read, {records:,} records x {value_size} B, local[2], "
+             f"{PARTITIONS} partitions, best of {repeat}", "",
+             "| measurement | rows/s | vs ceiling | vs aiokafka |", "|---|---:|---:|---:|"]
     for key in [("pykafka", "count"), ("ceiling", "count"), ("pykafka", "noop"),
-                ("ceiling", "noop"), ("aiokafka", "python")]:
+                ("ceiling", "noop"), ("kafka_ds", "python"), ("aiokafka", "python")]:
         label, action = key
         ceiling_rate = rate.get(("ceiling", action))
         vs_ceiling = f"{rate[key] / ceiling_rate:.2f}x" if ceiling_rate else ""
-        print(f"| {label} {action} | {rate[key]:,.0f} | {vs_ceiling} | "
-              f"{rate[key] / rate[('aiokafka', 'python')]:.2f}x |")
+        lines.append(f"| {label} {action} | {rate[key]:,.0f} | {vs_ceiling} | "
+                     f"{rate[key] / rate[('aiokafka', 'python')]:.2f}x |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--value-size", type=int, default=VALUE_SIZE)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    spark, cluster = start()
+    try:
+        rate = measure(spark, cluster, args.records, args.value_size, args.repeat,
+                       log=lambda s: print(s, file=sys.stderr))
+    finally:
+        spark.stop()
+        cluster.stop()
+    print()
+    print(table(rate, args.records, args.value_size, args.repeat))
 
 
 if __name__ == "__main__":

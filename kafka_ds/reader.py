@@ -309,12 +309,22 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 _data_loss(opts, f"Offset {offset} of {topic}-{partition} is out of range "
                            f"(earliest {earliest}); the requested range ends at {end}")
                 return
+            records = part["records"] or b""
+            high_watermark = part["high_watermark"]
+            last_stable = part.get("last_stable_offset", -1)
+            aborted = [(a["producer_id"], a["first_offset"])
+                       for a in (part.get("aborted_transactions") or [])]
+            part = None
             result = decode_records(
-                part["records"] or b"", topic=topic, partition=partition, fetch_offset=offset,
+                records, topic=topic, partition=partition, fetch_offset=offset,
                 include_headers=opts.include_headers, read_committed=opts.read_committed,
-                aborted_transactions=[(a["producer_id"], a["first_offset"])
-                                      for a in (part.get("aborted_transactions") or [])])
-            batch = result.batch
+                aborted_transactions=aborted)
+            # The decoded columns own copies of the bytes they need: let the response
+            # frame (up to the fetch size) go before the batch is handed out, and hold
+            # no reference to the batch while the next fetch is received.
+            records = None
+            batch, next_offset, truncated = result.batch, result.next_offset, result.truncated
+            result = None
             if batch is not None and batch.num_rows:
                 offsets = batch.column("offset").to_numpy()
                 keep = int(np.searchsorted(offsets, end, side="left"))
@@ -329,15 +339,18 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                                batch.column("timestampType")]
                     if opts.include_headers:
                         columns.append(batch.column("headers"))
+                    batch = None
                     yield pa.RecordBatch.from_arrays(columns, schema=schema)
-            if result.next_offset > offset:
-                offset = result.next_offset
+                    columns = None
+            batch = None
+            if next_offset > offset:
+                offset = next_offset
                 stalls = 0
                 continue
             # No complete batch came back.
-            available = part["last_stable_offset"] if opts.read_committed and \
-                part.get("last_stable_offset", -1) >= 0 else part["high_watermark"]
-            if result.truncated and fetch_bytes < MAX_FETCH_BYTES_GROWTH:
+            available = last_stable if opts.read_committed and last_stable >= 0 \
+                else high_watermark
+            if truncated and fetch_bytes < MAX_FETCH_BYTES_GROWTH:
                 # A single batch larger than the fetch size: ask for more.
                 fetch_bytes *= 2
                 continue
@@ -359,7 +372,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
             if stalls > 5:
                 raise KafkaError(
                     f"Fetch of {topic}-{partition} at offset {offset} returned no complete "
-                    f"record batch {stalls} times (high watermark {part['high_watermark']}, "
+                    f"record batch {stalls} times (high watermark {high_watermark}, "
                     f"fetch size {fetch_bytes} bytes)")
             time.sleep(0.05 * stalls)
     finally:

@@ -49,6 +49,34 @@ class KafkaDataSource(DataSource):
         _check_schema(schema, opts.include_headers)
         return KafkaBatchReader(opts)
 
+    # --- writing (kafka_ds/writer.py) ---
+
+    def writer(self, schema, overwrite: bool):
+        from .options import parse_write_options
+        from .writer import KafkaDataSourceWriter, check_topic_exists, plan_columns
+        if overwrite:
+            # Spark sends overwrite=True for mode("overwrite"); a plain .save() (mode
+            # "errorifexists") is refused by Spark itself, asking for Append or Overwrite.
+            raise ConfigurationError(
+                "Save mode Overwrite is not supported by the pykafka sink: a Kafka topic cannot "
+                "be truncated, records are only ever appended. Use "
+                "df.write.format(\"pykafka\").mode(\"append\").save().")
+        opts = parse_write_options(self.options)
+        plan = plan_columns(schema, opts)
+        check_topic_exists(opts)
+        return KafkaDataSourceWriter(opts, plan)
+
+    def streamWriter(self, schema, overwrite: bool):
+        # Like Spark's Kafka sink, any output mode writes the rows Spark hands over
+        # (complete mode: the whole result table again each trigger); a topic is
+        # never truncated.
+        from .options import parse_write_options
+        from .writer import KafkaStreamWriter, check_topic_exists, plan_columns
+        opts = parse_write_options(self.options)
+        plan = plan_columns(schema, opts)
+        check_topic_exists(opts)
+        return KafkaStreamWriter(opts, plan)
+
 
 class KafkaBatchReader(DataSourceReader):
     def __init__(self, opts):

@@ -98,21 +98,30 @@ class KafkaClient:
                                 connect_timeout_ms=self.config.connect_timeout_ms)
 
     def any_connection(self) -> BrokerConnection:
-        """A connected broker: a known node if any, else the bootstrap list in random order."""
+        """A connected broker: a known node if any, else the bootstrap list in random order.
+
+        Only an idle connection is handed out: a request on a connection with pipelined
+        requests outstanding (a producer's) would read -- and drop -- their responses.
+        """
         for conn in self._connections.values():
-            if conn.connected:
+            if conn.connected and not conn.in_flight:
                 return conn
-        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+        if self._bootstrap_conn is not None and self._bootstrap_conn.connected \
+                and not self._bootstrap_conn.in_flight:
             return self._bootstrap_conn
         errors = []
         candidates = list(self.brokers.items()) + [(-1, hp) for hp in self.bootstrap]
         random.shuffle(candidates)
         for node_id, (host, port) in candidates:
             try:
-                if node_id >= 0:
+                busy = self._connections.get(node_id)
+                if node_id >= 0 and not (busy is not None and busy.in_flight):
                     return self.connection(node_id)
-                conn = self._new_connection(host, port)
+                # A separate connection for this request (the node's own one is busy).
+                conn = self._new_connection(host, port, node_id)
                 conn.connect()
+                if self._bootstrap_conn is not None:
+                    self._bootstrap_conn.close()
                 self._bootstrap_conn = conn
                 return conn
             except KafkaConnectionError as exc:

@@ -76,6 +76,11 @@ class BrokerConnection:
     def connected(self) -> bool:
         return self._sock is not None
 
+    @property
+    def in_flight(self) -> int:
+        """Requests sent whose responses have not been read yet."""
+        return len(self._in_flight)
+
     # --- lifecycle -----------------------------------------------------------
 
     def connect(self) -> "BrokerConnection":
@@ -168,6 +173,11 @@ class BrokerConnection:
             return None
         frame = self._receive_frame(pending)
         return self._decode(pending, frame)
+
+    def is_waiting(self, pending: Pending) -> bool:
+        """Whether ``pending``'s response can still be read here (False once the connection
+        was closed, or closed and reopened, since it was sent)."""
+        return any(item is pending for item in self._in_flight)
 
     def request(self, message: Message, body: dict, *, version: int | None = None) -> dict:
         return self.receive(self.send(message, body, version=version))

@@ -530,9 +530,158 @@ class _Batch:
         self.max_ts = max_ts
 
 
+# Compressed batches are decompressed and decoded in chunks of about this many
+# records: the field decode makes ~40 numpy passes over per-record int64 arrays and
+# gathers from the decompressed bytes, and a chunk decoded right after its
+# decompression finds both in the core's L2 cache.  Measured with 100-byte records
+# in 5 MB (compressed) fetch responses: +13 % lz4, +15 % zstd over decompressing the
+# whole response first.  Uncompressed input gains nothing from it (not chunked).
+_CHUNK_RECORDS = 32768
+_CHUNK_BYTES = 4 << 20        # stored (possibly compressed) bytes per chunk
+_MAX_BUFFER = (1 << 31) - 64  # int32 Arrow offsets
+
+
+def _chunk_bounds(batches):
+    """``[(first, stop), ...]`` batch index runs of about ``_CHUNK_RECORDS`` records."""
+    bounds = []
+    first = recs = size = 0
+    for i, b in enumerate(batches):
+        recs += b.count
+        size += b.end - b.pos
+        if recs >= _CHUNK_RECORDS or size >= _CHUNK_BYTES:
+            bounds.append((first, i + 1))
+            first = i + 1
+            recs = size = 0
+    if first < len(batches):
+        bounds.append((first, len(batches)))
+    return bounds
+
+
+class _Fields:
+    """Per-record positions and values of one decode chunk (numpy arrays)."""
+
+    __slots__ = ("key_start", "key_len", "value_start", "value_len", "offsets", "ts",
+                 "ts_type", "hrec", "hcnt", "hks", "hkl", "hvs", "hvl")
+
+
+def _decode_chunk(buf, walk_view, batches, first, S, E, counts, bases, fail_batch) -> _Fields:
+    """Find the records of ``batches[first:first + len(S)]`` (regions ``[S, E)`` of
+    ``buf``) and decode their fields."""
+    nb = len(S)
+
+    def fail(i, message):
+        fail_batch(first + i, message)
+
+    # Every record takes at least 7 bytes: reject absurd counts before work.
+    too_many = np.flatnonzero(counts * _MIN_RECORD_SIZE > (E - S))
+    if too_many.size:
+        fail(int(too_many[0]), f"record count {int(counts[too_many[0]])} does not fit "
+                               f"in {int((E - S)[too_many[0]])} bytes")
+
+    starts, length, n = _find_starts(buf, lambda s, e: (walk_view, 0), S, E, counts, fail)
+    R = len(starts)
+    bad = np.zeros(R, dtype=bool)
+
+    if length is None:
+        length, n = _zvarints(buf, starts, bad)
+    p = starts + n
+    rec_end = p + length
+    p += 1                                    # attributes (unused)
+    ts_delta, n = _zvarints(buf, p, bad, max_bytes=10)
+    p += n
+    off_delta, n = _zvarints(buf, p, bad)
+    p += n
+    key_len, n = _zvarints(buf, p, bad)
+    key_start = p + n
+    p = key_start + np.maximum(key_len, 0)
+    value_len, n = _zvarints(buf, p, bad)
+    value_start = p + n
+    p = value_start + np.maximum(value_len, 0)
+    header_count, n = _zvarints(buf, p, bad)
+    p += n
+    bad |= (key_len < -1) | (value_len < -1) | (header_count < 0)
+
+    f = _Fields()
+    f.hrec = None
+    if header_count.any():
+        hrec = np.flatnonzero(header_count > 0)
+        hcnt = header_count[hrec]
+        # each header takes at least two bytes
+        over = hcnt * 2 > (rec_end[hrec] - p[hrec])
+        if over.any():
+            bad[hrec[over]] = True
+            hcnt = np.where(over, 0, hcnt)
+        hpos, f.hks, f.hkl, f.hvs, f.hvl = _decode_headers(buf, p[hrec], hcnt, rec_end[hrec],
+                                                           bad, hrec)
+        p[hrec] = hpos
+        f.hrec, f.hcnt = hrec, hcnt
+    bad |= p != rec_end
+    if bad.any():
+        where = int(np.flatnonzero(bad)[0])
+        batch_of = int(np.searchsorted(np.cumsum(counts), where, side="right"))
+        fail(batch_of, f"inconsistent record structure (record "
+                       f"{where - int(counts[:batch_of].sum())} of the batch)")
+
+    # offsets, timestamps
+    offsets = np.repeat(bases, counts)
+    offsets += off_delta
+    chunk = batches[first:first + nb]
+    log_append = np.fromiter((b.log_append for b in chunk), dtype=bool, count=nb)
+    first_ts = np.fromiter((b.max_ts if b.log_append else b.first_ts for b in chunk),
+                           dtype=np.int64, count=nb)
+    ts = np.repeat(first_ts, counts)
+    if log_append.any():
+        ts_delta = ts_delta * np.repeat(~log_append, counts)
+        f.ts_type = np.repeat(log_append.astype(np.int32), counts)
+    else:
+        f.ts_type = None                      # all CREATE_TIME
+    ts += ts_delta
+    f.key_start, f.key_len, f.value_start, f.value_len = key_start, key_len, value_start, value_len
+    f.offsets, f.ts = offsets, ts
+    return f
+
+
+def _merge_fields(parts) -> _Fields:
+    """One :class:`_Fields` for all chunks (record indexes of headers made global)."""
+    if len(parts) == 1:
+        f = parts[0]
+        if f.ts_type is None:
+            f.ts_type = np.zeros(len(f.offsets), dtype=np.int32)
+        return f
+    out = _Fields()
+    for name in ("key_start", "key_len", "value_start", "value_len", "offsets", "ts"):
+        setattr(out, name, np.concatenate([getattr(f, name) for f in parts]))
+    out.ts_type = np.concatenate([
+        np.zeros(len(f.offsets), dtype=np.int32) if f.ts_type is None else f.ts_type
+        for f in parts])
+    out.hrec = None
+    if any(f.hrec is not None for f in parts):
+        base = 0
+        hrec, hcnt, hks, hkl, hvs, hvl = [], [], [], [], [], []
+        for f in parts:
+            if f.hrec is not None:
+                hrec.append(f.hrec + base)
+                hcnt.append(f.hcnt)
+                hks.append(f.hks)
+                hkl.append(f.hkl)
+                hvs.append(f.hvs)
+                hvl.append(f.hvl)
+            base += len(f.offsets)
+        out.hrec, out.hcnt = np.concatenate(hrec), np.concatenate(hcnt)
+        out.hks, out.hkl = np.concatenate(hks), np.concatenate(hkl)
+        out.hvs, out.hvl = np.concatenate(hvs), np.concatenate(hvl)
+    return out
+
+
 def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
                        include_headers, max_decompressed_size):
-    """Column dict for a run of v2 batches (all with count > 0)."""
+    """Column dict for a run of v2 batches (all with count > 0).
+
+    The batches are decoded in chunks of ~``_CHUNK_RECORDS`` records (compressed
+    chunks are decompressed right before their decode, back to back into one work
+    buffer); the key/value/header bytes are then copied out with one Arrow ``take``
+    per column over the whole segment.
+    """
     nb = len(batches)
     counts = np.fromiter((b.count for b in batches), dtype=np.int64, count=nb)
     bases = np.fromiter((b.base for b in batches), dtype=np.int64, count=nb)
@@ -540,105 +689,53 @@ def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
     def fail_batch(i, message):
         raise _corrupt(topic, partition, batches[i].base, message)
 
+    compressed = not all(b.codec == 0 for b in batches)
     ob = None
+    parts = []
     try:
-        if all(b.codec == 0 for b in batches):
+        if not compressed:
             buf = np.frombuffer(mv, dtype=np.uint8)
+            if len(buf) >= _MAX_BUFFER:
+                raise KafkaProtocolError("record data larger than 2 GiB in one fetch")
             S = np.fromiter((b.pos + V2_HEADER_SIZE for b in batches), dtype=np.int64, count=nb)
             E = np.fromiter((b.end for b in batches), dtype=np.int64, count=nb)
-            pabuf = pa.py_buffer(mv)
-            src = data if isinstance(data, (bytes, bytearray)) else None
-
-            def walk_bytes(s, e):
-                if src is not None:
-                    return src, 0
-                return bytes(mv[s:e]), s
+            walk_view = mv      # the Python walk indexes the input in place: no copy
         else:
             ob = _work_buffer()
             ob.reserve(sum(max(4 * (b.end - b.pos), 1 << 12) for b in batches))
             S = np.empty(nb, dtype=np.int64)
             E = np.empty(nb, dtype=np.int64)
-            for i, b in enumerate(batches):
-                S[i] = ob.size
-                region = mv[b.pos + V2_HEADER_SIZE:b.end]
-                try:
-                    _comp.decompress_into(b.codec, region, ob, max_size=max_decompressed_size)
-                except DecompressedSizeExceeded as exc:
-                    raise DecompressedSizeExceeded(
-                        f"topic {topic!r} partition {partition} offset {b.base}: {exc}") from None
-                except KafkaProtocolError as exc:
-                    fail_batch(i, str(exc))
-                E[i] = ob.size
-            ob.pad()
-            buf = ob.array
-            pabuf = pa.py_buffer(buf)
-
-            def walk_bytes(s, e):
-                return buf[s:e].tobytes(), s
-
-        if len(buf) >= (1 << 31) - 64:
-            raise KafkaProtocolError("record data larger than 2 GiB in one fetch")
-
-        # Every record takes at least 7 bytes: reject absurd counts before work.
-        too_many = np.flatnonzero(counts * _MIN_RECORD_SIZE > (E - S))
-        if too_many.size:
-            fail_batch(int(too_many[0]), f"record count {int(counts[too_many[0]])} does not fit "
-                                         f"in {int((E - S)[too_many[0]])} bytes")
-
-        starts, length, n = _find_starts(buf, walk_bytes, S, E, counts, fail_batch)
-        R = len(starts)
-        bad = np.zeros(R, dtype=bool)
-
-        if length is None:
-            length, n = _zvarints(buf, starts, bad)
-        p = starts + n
-        rec_end = p + length
-        p += 1                                    # attributes (unused)
-        ts_delta, n = _zvarints(buf, p, bad, max_bytes=10)
-        p += n
-        off_delta, n = _zvarints(buf, p, bad)
-        p += n
-        key_len, n = _zvarints(buf, p, bad)
-        key_start = p + n
-        p = key_start + np.maximum(key_len, 0)
-        value_len, n = _zvarints(buf, p, bad)
-        value_start = p + n
-        p = value_start + np.maximum(value_len, 0)
-        header_count, n = _zvarints(buf, p, bad)
-        p += n
-        bad |= (key_len < -1) | (value_len < -1) | (header_count < 0)
-
-        has_headers = bool(header_count.any())
-        if has_headers:
-            hrec = np.flatnonzero(header_count > 0)
-            hcnt = header_count[hrec]
-            # each header takes at least two bytes
-            over = hcnt * 2 > (rec_end[hrec] - p[hrec])
-            if over.any():
-                bad[hrec[over]] = True
-                hcnt = np.where(over, 0, hcnt)
-            hpos, hks, hkl, hvs, hvl = _decode_headers(buf, p[hrec], hcnt, rec_end[hrec], bad, hrec)
-            p[hrec] = hpos
-        bad |= p != rec_end
-        if bad.any():
-            first = int(np.flatnonzero(bad)[0])
-            batch_of = int(np.searchsorted(np.cumsum(counts), first, side="right"))
-            fail_batch(batch_of, f"inconsistent record structure (record {first - int(counts[:batch_of].sum())}"
-                                 " of the batch)")
-
-        # offsets, timestamps
-        offsets = np.repeat(bases, counts)
-        offsets += off_delta
-        log_append = np.fromiter((b.log_append for b in batches), dtype=bool, count=nb)
-        first_ts = np.fromiter((b.max_ts if b.log_append else b.first_ts for b in batches),
-                               dtype=np.int64, count=nb)
-        ts = np.repeat(first_ts, counts)
-        if log_append.any():
-            ts_delta = ts_delta * np.repeat(~log_append, counts)
-            ts_type = np.repeat(log_append.astype(np.int32), counts)
-        else:
-            ts_type = np.zeros(R, dtype=np.int32)
-        ts += ts_delta
+        # Uncompressed input is decoded in one piece: chunking only pays when it lets
+        # each chunk be decoded right after its decompression, still in cache.
+        for c0, c1 in (_chunk_bounds(batches) if compressed else [(0, nb)]):
+            if compressed:
+                for i in range(c0, c1):
+                    b = batches[i]
+                    S[i] = ob.size
+                    region = mv[b.pos + V2_HEADER_SIZE:b.end]
+                    try:
+                        _comp.decompress_into(b.codec, region, ob,
+                                              max_size=max_decompressed_size)
+                    except DecompressedSizeExceeded as exc:
+                        raise DecompressedSizeExceeded(
+                            f"topic {topic!r} partition {partition} offset {b.base}: "
+                            f"{exc}") from None
+                    except KafkaProtocolError as exc:
+                        fail_batch(i, str(exc))
+                    E[i] = ob.size
+                ob.pad()
+                buf = ob.array
+                if len(buf) >= _MAX_BUFFER:
+                    raise KafkaProtocolError("record data larger than 2 GiB in one fetch")
+                walk_view = memoryview(buf)
+            parts.append(_decode_chunk(buf, walk_view, batches, c0, S[c0:c1], E[c0:c1],
+                                       counts[c0:c1], bases[c0:c1], fail_batch))
+        pabuf = pa.py_buffer(ob.array if compressed else mv)
+        f = _merge_fields(parts)
+        parts = None
+        offsets, ts, ts_type = f.offsets, f.ts, f.ts_type
+        key_start, key_len, value_start, value_len = f.key_start, f.key_len, f.value_start, f.value_len
+        R = len(offsets)
 
         keep = None
         if bases[0] < fetch_offset or (bases < fetch_offset).any():
@@ -653,17 +750,19 @@ def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
             key_start, key_len = key_start[sel], key_len[sel]
             value_start, value_len = value_start[sel], value_len[sel]
 
+        ts *= 1000
         cols = {
             "key": _take_binary(pabuf, key_start, key_len),
             "value": _take_binary(pabuf, value_start, value_len),
             "offset": _int_array(offsets, pa.int64()),
-            "timestamp": _int_array(ts * 1000, TIMESTAMP_TYPE),
+            "timestamp": _int_array(ts, TIMESTAMP_TYPE),
             "timestampType": _int_array(ts_type, pa.int32()),
         }
         if include_headers:
-            if not has_headers:
+            if f.hrec is None:
                 cols["headers"] = pa.nulls(len(offsets), HEADERS_TYPE)
             else:
+                hrec, hcnt, hks, hkl, hvs, hvl = f.hrec, f.hcnt, f.hks, f.hkl, f.hvs, f.hvl
                 rec_counts = np.zeros(R, dtype=np.int64)
                 rec_counts[hrec] = hcnt
                 if keep is not None:
