@@ -1,7 +1,7 @@
 """Every benchmark of GitHub issue #5 in one run: one table of ours vs peer vs target.
 
-    .venv/bin/python benchmarks/run_all.py            # full run (~20-30 min on 2 cores)
-    .venv/bin/python benchmarks/run_all.py --quick    # smaller sizes (a few minutes)
+    .venv/bin/python benchmarks/run_all.py            # full run (~4 min on 2 cores)
+    .venv/bin/python benchmarks/run_all.py --quick    # smaller sizes (~2.5 min)
 
 Runs, in this order (each figure next to its peer measured in the same run,
 interleaved where possible, best of N -- the machine is shared and noisy):
