@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..")
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "src"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 VALUE_SIZE = 1024
@@ -155,7 +155,7 @@ print(json.dumps({"rows": rows, "batches": batches, "value_bytes": value_bytes,
 
 
 def measure(bootstrap: str, topic: str, end: int, fetch_bytes: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, ROOT, bootstrap, topic, str(end),
+    out = subprocess.run([sys.executable, "-c", CHILD, os.path.join(ROOT, "src"), bootstrap, topic, str(end),
                           str(fetch_bytes)], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
