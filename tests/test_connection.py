@@ -5,6 +5,7 @@ import time
 import pytest
 
 from fakebroker import FakeBroker, api_versions_v0_answer
+from kafka_ds.protocol.schema import encode_response
 from kafka_ds.client import BrokerConnection
 from kafka_ds.protocol import messages as m
 from kafka_ds.protocol.errors import (
@@ -127,3 +128,22 @@ def test_connect_refused_is_a_connection_error():
     s.close()
     with pytest.raises(KafkaConnectionError, match=f"127.0.0.1:{port}"):
         BrokerConnection("127.0.0.1", port, connect_timeout_ms=500).connect()
+
+
+def test_answers_to_requests_sent_without_expecting_one_are_skipped():
+    # Kafka never answers Produce acks=0; the librdkafka mock and Tansu do. Such answers
+    # must not be taken for the answer of the next request on the connection.
+    def respond(correlation_id, conn):
+        conn.sendall(encode_response(m.METADATA, 1, correlation_id, {
+            "brokers": [{"node_id": correlation_id, "host": "h", "port": 1}], "topics": []}))
+
+    broker, conn = _connected(respond)
+    try:
+        for _ in range(3):
+            conn.send(m.METADATA, {"topics": None}, version=1, expects_response=False)
+        answer = conn.request(m.METADATA, {"topics": None}, version=1)
+        assert answer["brokers"][0]["node_id"] == conn._next_correlation_id - 1
+        assert conn.request(m.METADATA, {"topics": None}, version=1)["brokers"][0]["node_id"] \
+            == conn._next_correlation_id - 1
+    finally:
+        broker.close()

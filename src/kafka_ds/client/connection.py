@@ -35,6 +35,7 @@ class Pending:
     message: Message
     version: int
     expects_response: bool = True
+    sent_number: int = 0   # order of sending on this connection
 
 
 def parse_bootstrap(servers) -> list[tuple[str, int]]:
@@ -66,6 +67,11 @@ class BrokerConnection:
         self._sock: socket.socket | None = None
         self._next_correlation_id = 1
         self._in_flight: deque[Pending] = deque()
+        # Requests sent expecting no answer (Produce acks=0), oldest first. Kafka does not
+        # answer them, but some brokers do (the librdkafka mock, Tansu): such answers are
+        # skipped, and ones older than an answered request can no longer come.
+        self._unanswered: deque[Pending] = deque()
+        self._sent = 0
         self._size_buf = bytearray(4)
         self.api_versions: dict[int, tuple[int, int]] = {}
 
@@ -95,6 +101,7 @@ class BrokerConnection:
         sock.settimeout(self.request_timeout)
         self._sock = sock
         self._in_flight.clear()
+        self._unanswered.clear()
         try:
             self._negotiate_versions()
         except BaseException:
@@ -105,6 +112,7 @@ class BrokerConnection:
     def close(self) -> None:
         sock, self._sock = self._sock, None
         self._in_flight.clear()
+        self._unanswered.clear()
         if sock is not None:
             try:
                 sock.close()
@@ -206,9 +214,9 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"connection to {self.host}:{self.port} lost while sending {message.name}: {exc}"
             ) from exc
-        pending = Pending(correlation_id, message, version, expects_response)
-        if expects_response:
-            self._in_flight.append(pending)
+        self._sent += 1
+        pending = Pending(correlation_id, message, version, expects_response, self._sent)
+        (self._in_flight if expects_response else self._unanswered).append(pending)
         return pending
 
     def _receive_frame(self, pending: Pending) -> memoryview:
@@ -225,6 +233,8 @@ class BrokerConnection:
             frame = bytearray(size)
             self._read_exact_into(frame, size, head)
             correlation_id = p.INT32.unpack_from(frame, 0)[0]
+            if self._is_unasked_answer(correlation_id, head):
+                continue
             if correlation_id != head.correlation_id:
                 self.close()
                 raise KafkaProtocolError(
@@ -235,6 +245,14 @@ class BrokerConnection:
                 return memoryview(frame)
             # An earlier pipelined response nobody waits for any more: drop it.
             log.debug("dropping unread %s response", head.message.name)
+
+    def _is_unasked_answer(self, correlation_id: int, head: Pending) -> bool:
+        """Whether the frame answers a request sent expecting no answer (dropping the
+        record of those sent before it, which can no longer be answered)."""
+        while self._unanswered and self._unanswered[0].sent_number < head.sent_number:
+            if self._unanswered.popleft().correlation_id == correlation_id:
+                return True
+        return False
 
     def _read_exact_into(self, buf: bytearray, size: int, head: Pending) -> bytearray:
         view = memoryview(buf)

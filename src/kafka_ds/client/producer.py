@@ -169,6 +169,7 @@ class Producer:
         self.stats = ProducerStats()
         self._partitions: dict[tuple[str, int], _PartitionState] = {}
         self._in_flight: dict[int, deque[_InFlight]] = {}
+        self._acks0_leaders: set[int] = set()   # brokers sent acks=0 requests since flush
         self._refresh_needed = False
         self._rotation = 0
 
@@ -230,6 +231,21 @@ class Producer:
     def flush(self) -> None:
         """Send everything queued and wait until every batch is acknowledged."""
         self._pump(drain=True)
+        if self.config.acks == 0:
+            self._barrier()
+
+    def _barrier(self) -> None:
+        """acks=0 gets no answers, and a broker may drop requests still unread when the
+        connection closes (Tansu does). Brokers handle one connection's requests in
+        order, so the answer to one more request on each connection used says every
+        Produce before it was handled. Costs one round trip per broker per flush."""
+        for leader in list(self._acks0_leaders):
+            try:
+                self.client.connection(leader).request(m.METADATA, {"topics": []})
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                log.warning("acks=0: could not confirm broker %d handled the writes: %s",
+                            leader, exc)
+        self._acks0_leaders.clear()
 
     def results(self) -> dict[tuple[str, int], PartitionResult]:
         return {tp: state.result for tp, state in self._partitions.items() if state.result.batches}
@@ -331,6 +347,7 @@ class Producer:
         self.stats.bytes_sent += size
         if not expects_response:
             # acks=0: the broker never answers; a batch counts as delivered once written.
+            self._acks0_leaders.add(leader)
             for batch in batches.values():
                 self._acknowledge(batch, -1)
             return True
