@@ -47,6 +47,7 @@ def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int =
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records import encode_record_batch
+    from bench_read import acknowledge
 
     # A few distinct pre-encoded batches, cycled: the broker assigns the offsets (the
     # batch's base offset is not covered by its CRC), so the same bytes can be re-sent.
@@ -57,12 +58,6 @@ def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int =
                            for i in range(PER_BATCH)])
         batches.append(encode_record_batch(keys=keys, values=values))
     count = max(1, total_bytes // (VALUE_SIZE * PER_BATCH))
-
-    def acknowledge(conn, pending):
-        for topic_response in conn.receive(pending)["responses"]:
-            for part in topic_response["partition_responses"]:
-                if part["error_code"]:
-                    raise RuntimeError(f"produce failed: {part}")
 
     client = KafkaClient(bootstrap)
     try:

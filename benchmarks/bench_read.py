@@ -45,18 +45,20 @@ def per_batch(value_size: int) -> int:
     return max(1, min(5000, BATCH_BYTES // (value_size + 20)))
 
 
+def acknowledge(conn, pending):
+    """Read one pipelined Produce answer; any partition error ends the benchmark."""
+    for topic_response in conn.receive(pending)["responses"]:
+        for part in topic_response["partition_responses"]:
+            if part["error_code"]:
+                raise RuntimeError(f"produce failed: {part}")
+
+
 def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE_SIZE,
                partitions: int = PARTITIONS) -> None:
     """Produce with kafka_ds's own encoder + Produce, a few requests in flight per leader."""
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records import encode_record_batch
-
-    def acknowledge(conn, pending):
-        for topic_response in conn.receive(pending)["responses"]:
-            for part in topic_response["partition_responses"]:
-                if part["error_code"]:
-                    raise RuntimeError(f"produce failed: {part}")
 
     step = per_batch(value_size)
     client = KafkaClient(bootstrap)

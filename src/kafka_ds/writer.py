@@ -654,8 +654,9 @@ def write_batches(opts: WriteOptions, plan: ColumnPlan, batches, task: int | Non
 
 # --- Spark glue ----------------------------------------------------------------------------
 
-class KafkaDataSourceWriter(DataSourceArrowWriter):
-    """Batch writes: one :class:`TaskWriter` per task."""
+class _TaskWrites:
+    """What the batch and the streaming writer share: the options, the column plan, and
+    a task's write of its Arrow batches."""
 
     def __init__(self, opts: WriteOptions, plan: ColumnPlan):
         self.opts = opts
@@ -664,6 +665,10 @@ class KafkaDataSourceWriter(DataSourceArrowWriter):
 
     def write(self, iterator) -> KafkaCommitMessage:
         return write_batches(self.opts, self.plan, iterator)
+
+
+class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
+    """Batch writes: one :class:`TaskWriter` per task."""
 
     def commit(self, messages) -> None:
         self.summary = WriteSummary.of(messages)
@@ -676,17 +681,9 @@ class KafkaDataSourceWriter(DataSourceArrowWriter):
                     self.summary.describe())
 
 
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
+class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter):
     """Streaming sink: every micro-batch is written like a batch write (at least once:
     a micro-batch Spark re-runs after a failure is written again)."""
-
-    def __init__(self, opts: WriteOptions, plan: ColumnPlan):
-        self.opts = opts
-        self.plan = plan
-        self.summary: WriteSummary | None = None
-
-    def write(self, iterator) -> KafkaCommitMessage:
-        return write_batches(self.opts, self.plan, iterator)
 
     def commit(self, messages, batchId) -> None:
         self.summary = WriteSummary.of(messages)
