@@ -51,9 +51,17 @@ class KafkaDataSource(DataSource):
 
     # --- writing (kafka_ds/writer.py) ---
 
-    def writer(self, schema, overwrite: bool):
+    def _write_plan(self, schema):
+        """Options and columns checked on the driver, before any task runs."""
         from .options import parse_write_options
-        from .writer import KafkaDataSourceWriter, check_topic_exists, plan_columns
+        from .writer import check_topic_exists, plan_columns
+        opts = parse_write_options(self.options)
+        plan = plan_columns(schema, opts)
+        check_topic_exists(opts)
+        return opts, plan
+
+    def writer(self, schema, overwrite: bool):
+        from .writer import KafkaDataSourceWriter
         if overwrite:
             # Spark sends overwrite=True for mode("overwrite"); a plain .save() (mode
             # "errorifexists") is refused by Spark itself, asking for Append or Overwrite.
@@ -61,21 +69,14 @@ class KafkaDataSource(DataSource):
                 "Save mode Overwrite is not supported by the pykafka sink: a Kafka topic cannot "
                 "be truncated, records are only ever appended. Use "
                 "df.write.format(\"pykafka\").mode(\"append\").save().")
-        opts = parse_write_options(self.options)
-        plan = plan_columns(schema, opts)
-        check_topic_exists(opts)
-        return KafkaDataSourceWriter(opts, plan)
+        return KafkaDataSourceWriter(*self._write_plan(schema))
 
     def streamWriter(self, schema, overwrite: bool):
         # Like Spark's Kafka sink, any output mode writes the rows Spark hands over
         # (complete mode: the whole result table again each trigger); a topic is
         # never truncated.
-        from .options import parse_write_options
-        from .writer import KafkaStreamWriter, check_topic_exists, plan_columns
-        opts = parse_write_options(self.options)
-        plan = plan_columns(schema, opts)
-        check_topic_exists(opts)
-        return KafkaStreamWriter(opts, plan)
+        from .writer import KafkaStreamWriter
+        return KafkaStreamWriter(*self._write_plan(schema))
 
 
 class KafkaBatchReader(DataSourceReader):
