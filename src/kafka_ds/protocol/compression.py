@@ -260,27 +260,23 @@ def _gzip_into(data, out: OutputBuffer, max_size: int) -> int:
     start = out.size
     total = 0
     rest = data
+
+    def keep(piece):
+        nonlocal total
+        if len(piece) + total > max_size:
+            out.size = start
+            raise _too_large(GZIP, max_size)
+        out.append(piece)
+        total += len(piece)
+
     while True:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            chunk = d.decompress(rest, max_size - total + 1)
-            while True:
-                if len(chunk) + total > max_size:
-                    out.size = start
-                    raise _too_large(GZIP, max_size)
-                out.append(chunk)
-                total += len(chunk)
-                if d.eof or not d.unconsumed_tail:
-                    break
-                chunk = d.decompress(d.unconsumed_tail, max_size - total + 1)
+            keep(d.decompress(rest, max_size - total + 1))
+            while not d.eof and d.unconsumed_tail:
+                keep(d.decompress(d.unconsumed_tail, max_size - total + 1))
             if not d.eof:
-                tail = d.flush()
-                if tail:
-                    if len(tail) + total > max_size:
-                        out.size = start
-                        raise _too_large(GZIP, max_size)
-                    out.append(tail)
-                    total += len(tail)
+                keep(d.flush())
         except zlib.error as exc:
             out.size = start
             raise _corrupt(GZIP, exc) from None

@@ -886,6 +886,13 @@ class _LegacyRows:
         self.ts = []
         self.ts_types = []
 
+    def add(self, key, value, offset, timestamp, timestamp_type):
+        self.keys.append(key)
+        self.values.append(value)
+        self.offsets.append(offset)
+        self.ts.append(timestamp)
+        self.ts_types.append(timestamp_type)
+
     def columns(self, include_headers):
         n = len(self.offsets)
         cols = {
@@ -961,11 +968,7 @@ def _decode_legacy(mv, pos, end, rows: _LegacyRows, topic, partition, fetch_offs
     ts_type = NO_TIMESTAMP_TYPE if magic == 0 else (LOG_APPEND_TIME if log_append else CREATE_TIME)
     if codec == 0:
         if offset >= fetch_offset:
-            rows.keys.append(key)
-            rows.values.append(value)
-            rows.offsets.append(offset)
-            rows.ts.append(ts)
-            rows.ts_types.append(ts_type)
+            rows.add(key, value, offset, ts, ts_type)
         return offset + 1
     if value is None:
         raise _corrupt(topic, partition, offset, "compressed legacy message without a value")
@@ -1010,11 +1013,7 @@ def _decode_legacy(mv, pos, end, rows: _LegacyRows, topic, partition, fetch_offs
             t, tt = ts, LOG_APPEND_TIME
         else:
             t, tt = its, CREATE_TIME
-        rows.keys.append(ikey)
-        rows.values.append(ivalue)
-        rows.offsets.append(absolute)
-        rows.ts.append(t)
-        rows.ts_types.append(tt)
+        rows.add(ikey, ivalue, absolute, t, tt)
     return offset + 1
 
 
