@@ -5,7 +5,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader
 
 from .options import lower_keys, parse_bool, parse_read_options
 from .protocol.errors import ConfigurationError
-from .reader import KafkaInputPartition, OffsetPlanner, make_client, read_range, spark_schema
+from .reader import KafkaBatchReader, spark_schema
 
 
 def _check_schema(schema, include_headers: bool) -> None:
@@ -77,22 +77,6 @@ class KafkaDataSource(DataSource):
         # never truncated.
         from .writer import KafkaStreamWriter
         return KafkaStreamWriter(*self._write_plan(schema))
-
-
-class KafkaBatchReader(DataSourceReader):
-    def __init__(self, opts):
-        self.opts = opts
-
-    def partitions(self):
-        client = make_client(self.opts)
-        try:
-            ranges = OffsetPlanner(self.opts, client).plan_batch()
-        finally:
-            client.close()
-        return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
-
-    def read(self, partition):
-        yield from read_range(self.opts, partition)
 
 
 def register(spark) -> None:

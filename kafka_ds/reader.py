@@ -11,7 +11,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .client import EARLIEST, LATEST, ClientConfig, KafkaClient
 from .options import OffsetSpec, ReadOptions
@@ -399,3 +399,21 @@ def _fetch_with_retries(client, opts, topic, partition, offset, fetch_bytes, lev
                        f"while reading from offset {offset}: {exc}")
             return None
         raise
+
+
+class KafkaBatchReader(DataSourceReader):
+    """``spark.read.format("pykafka")``: the driver plans offset ranges, each task reads one."""
+
+    def __init__(self, opts):
+        self.opts = opts
+
+    def partitions(self):
+        client = make_client(self.opts)
+        try:
+            ranges = OffsetPlanner(self.opts, client).plan_batch()
+        finally:
+            client.close()
+        return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+    def read(self, partition):
+        yield from read_range(self.opts, partition)
