@@ -240,7 +240,7 @@ def test_definition_matches_kafka_json(message, kind):
 
 
 def test_messages_are_indexed():
-    assert set(m.BY_KEY) == {0, 1, 2, 3, 8, 9, 10, 18, 19, 22}
+    assert set(m.BY_KEY) == {0, 1, 2, 3, 8, 9, 10, 18, 19, 22, 24, 26}
     assert all(m.BY_KEY[msg.api_key] is msg for msg in m.ALL_MESSAGES.values())
 
 
@@ -340,6 +340,8 @@ AIOKAFKA = {  # our name -> (module, class prefix); classes are <prefix>Request_
     "Produce": ("produce", "Produce"), "FindCoordinator": ("coordination", "FindCoordinator"),
     "OffsetCommit": ("commit", "OffsetCommit"), "OffsetFetch": ("commit", "OffsetFetch"),
     "InitProducerId": ("transaction", "InitProducerId"), "CreateTopics": ("admin", "CreateTopics"),
+    "AddPartitionsToTxn": ("transaction", "AddPartitionsToTxn"),
+    "EndTxn": ("transaction", "EndTxn"),
 }
 # aiokafka's own mistakes, checked to stay mistakes (strict xfail) so a fix is noticed.
 AIOKAFKA_BUGS = {

@@ -351,7 +351,46 @@ CREATE_TOPICS = Message(
     ),
 )
 
+# Transactions (KIP-98). AddPartitionsToTxn stops at v3: v4+ batch several
+# transactions and are sent by brokers only (KIP-890 verification).
+ADD_PARTITIONS_TO_TXN = Message(
+    "AddPartitionsToTxn", 24, valid_versions="0-3", flexible_versions="3+",
+    request=(
+        F("V3AndBelowTransactionalId", "string", "0-3"),
+        F("V3AndBelowProducerId", "int64", "0-3"),
+        F("V3AndBelowProducerEpoch", "int16", "0-3"),
+        F("V3AndBelowTopics", "[]AddPartitionsToTxnTopic", "0-3",
+          F("Name", "string", "0+"),
+          F("Partitions", "[]int32", "0+")),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ResultsByTopicV3AndBelow", "[]AddPartitionsToTxnTopicResult", "0-3",
+          F("Name", "string", "0+"),
+          F("ResultsByPartition", "[]AddPartitionsToTxnPartitionResult", "0+",
+            F("PartitionIndex", "int32", "0+"),
+            F("PartitionErrorCode", "int16", "0+"))),
+    ),
+)
+
+# EndTxn stops at v4: v5 bumps the producer epoch at every commit (KIP-890 part 2),
+# which would change the (producer id, epoch) a task hands to the driver.
+END_TXN = Message(
+    "EndTxn", 26, valid_versions="0-4", flexible_versions="3+",
+    request=(
+        F("TransactionalId", "string", "0+"),
+        F("ProducerId", "int64", "0+"),
+        F("ProducerEpoch", "int16", "0+"),
+        F("Committed", "bool", "0+"),
+    ),
+    response=(
+        F("ThrottleTimeMs", "int32", "0+"),
+        F("ErrorCode", "int16", "0+"),
+    ),
+)
+
 ALL_MESSAGES = {m.name: m for m in [
     API_VERSIONS, METADATA, LIST_OFFSETS, FETCH, PRODUCE, FIND_COORDINATOR,
-    OFFSET_COMMIT, OFFSET_FETCH, INIT_PRODUCER_ID, CREATE_TOPICS]}
+    OFFSET_COMMIT, OFFSET_FETCH, INIT_PRODUCER_ID, CREATE_TOPICS, ADD_PARTITIONS_TO_TXN,
+    END_TXN]}
 BY_KEY = {m.api_key: m for m in ALL_MESSAGES.values()}
