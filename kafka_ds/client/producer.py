@@ -52,6 +52,7 @@ class ProducerConfig:
     retries: int = 2147483647
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
+    transactional_id: str | None = None   # set: Produce requests carry it (see transactions.py)
 
 
 class ProduceError(KafkaError):
@@ -174,6 +175,11 @@ class Producer:
         self._rotation = 0
 
     # --- identity ------------------------------------------------------------------
+
+    def use_transaction(self, producer_id: int, producer_epoch: int) -> None:
+        """Produce as the transactional producer (id, epoch) InitProducerId gave a
+        :class:`~kafka_ds.client.transactions.Transaction` (instead of our own id)."""
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
 
     def start(self) -> None:
         """InitProducerId (once) when idempotent."""
@@ -329,7 +335,7 @@ class Producer:
         by_topic: dict[str, list] = {}
         for (topic, partition), batch in batches.items():
             by_topic.setdefault(topic, []).append({"index": partition, "records": batch.data})
-        body = {"transactional_id": None, "acks": self.config.acks,
+        body = {"transactional_id": self.config.transactional_id, "acks": self.config.acks,
                 "timeout_ms": self.config.request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": parts} for t, parts in by_topic.items()]}
         expects_response = self.config.acks != 0

@@ -1,0 +1,236 @@
+"""Kafka transactions (KIP-98) for a writer whose transactions are ended elsewhere.
+
+A write task opens a transaction (:meth:`Transaction.begin`: FindCoordinator with
+key type 1, then InitProducerId with the transactional id, which fences an earlier
+producer of that id and aborts whatever it left open), adds partitions before it
+produces to them (:meth:`Transaction.add_partitions`), produces with the
+transactional id and flag, and hands ``(transactional_id, producer_id,
+producer_epoch)`` to the driver. The driver -- another process -- ends it with
+:func:`end_transaction`: EndTxn needs nothing but those three values.
+
+Coordinator errors are retried until ``timeout_ms``: CONCURRENT_TRANSACTIONS (the
+coordinator is still writing the markers of an earlier end), and the coordinator
+moving or loading (the coordinator is looked up again).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ..protocol import messages as m
+from ..protocol.errors import (
+    BrokerError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_KEY_TYPE = 1
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+CONCURRENT_TRANSACTIONS = 51
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+PRODUCER_FENCED = 90
+OPERATION_NOT_ATTEMPTED = 55
+_MOVED = (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)
+
+
+class TransactionError(KafkaError):
+    """A transaction could not be opened, extended or ended; names the transactional id."""
+
+    def __init__(self, message: str, *, code: int = -1):
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def fenced(self) -> bool:
+        return self.code in (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)
+
+
+@dataclass(frozen=True)
+class TransactionHandle:
+    """What a task hands to the driver: enough to end the transaction from anywhere."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+class _Coordinators:
+    """Transaction coordinator lookup (FindCoordinator key type 1) with a cache."""
+
+    def __init__(self, client):
+        self.client = client
+        self._nodes: dict[str, int] = {}
+
+    def connection(self, transactional_id: str):
+        node = self._nodes.get(transactional_id)
+        if node is None:
+            conn = self.client.any_connection()
+            response = conn.request(m.FIND_COORDINATOR, {
+                "key": transactional_id, "key_type": TRANSACTION_KEY_TYPE,
+                "coordinator_keys": [transactional_id]})
+            entry = response["coordinators"][0] if response.get("coordinators") else response
+            if entry["error_code"]:
+                raise error_for_code(entry["error_code"])(
+                    f"FindCoordinator (transaction) {transactional_id!r}")
+            node = entry["node_id"]
+            self.client.brokers.setdefault(node, (entry["host"], entry["port"]))
+            self._nodes[transactional_id] = node
+        return self.client.connection(node)
+
+    def forget(self, transactional_id: str) -> None:
+        self._nodes.pop(transactional_id, None)
+
+
+def _coordinator_call(coordinators: _Coordinators, transactional_id: str, what: str, call,
+                      timeout_ms: int, backoff_ms: int = 20):
+    """``call(conn)`` at the coordinator of ``transactional_id``, retried until
+    ``timeout_ms`` on connection errors and retriable coordinator errors.
+
+    ``call`` returns an error code (0 = done) and a result.
+    """
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    attempt = 0
+    while True:
+        try:
+            code, result = call(coordinators.connection(transactional_id))
+            if code == 0:
+                return result
+            error = error_for_code(code)(f"{what} for transactional id {transactional_id!r}")
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            code, error = -1, exc
+        except BrokerError as exc:   # from FindCoordinator
+            code, error = exc.code, exc
+        if code == -1 or code in _MOVED:
+            coordinators.forget(transactional_id)
+        retriable = code == -1 or code == CONCURRENT_TRANSACTIONS or getattr(
+            error, "retriable", False)
+        if not retriable or time.monotonic() >= deadline:
+            raise TransactionError(f"{what} failed for transactional id {transactional_id!r}: "
+                                   f"{error}", code=code) from error
+        attempt += 1
+        log.info("%s for %r: %s; retrying", what, transactional_id, error)
+        time.sleep(min(backoff_ms * (2 ** min(attempt - 1, 6)), 1000) / 1000.0)
+
+
+def init_transactional_producer(client, transactional_id: str, transaction_timeout_ms: int,
+                                timeout_ms: int = 60000, coordinators=None) -> TransactionHandle:
+    """InitProducerId for ``transactional_id`` at its coordinator: a new epoch, which
+    fences the previous one and aborts its open transaction (if any)."""
+    coordinators = coordinators or _Coordinators(client)
+
+    def call(conn):
+        response = conn.request(m.INIT_PRODUCER_ID, {
+            "transactional_id": transactional_id,
+            "transaction_timeout_ms": transaction_timeout_ms,
+            "producer_id": -1, "producer_epoch": -1})
+        return response["error_code"], (response["producer_id"], response["producer_epoch"])
+
+    producer_id, epoch = _coordinator_call(coordinators, transactional_id, "InitProducerId",
+                                           call, timeout_ms)
+    return TransactionHandle(transactional_id, producer_id, epoch)
+
+
+def end_transaction(client, handle: TransactionHandle, commit: bool, timeout_ms: int = 60000,
+                    coordinators=None) -> None:
+    """EndTxn(commit or abort) of the transaction ``handle`` names.
+
+    Ending a transaction that already ended the same way succeeds (a retried or
+    repeated commit is harmless); a fenced or expired one raises :class:`TransactionError`.
+    """
+    coordinators = coordinators or _Coordinators(client)
+    body = {"transactional_id": handle.transactional_id, "producer_id": handle.producer_id,
+            "producer_epoch": handle.producer_epoch, "committed": bool(commit)}
+
+    def call(conn):
+        return conn.request(m.END_TXN, body)["error_code"], None
+
+    _coordinator_call(coordinators, handle.transactional_id,
+                      "EndTxn(commit)" if commit else "EndTxn(abort)", call, timeout_ms)
+
+
+def end_transactions(client, handles, commit: bool, timeout_ms: int = 60000) -> list:
+    """End several transactions (one coordinator cache); returns ``[(handle, error)]`` for
+    the ones that failed, after trying every one."""
+    coordinators = _Coordinators(client)
+    failures = []
+    for handle in handles:
+        try:
+            end_transaction(client, handle, commit, timeout_ms, coordinators)
+        except KafkaError as exc:
+            failures.append((handle, exc))
+    return failures
+
+
+class Transaction:
+    """One task's transaction: begin, add partitions, hand over (never ends it itself)."""
+
+    def __init__(self, client, transactional_id: str, transaction_timeout_ms: int = 60000,
+                 timeout_ms: int = 60000):
+        self.client = client
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.timeout_ms = timeout_ms
+        self.handle: TransactionHandle | None = None
+        self.partitions: set[tuple[str, int]] = set()
+        self._coordinators = _Coordinators(client)
+
+    @property
+    def producer_id(self) -> int:
+        return self.handle.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.handle.producer_epoch
+
+    def begin(self) -> TransactionHandle:
+        self.handle = init_transactional_producer(
+            self.client, self.transactional_id, self.transaction_timeout_ms, self.timeout_ms,
+            self._coordinators)
+        self.partitions.clear()
+        log.debug("transaction %r: producer id %d epoch %d", self.transactional_id,
+                  self.handle.producer_id, self.handle.producer_epoch)
+        return self.handle
+
+    def add_partitions(self, topic_partitions) -> None:
+        """AddPartitionsToTxn for the partitions not yet in the transaction."""
+        new = sorted(set(topic_partitions) - self.partitions)
+        if not new:
+            return
+        by_topic = defaultdict(list)
+        for topic, partition in new:
+            by_topic[topic].append(partition)
+        body = {"v3_and_below_transactional_id": self.transactional_id,
+                "v3_and_below_producer_id": self.handle.producer_id,
+                "v3_and_below_producer_epoch": self.handle.producer_epoch,
+                "v3_and_below_topics": [{"name": t, "partitions": ps}
+                                        for t, ps in sorted(by_topic.items())]}
+
+        def call(conn):
+            response = conn.request(m.ADD_PARTITIONS_TO_TXN, body)
+            worst = 0
+            for topic in response["results_by_topic_v3_and_below"]:
+                for part in topic["results_by_partition"]:
+                    code = part["partition_error_code"]
+                    # OPERATION_NOT_ATTEMPTED only says another partition failed.
+                    if code and code != OPERATION_NOT_ATTEMPTED and (
+                            worst == 0 or worst == CONCURRENT_TRANSACTIONS):
+                        worst = code
+            return worst, None
+
+        names = ", ".join(f"{t}-{p}" for t, p in new)
+        _coordinator_call(self._coordinators, self.transactional_id,
+                          f"AddPartitionsToTxn ({names})", call, self.timeout_ms)
+        self.partitions.update(new)
+
+
+__all__ = ["Transaction", "TransactionError", "TransactionHandle", "end_transaction",
+           "end_transactions", "init_transactional_producer"]

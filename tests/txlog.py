@@ -1,0 +1,123 @@
+"""The exactly-once checker: what a topic's raw log says is committed.
+
+Reads every batch of every partition (read_uncommitted, raw bytes) and applies
+Kafka's rule itself: a transactional batch counts only when the next control
+marker of its producer id in that partition is a COMMIT; a non-transactional
+batch always counts. Transactional batches with no marker after them are
+*open* (they hold every read_committed reader at the LSO).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from kafka_ds.client import KafkaClient
+from kafka_ds.client.cluster import EARLIEST, LATEST
+from kafka_ds.protocol.records import decode_records
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
+
+
+@dataclass
+class LogBatch:
+    partition: int
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    transactional: bool
+    control: int | None          # None for data, 0 ABORT, 1 COMMIT
+    values: list = field(default_factory=list)
+
+
+@dataclass
+class LogVerdict:
+    committed: list              # values of committed records, log order per partition
+    aborted: list
+    open: list                   # values of transactional records with no marker yet
+    markers: dict                # (partition, producer_id) -> [control types]
+    batches: list
+
+    @property
+    def commits(self) -> int:
+        return sum(t.count(1) for t in self.markers.values())
+
+
+def _control_type(raw: bytes, pos: int) -> int:
+    # first record: length, attributes, timestamp delta, offset delta, key length
+    # (zigzag varints; all one byte for a 4-byte control key), then key = version, type
+    p = pos + 61
+    for _ in range(1):
+        while raw[p] & 0x80:
+            p += 1
+        p += 1            # length
+    p += 1                # attributes
+    for _ in range(3):    # timestamp delta, offset delta, key length
+        while raw[p] & 0x80:
+            p += 1
+        p += 1
+    _version, ctype = struct.unpack_from(">hh", raw, p)
+    return ctype
+
+
+def read_log(bootstrap: str, topic: str) -> list[LogBatch]:
+    client = KafkaClient(bootstrap)
+    try:
+        partitions = client.topic_partitions(topic, refresh=True)
+        batches = []
+        for partition in partitions:
+            offsets = client.list_offsets({(topic, partition): EARLIEST})
+            start = offsets[(topic, partition)][0]
+            offset = start
+            for _ in range(100000):
+                part = client.fetch(topic, partition, offset, max_bytes=8 << 20, max_wait_ms=1,
+                                    min_bytes=0)
+                assert part["error_code"] == 0, part["error_code"]
+                raw = bytes(part["records"] or b"")
+                high = part["high_watermark"]
+                pos = 0
+                progressed = False
+                while pos + 61 <= len(raw):
+                    (base, length, _ple, _magic, _crc, attrs, last_delta, _fts, _mts, pid,
+                     _epoch, _seq, _count) = _HEADER.unpack_from(raw, pos)
+                    end = pos + 12 + length
+                    if end > len(raw):
+                        break
+                    if base + last_delta >= offset:
+                        control = _control_type(raw, pos) if attrs & _CONTROL else None
+                        values = []
+                        if control is None:
+                            decoded = decode_records(raw[pos:end], topic=topic,
+                                                     partition=partition, fetch_offset=base)
+                            values = decoded.batch.column("value").to_pylist()
+                        batches.append(LogBatch(partition, base, base + last_delta, pid,
+                                                bool(attrs & _TRANSACTIONAL), control, values))
+                        offset = base + last_delta + 1
+                        progressed = True
+                    pos = end
+                if offset >= high or not progressed:
+                    break
+        return batches
+    finally:
+        client.close()
+
+
+def verdict(bootstrap: str, topic: str) -> LogVerdict:
+    batches = read_log(bootstrap, topic)
+    committed, aborted, open_ = [], [], []
+    markers: dict = {}
+    for i, batch in enumerate(batches):
+        if batch.control is not None:
+            markers.setdefault((batch.partition, batch.producer_id), []).append(batch.control)
+            continue
+        if not batch.transactional:
+            committed.extend(batch.values)
+            continue
+        outcome = next((b.control for b in batches[i + 1:]
+                        if b.partition == batch.partition and b.producer_id == batch.producer_id
+                        and b.control is not None), None)
+        (committed if outcome == 1 else aborted if outcome == 0 else open_).extend(batch.values)
+    return LogVerdict(committed, aborted, open_, markers, batches)
+
+
+__all__ = ["read_log", "verdict", "LogVerdict", "LogBatch", "LATEST"]
