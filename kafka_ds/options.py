@@ -100,6 +100,18 @@ OPTIONS = [
      "Longest time a record may take from the write to its acknowledgement, retries included."),
     ("kafka.max.in.flight.requests.per.connection", "write", "`5`",
      "Produce requests pipelined to one broker."),
+    ("deliveryGuarantee", "write", "`at-least-once`",
+     "`exactly-once`: every task writes in a Kafka transaction that the driver commits when "
+     "Spark commits the write (docs/exactly_once.md); `at-least-once`: plain idempotent "
+     "writes, a retried task or a replayed micro-batch writes its rows again."),
+    ("transactionalIdPrefix", "write",
+     "batch: `pykafka-<topic>-<random>`, streaming: `pykafka-<hash of checkpointLocation>`",
+     "Exactly-once: task p of a write uses the transactional id `<prefix>-p`. Must be "
+     "unique among concurrent writers; keep it when restarting a streaming query."),
+    ("kafka.transaction.timeout.ms", "write", "`60000`",
+     "Exactly-once: the broker aborts a transaction left open this long (a task's write plus "
+     "the wait until the driver commits must fit; capped by the broker's "
+     "transaction.max.timeout.ms)."),
 ]
 
 # Kafka consumer/producer settings that Spark's own Kafka source rejects, with the fix.
@@ -119,10 +131,11 @@ REJECTED_WRITE = {
     "interceptor.classes": "interceptors are not supported; transform the DataFrame instead",
     "partitioner.class": "custom partitioners are not supported; compute a 'partition' column "
                          "instead (rows with a null partition use the Java default partitioner)",
-    "transactional.id": "transactions are not supported; the idempotent producer "
-                        "('kafka.enable.idempotence', on by default) already keeps retried "
-                        "requests from duplicating records",
+    "transactional.id": "set .option('deliveryGuarantee', 'exactly-once') for transactional "
+                        "writes (each task then uses the id '<transactionalIdPrefix>-<task>'; "
+                        "set 'transactionalIdPrefix' to choose the prefix)",
 }
+DELIVERY_GUARANTEES = ("at-least-once", "exactly-once")
 
 
 def options_markdown(applies_to_prefix: str = "") -> str:
@@ -510,6 +523,10 @@ class WriteOptions:
     retries: int = MAX_RETRIES
     retry_backoff_ms: int = 100
     client: dict = field(default_factory=dict)   # kafka.* params for ClientConfig
+    exactly_once: bool = False                   # deliveryGuarantee=exactly-once
+    transactional_id_prefix: str | None = None   # None: the writer derives one
+    transaction_timeout_ms: int = 60000
+    checkpoint_location: str | None = None       # Spark's writeStream checkpointLocation
 
 
 def parse_write_options(raw_options) -> WriteOptions:
@@ -551,6 +568,19 @@ def parse_write_options(raw_options) -> WriteOptions:
                          "(idempotence allows at most 5)")
     if retries == 0:
         conflicts.append("'kafka.retries' is 0 (idempotence needs retries)")
+    guarantee = str(options.get("deliveryguarantee", "at-least-once")).strip().lower()
+    if guarantee not in DELIVERY_GUARANTEES:
+        raise ConfigurationError(
+            "Option 'deliveryGuarantee' must be 'at-least-once' or 'exactly-once', got "
+            f"{options['deliveryguarantee']!r}")
+    exactly_once = guarantee == "exactly-once"
+    if exactly_once and (conflicts or not idempotent):
+        if not idempotent:
+            conflicts.append("'kafka.enable.idempotence' is 'false'")
+        raise ConfigurationError(
+            "Option 'deliveryGuarantee' is 'exactly-once', which needs the idempotent "
+            "producer, but " + "; ".join(conflicts) + ". Remove those options (or use "
+            "deliveryGuarantee 'at-least-once').")
     if idempotent and conflicts:
         if explicit_idempotence:
             raise ConfigurationError(
@@ -582,7 +612,24 @@ def parse_write_options(raw_options) -> WriteOptions:
         retries=retries,
         retry_backoff_ms=parse_int(options, "kafka.retry.backoff.ms", 100, minimum=0),
         client=params,
+        exactly_once=exactly_once,
+        transactional_id_prefix=_transactional_id_prefix(options),
+        transaction_timeout_ms=parse_int(options, "kafka.transaction.timeout.ms", 60000,
+                                         minimum=1),
+        checkpoint_location=options.get("checkpointlocation") or None,
     )
+
+
+def _transactional_id_prefix(options) -> str | None:
+    prefix = options.get("transactionalidprefix")
+    if prefix is None:
+        return None
+    prefix = str(prefix).strip()
+    if not prefix:
+        raise ConfigurationError(
+            "Option 'transactionalIdPrefix' is empty: give a prefix unique to this writer, or "
+            "leave the option out for the default")
+    return prefix
 
 
 if __name__ == "__main__":

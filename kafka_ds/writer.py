@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
 
 from .client import ClientConfig, KafkaClient
 from .client.producer import Producer, ProducerConfig
+from .client.transactions import Transaction
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
@@ -194,6 +195,12 @@ class KafkaCommitMessage(WriterCommitMessage):
     partitions: list = field(default_factory=list)
     retries: int = 0
     seconds: float = 0.0
+    # deliveryGuarantee=exactly-once: the task's open transaction, for the driver to end
+    # (producer_id -1: no transaction). ``skipped``: a replayed micro-batch already committed.
+    transactional_id: str | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    skipped: bool = False
 
 
 @dataclass
@@ -342,7 +349,8 @@ def _concat(arrays, length_of, typ):
 class TaskWriter:
     """Writes one task's Arrow batches; not thread-safe. ``close()`` when done."""
 
-    def __init__(self, opts: WriteOptions, plan: ColumnPlan, task: int | None = None):
+    def __init__(self, opts: WriteOptions, plan: ColumnPlan, task: int | None = None,
+                 transactional_id: str | None = None):
         self.opts = opts
         self.plan = plan
         self.task = _spark_partition_id() if task is None else task
@@ -351,7 +359,18 @@ class TaskWriter:
             acks=opts.acks, idempotent=opts.idempotent, max_request_size=opts.max_request_size,
             request_timeout_ms=opts.request_timeout_ms,
             delivery_timeout_ms=opts.delivery_timeout_ms, max_in_flight=opts.max_in_flight,
-            retries=opts.retries, retry_backoff_ms=opts.retry_backoff_ms))
+            retries=opts.retries, retry_backoff_ms=opts.retry_backoff_ms,
+            transactional_id=transactional_id))
+        self.transaction: Transaction | None = None
+        if transactional_id is not None:
+            # Begun at once, rows or not: the new epoch fences an earlier attempt of this
+            # task and aborts what it left open.
+            self.transaction = Transaction(self.client, transactional_id,
+                                           opts.transaction_timeout_ms,
+                                           timeout_ms=opts.delivery_timeout_ms)
+            self.transaction.begin()
+            self.producer.use_transaction(self.transaction.producer_id,
+                                          self.transaction.producer_epoch)
         self.codec = codec_id(opts.compression)
         # A batch must fit the batch size and a request (with the request's own overhead).
         self.batch_limit = max(min(opts.batch_size, opts.max_request_size), V2_HEADER_SIZE + 1)
@@ -553,6 +572,10 @@ class TaskWriter:
     def _emit(self, final: bool) -> None:
         now = time.monotonic()
         linger = self.opts.linger_ms / 1000.0
+        if self.transaction is not None:
+            # Every buffered row goes out in this transaction: one AddPartitionsToTxn for
+            # the partitions new to it, before their first batch.
+            self.transaction.add_partitions(self.buffers)
         for key in list(self.buffers):
             buffer = self.buffers[key]
             due = final or now - buffer.since >= linger
@@ -597,7 +620,8 @@ class TaskWriter:
                     values=values.slice(start, count),
                     headers=headers.slice(start, count) if headers is not None else None,
                     timestamps_ms=timestamps[start:start + count], compression=self.codec,
-                    producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence)
+                    producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+                    is_transactional=self.transaction is not None)
                 if len(data) <= self.opts.max_request_size:
                     break
                 # Incompressible data can come out of a codec a little larger than it went
@@ -626,9 +650,15 @@ class TaskWriter:
                                result.last_offset))
             records += result.records
         stats = self.producer.stats
-        return KafkaCommitMessage(task=self.task, records=records, bytes=stats.bytes_sent,
-                                  partitions=partitions, retries=stats.retries,
-                                  seconds=round(time.monotonic() - self.started, 3))
+        message = KafkaCommitMessage(task=self.task, records=records, bytes=stats.bytes_sent,
+                                     partitions=partitions, retries=stats.retries,
+                                     seconds=round(time.monotonic() - self.started, 3))
+        if self.transaction is not None:
+            message.transactional_id = self.transaction.transactional_id
+            if self.transaction.partitions:   # an empty transaction has nothing to end
+                message.producer_id = self.transaction.producer_id
+                message.producer_epoch = self.transaction.producer_epoch
+        return message
 
     def close(self) -> None:
         self.client.close()
@@ -641,9 +671,10 @@ def buffer_type(arrays):
     return pa.null()
 
 
-def write_batches(opts: WriteOptions, plan: ColumnPlan, batches, task: int | None = None):
+def write_batches(opts: WriteOptions, plan: ColumnPlan, batches, task: int | None = None,
+                  transactional_id: str | None = None):
     """Write an iterator of Arrow batches; the commit message once all are acknowledged."""
-    writer = TaskWriter(opts, plan, task)
+    writer = TaskWriter(opts, plan, task, transactional_id)
     try:
         for batch in batches:
             writer.write_batch(batch)
@@ -662,20 +693,48 @@ class _TaskWrites:
         self.opts = opts
         self.plan = plan
         self.summary: WriteSummary | None = None
+        self.prefix: str | None = None        # exactly-once: transactional id prefix
+        self.committed_through = -1           # streaming exactly-once: replays to skip
 
     def write(self, iterator) -> KafkaCommitMessage:
-        return write_batches(self.opts, self.plan, iterator)
+        if self.prefix is None:
+            return write_batches(self.opts, self.plan, iterator)
+        from .exactly_once import current_batch_id, transactional_id
+        task = _spark_partition_id()
+        batch_id = current_batch_id()
+        if batch_id is not None and batch_id <= self.committed_through:
+            # A micro-batch Spark replays whose transactions were committed before a crash.
+            log.info("micro-batch %d is already committed: task %d writes nothing",
+                     batch_id, task)
+            return KafkaCommitMessage(task=task, records=0, bytes=0, skipped=True)
+        return write_batches(self.opts, self.plan, iterator, task,
+                             transactional_id(self.prefix, task))
 
 
 class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
     """Batch writes: one :class:`TaskWriter` per task."""
 
+    def __init__(self, opts: WriteOptions, plan: ColumnPlan):
+        super().__init__(opts, plan)
+        if opts.exactly_once:
+            from .exactly_once import batch_prefix
+            self.prefix = batch_prefix(opts)
+
     def commit(self, messages) -> None:
         self.summary = WriteSummary.of(messages)
+        if self.prefix is not None:
+            from .exactly_once import commit_all
+            commit_all(self.opts, messages)
         log.info("pykafka write committed: %s", self.summary.describe())
 
     def abort(self, messages) -> None:
         self.summary = WriteSummary.of(messages)
+        if self.prefix is not None:
+            from .exactly_once import abort_all
+            abort_all(self.opts, self.prefix, messages)
+            log.warning("pykafka write failed; its transactions were aborted: %s",
+                        self.summary.describe())
+            return
         # Kafka has no rollback: what the successful tasks wrote stays in the topics.
         log.warning("pykafka write failed; records already acknowledged stay in Kafka: %s",
                     self.summary.describe())
@@ -685,11 +744,36 @@ class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter):
     """Streaming sink: every micro-batch is written like a batch write (at least once:
     a micro-batch Spark re-runs after a failure is written again)."""
 
+    def __init__(self, opts: WriteOptions, plan: ColumnPlan):
+        super().__init__(opts, plan)
+        if opts.exactly_once:
+            # Driver side, at query (re)start: finish what a crashed run was committing.
+            from .exactly_once import TransactionLog, require_checkpoint, stream_prefix
+            self.prefix = stream_prefix(opts)
+            self.committed_through = TransactionLog(require_checkpoint(opts)).recover(opts)
+
     def commit(self, messages, batchId) -> None:
         self.summary = WriteSummary.of(messages)
+        if self.prefix is not None:
+            from .exactly_once import TransactionLog, commit_all, handles_of
+            handles = handles_of(messages)
+            if handles:
+                # Durable before the first EndTxn: a restart re-commits exactly these.
+                txn_log = TransactionLog(self.opts.checkpoint_location)
+                txn_log.record(batchId, handles)
+                commit_all(self.opts, messages)
+                txn_log.mark_committed(batchId)
+            elif any(msg is not None and msg.skipped for msg in messages):
+                log.info("pykafka micro-batch %s was committed before a restart", batchId)
         log.info("pykafka micro-batch %s committed: %s", batchId, self.summary.describe())
 
     def abort(self, messages, batchId) -> None:
         self.summary = WriteSummary.of(messages)
+        if self.prefix is not None:
+            from .exactly_once import abort_all
+            abort_all(self.opts, self.prefix, messages)
+            log.warning("pykafka micro-batch %s failed; its transactions were aborted: %s",
+                        batchId, self.summary.describe())
+            return
         log.warning("pykafka micro-batch %s failed; records already acknowledged stay in "
                     "Kafka: %s", batchId, self.summary.describe())

@@ -309,7 +309,7 @@ def test_schema_validation_accepts_spark_kafka_sink_columns():
 @pytest.mark.parametrize("options,message", [
     ({"kafka.key.serializer": "x"}, r"'kafka.key.serializer' is not supported.*binary or string"),
     ({"kafka.value.serializer": "x"}, r"'kafka.value.serializer' is not supported"),
-    ({"kafka.transactional.id": "x"}, r"transactions are not supported"),
+    ({"kafka.transactional.id": "x"}, r"kafka.transactional.id.*deliveryGuarantee.*exactly-once"),
     ({"kafka.partitioner.class": "x"}, r"compute a 'partition' column"),
     ({"kafka.acks": "2"}, r"'kafka.acks' must be '0', '1' or 'all'"),
     ({"kafka.compression.type": "brotli"}, r"'kafka.compression.type' must be one of"),
@@ -321,6 +321,13 @@ def test_schema_validation_accepts_spark_kafka_sink_columns():
     ({"kafka.batch.size": "-1"}, r"'kafka.batch.size' must be at least 1"),
     ({"topic": " "}, r"Option 'topic' is empty"),
     ({"kafka.bootstrap.servers": ""}, r"'kafka.bootstrap.servers' must be set"),
+    ({"deliveryGuarantee": "exactly_once"}, r"'deliveryGuarantee' must be 'at-least-once' or"),
+    ({"deliveryGuarantee": "exactly-once", "kafka.acks": "1"},
+     r"'deliveryGuarantee' is 'exactly-once'.*'kafka.acks' is '1'"),
+    ({"deliveryGuarantee": "exactly-once", "kafka.enable.idempotence": "false"},
+     r"'deliveryGuarantee' is 'exactly-once'.*'kafka.enable.idempotence' is 'false'"),
+    ({"transactionalIdPrefix": " "}, r"'transactionalIdPrefix' is empty"),
+    ({"kafka.transaction.timeout.ms": "0"}, r"'kafka.transaction.timeout.ms' must be at least 1"),
 ])
 def test_write_option_errors(options, message):
     with pytest.raises(ConfigurationError, match=message):

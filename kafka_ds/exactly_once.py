@@ -1,0 +1,243 @@
+"""deliveryGuarantee=exactly-once: the driver's half (docs/exactly_once.md).
+
+Tasks write inside Kafka transactions they leave open (``writer.TaskWriter`` with a
+transactional id ``<prefix>-<Spark partition>``) and return the transaction's
+``(transactional_id, producer_id, producer_epoch)`` in their commit messages. Here:
+
+* :func:`commit_all` -- Spark committed the write: EndTxn(commit) for every task.
+* :func:`abort_all` -- the write failed: EndTxn(abort) for every task that returned a
+  transaction, and InitProducerId (fencing: aborts whatever is open) for every id a
+  task of this write could have used but did not report.
+* :class:`TransactionLog` -- streaming only: before a micro-batch's transactions are
+  committed, their handles are written to ``<checkpointLocation>/pykafka-transactions/
+  <batch>.pending``; once all are committed the file becomes ``<batch>.committed``. On
+  (re)start :meth:`TransactionLog.recover` commits what a crashed driver left pending
+  (EndTxn(commit) of a transaction that already committed succeeds), and tasks of a
+  micro-batch Spark replays that is already committed write nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import uuid
+
+from .client import ClientConfig, KafkaClient
+from .client.transactions import TransactionError, TransactionHandle, end_transactions, \
+    init_transactional_producer
+from .protocol.errors import ConfigurationError, KafkaError
+
+log = logging.getLogger(__name__)
+
+STATE_DIR = "pykafka-transactions"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"   # Spark's MicroBatchExecution.BATCH_ID_KEY
+KEEP_COMMITTED = 10
+# Tests only: a flag-file path; the first driver commit that finds it absent creates it
+# and SIGKILLs its process group right after the first EndTxn(commit).
+CRASH_AFTER_FIRST_COMMIT_ENV = "KAFKA_DS_TEST_CRASH_AFTER_FIRST_COMMIT"
+
+
+def transactional_id(prefix: str, task: int) -> str:
+    return f"{prefix}-{task}"
+
+
+def batch_prefix(opts) -> str:
+    """Default prefix of a batch write: unique per write, so concurrent writes to the
+    same topic never fence each other (a crashed driver's open transactions are aborted
+    by the broker after kafka.transaction.timeout.ms)."""
+    if opts.transactional_id_prefix:
+        return opts.transactional_id_prefix
+    target = opts.topic or "topics"
+    return f"pykafka-{target}-{uuid.uuid4().hex[:12]}"
+
+
+def stream_prefix(opts) -> str:
+    """Default prefix of a streaming write: from the checkpoint location, so it is the
+    same after a restart (which fences the crashed run's tasks) and differs per query."""
+    if opts.transactional_id_prefix:
+        return opts.transactional_id_prefix
+    location = require_checkpoint(opts)
+    return "pykafka-" + hashlib.sha256(location.rstrip("/").encode()).hexdigest()[:16]
+
+
+def require_checkpoint(opts) -> str:
+    if not opts.checkpoint_location:
+        raise ConfigurationError(
+            "deliveryGuarantee 'exactly-once' on a streaming write needs the query's "
+            "checkpoint location as a writeStream option: "
+            ".option(\"checkpointLocation\", \"/path\") (the sink keeps the transactions of "
+            "each micro-batch there until they are committed)")
+    return opts.checkpoint_location
+
+
+def current_batch_id() -> int | None:
+    """The micro-batch a streaming task belongs to (a Spark local property)."""
+    try:
+        from pyspark import TaskContext
+        context = TaskContext.get()
+        value = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
+        return int(value) if value is not None else None
+    except Exception:   # not in a Spark task
+        return None
+
+
+def _client(opts) -> KafkaClient:
+    config = ClientConfig.from_options(opts.client)
+    config.request_timeout_ms = opts.request_timeout_ms
+    return KafkaClient(opts.bootstrap_servers, config)
+
+
+def handles_of(messages) -> list[TransactionHandle]:
+    """The open transactions the tasks reported (tasks that wrote nothing have none)."""
+    return [TransactionHandle(msg.transactional_id, msg.producer_id, msg.producer_epoch)
+            for msg in messages
+            if msg is not None and msg.transactional_id and msg.producer_id >= 0]
+
+
+def _end(opts, handles, commit: bool, on_first=None) -> None:
+    if not handles:
+        return
+    client = _client(opts)
+    try:
+        failures = []
+        for index, handle in enumerate(handles):
+            failures += end_transactions(client, [handle], commit,
+                                         timeout_ms=opts.delivery_timeout_ms)
+            if index == 0 and on_first is not None:
+                on_first()
+    finally:
+        client.close()
+    if failures:
+        what = "commit" if commit else "abort"
+        detail = "; ".join(f"{h.transactional_id} (producer id {h.producer_id}, epoch "
+                           f"{h.producer_epoch}): {exc}" for h, exc in failures)
+        raise TransactionError(
+            f"could not {what} {len(failures)} of {len(handles)} task transactions: {detail}"
+            + (". The records of those tasks are not visible to read_committed readers; the "
+               "other tasks' are" if commit and len(failures) < len(handles) else ""))
+
+
+def _crash_hook():
+    flag = os.environ.get(CRASH_AFTER_FIRST_COMMIT_ENV)
+    if not flag or os.path.exists(flag):
+        return None
+
+    def crash():
+        with open(flag, "w") as f:
+            f.write("crashed\n")
+        log.warning("test hook: SIGKILL after the first EndTxn(commit)")
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    return crash
+
+
+def commit_all(opts, messages) -> int:
+    """EndTxn(commit) for every task's transaction; returns how many."""
+    handles = handles_of(messages)
+    _end(opts, handles, True, _crash_hook())
+    return len(handles)
+
+
+def abort_all(opts, prefix: str, messages) -> None:
+    """End every transaction this write may have left open."""
+    handles = handles_of(messages)
+    reported = {msg.transactional_id for msg in messages
+                if msg is not None and msg.transactional_id}
+    try:
+        _end(opts, handles, False)
+    except KafkaError as exc:
+        log.warning("aborting the write's transactions: %s", exc)
+    # Tasks that failed (no message) may have left a transaction open: a new epoch for
+    # their ids aborts it at once (else it would hold read_committed readers until
+    # kafka.transaction.timeout.ms).
+    missing = [transactional_id(prefix, task) for task in range(len(messages))
+               if transactional_id(prefix, task) not in reported]
+    if not missing:
+        return
+    client = _client(opts)
+    try:
+        for txn_id in missing:
+            try:
+                init_transactional_producer(client, txn_id, opts.transaction_timeout_ms,
+                                            timeout_ms=opts.request_timeout_ms)
+            except KafkaError as exc:
+                log.warning("could not fence transactional id %r: %s", txn_id, exc)
+    finally:
+        client.close()
+
+
+class TransactionLog:
+    """Micro-batch transaction records under the checkpoint location (pyarrow.fs: local
+    paths and any filesystem URI pyarrow knows, e.g. hdfs://, s3://)."""
+
+    def __init__(self, checkpoint_location: str):
+        import pyarrow.fs as pafs
+        if "://" in checkpoint_location:
+            self.fs, root = pafs.FileSystem.from_uri(checkpoint_location)
+        else:
+            self.fs, root = pafs.LocalFileSystem(), os.path.abspath(checkpoint_location)
+        self.dir = root.rstrip("/") + "/" + STATE_DIR
+        self.fs.create_dir(self.dir, recursive=True)
+
+    def _path(self, batch_id: int, state: str) -> str:
+        return f"{self.dir}/{batch_id:020d}.{state}"
+
+    def _write(self, path: str, payload: dict) -> None:
+        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+        with self.fs.open_output_stream(tmp) as out:
+            out.write(json.dumps(payload, sort_keys=True).encode())
+        self.fs.move(tmp, path)
+
+    def _read(self, path: str) -> dict:
+        with self.fs.open_input_stream(path) as f:
+            return json.loads(f.read().decode())
+
+    def _entries(self) -> list[tuple[int, str, str]]:
+        import pyarrow.fs as pafs
+        out = []
+        for info in self.fs.get_file_info(pafs.FileSelector(self.dir)):
+            name = info.base_name
+            stem, _, state = name.partition(".")
+            if stem.isdigit() and state in ("pending", "committed"):
+                out.append((int(stem), state, info.path))
+        return sorted(out)
+
+    def record(self, batch_id: int, handles) -> None:
+        self._write(self._path(batch_id, "pending"), {
+            "batch": batch_id,
+            "transactions": [[h.transactional_id, h.producer_id, h.producer_epoch]
+                             for h in handles]})
+
+    def mark_committed(self, batch_id: int) -> None:
+        pending = self._path(batch_id, "pending")
+        self.fs.move(pending, self._path(batch_id, "committed"))
+        for old_id, state, path in self._entries():
+            if state == "committed" and old_id <= batch_id - KEEP_COMMITTED:
+                self.fs.delete_file(path)
+
+    def last_committed(self) -> int:
+        done = [batch for batch, state, _ in self._entries() if state == "committed"]
+        return max(done) if done else -1
+
+    def recover(self, opts) -> int:
+        """Commit what a crashed driver recorded but may not have committed; returns the
+        last committed micro-batch id (-1: none)."""
+        for batch_id, state, path in self._entries():
+            if state != "pending":
+                continue
+            handles = [TransactionHandle(t, int(p), int(e))
+                       for t, p, e in self._read(path)["transactions"]]
+            log.warning("micro-batch %d: committing %d transactions recorded before a restart",
+                        batch_id, len(handles))
+            try:
+                _end(opts, handles, True)
+            except TransactionError as exc:
+                raise TransactionError(
+                    f"micro-batch {batch_id} was being committed when the query stopped, and "
+                    f"its transactions cannot all be committed now ({exc}). They may have "
+                    "expired (kafka.transaction.timeout.ms) or been fenced. Look at the "
+                    f"topic, then remove {path} to let the query go on.") from exc
+            self.mark_committed(batch_id)
+        return self.last_committed()
