@@ -35,7 +35,7 @@ STATE_DIR = "pykafka-transactions"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"   # Spark's MicroBatchExecution.BATCH_ID_KEY
 KEEP_COMMITTED = 10
 # Tests only: a flag-file path; the first driver commit that finds it absent creates it
-# and SIGKILLs its process group right after the first EndTxn(commit).
+# and SIGKILLs the driver's process group right after the first EndTxn(commit).
 CRASH_AFTER_FIRST_COMMIT_ENV = "KAFKA_DS_TEST_CRASH_AFTER_FIRST_COMMIT"
 
 
@@ -128,6 +128,9 @@ def _crash_hook():
         with open(flag, "w") as f:
             f.write("crashed\n")
         log.warning("test hook: SIGKILL after the first EndTxn(commit)")
+        # The commit runs in a Python worker in a process group of its own; the test
+        # starts the driver as a session leader, whose group holds the driver and its JVM.
+        os.killpg(os.getsid(0), signal.SIGKILL)
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
     return crash

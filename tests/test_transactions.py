@@ -6,18 +6,21 @@ counts only when its producer's next marker in that partition is a COMMIT.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pyarrow as pa
 import pytest
 
-from brokers import consume_confluent
+from brokers import consume_confluent, produce_confluent
 from kafka_ds.client import KafkaClient
 from kafka_ds.client.producer import Producer, ProducerConfig
 from kafka_ds.client.transactions import (
     Transaction, TransactionError, TransactionHandle, end_transaction, init_transactional_producer,
 )
+from kafka_ds.exactly_once import CRASH_AFTER_FIRST_COMMIT_ENV
 from kafka_ds.protocol.records import encode_record_batch
 from txlog import verdict
 
@@ -151,6 +154,7 @@ def rows(n):
     return [f"row-{i}".encode() for i in range(n)]
 
 
+@pytest.mark.timeout(900)
 def test_task_retried_mid_write_commits_every_row_once(request, broker, new_topic, tmp_path):
     if broker.name == "mock":
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
@@ -171,6 +175,7 @@ def test_task_retried_mid_write_commits_every_row_once(request, broker, new_topi
         assert result.open == []
 
 
+@pytest.mark.timeout(900)
 def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
     topic = new_topic(partitions=3)
     proc = run_child({"scenario": "fail", "bootstrap": broker.bootstrap_servers,
@@ -182,3 +187,67 @@ def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
         # the failed task's transaction was fenced (aborted) by the driver's abort()
         assert result.open == []
         assert len(result.aborted) > 0
+
+
+# --- streaming: SIGKILLed drivers, one of them inside the driver's commit ------------------
+
+def start_stream_child(spec, env=None):
+    return subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_eos_child.py"), json.dumps(spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
+
+
+def wait_committed(bootstrap, topic, at_least, child, timeout=240):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            return
+        if len(verdict(bootstrap, topic).committed) >= at_least:
+            return
+        time.sleep(1)
+    raise AssertionError(f"fewer than {at_least} records committed in {timeout} s")
+
+
+@pytest.mark.timeout(1200)
+def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, tmp_path):
+    bs = broker.bootstrap_servers
+    source = new_topic(partitions=2, prefix="src")
+    sink = new_topic(partitions=3, prefix="sink")
+    values = rows(30000)
+    produce_confluent(bs, source, values, **{"linger.ms": 50})
+    spec = {"scenario": "stream", "bootstrap": bs, "source": source, "topic": sink,
+            "checkpoint": str(tmp_path / "checkpoint"), "trigger_ms": 300,
+            "max_offsets": 4000, "flag": ""}
+    flag = tmp_path / "crashed-in-commit"
+    # 1. the driver SIGKILLs itself (its whole process group) right after the first
+    #    EndTxn(commit) of its first micro-batch: the others stay open, recorded.
+    child = start_stream_child(spec, {CRASH_AFTER_FIRST_COMMIT_ENV: str(flag)})
+    try:
+        child.wait(timeout=300)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    assert flag.exists(), child.stderr.read()[-3000:]
+    assert child.returncode == -signal.SIGKILL
+    # 2./3. killed from outside while batches are being written and committed
+    for at_least in (8000, 16000):
+        child = start_stream_child(spec)
+        try:
+            wait_committed(bs, sink, at_least, child)
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait(timeout=60)
+    # 4. restart and drain
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "_eos_child.py"),
+         json.dumps({**spec, "available_now": True})],
+        capture_output=True, text=True, timeout=400,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert "DONE" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    result = verdict(bs, sink)
+    assert len(result.committed) == len(values)
+    assert sorted(result.committed) == sorted(values)
+    if broker.name == "tansu":
+        assert result.open == []
