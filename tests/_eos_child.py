@@ -65,6 +65,7 @@ def stream(spark, spec):
               .option("kafka.bootstrap.servers", spec["bootstrap"])
               .option("subscribe", spec["source"])
               .option("startingOffsets", "earliest")
+              .option("latestOffsetsVia", "fetch")   # Tansu: ListOffsets LATEST is off
               .option("maxOffsetsPerTrigger", str(spec.get("max_offsets", 20000))))
     writer = (reader.load().selectExpr("value")
               .writeStream.format("pykafka")
