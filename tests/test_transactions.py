@@ -251,3 +251,70 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
     assert sorted(result.committed) == sorted(values)
     if broker.name == "tansu":
         assert result.open == []
+
+
+# --- read_committed against a scripted broker that sends an aborted-transactions list ------
+
+def _aborted_list_cluster(log_bytes, aborted, end):
+    """One partition of topic "txn" holding ``log_bytes`` (offsets [0, end)); Fetch answers
+    everything from offset 0 with ``aborted`` as the aborted-transactions list."""
+    from fakebroker import serve_cluster
+    from kafka_ds.protocol import messages as m
+    from kafka_ds.protocol.schema import decode_request, encode_response
+
+    seen = []
+
+    def answer(version, correlation_id, body):
+        return encode_response(m.FETCH, version, correlation_id, {
+            "throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+                {"topic": "txn", "partitions": [{
+                    "partition_index": 0, "error_code": 0, "high_watermark": end,
+                    "last_stable_offset": end, "log_start_offset": 0,
+                    "aborted_transactions": [{"producer_id": pid, "first_offset": first}
+                                             for pid, first in aborted],
+                    "preferred_read_replica": -1,
+                    "records": log_bytes if body["topics"][0]["partitions"][0]["fetch_offset"]
+                    < end else b""}]}]})
+
+    def fetch(version, correlation_id, frame, conn):
+        _header, body = decode_request(m.FETCH, frame)
+        seen.append(body["isolation_level"])
+        conn.sendall(answer(version, correlation_id, body))
+
+    broker = serve_cluster({"txn": 1}, {1: fetch})
+    return broker, seen, answer
+
+
+def test_read_committed_drops_aborted_records_from_the_fetch_list():
+    from kafka.protocol.consumer import FetchResponse
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import OffsetRange, read_range
+    from test_records import _txn_log
+
+    log_bytes = b"".join(_txn_log())   # built with aiokafka's batch builder
+    aborted = [(1, 0), (1, 11)]
+    broker, isolation_levels, answer = _aborted_list_cluster(log_bytes, aborted, 15)
+    try:
+        # The scripted answer, read by an independent decoder (kafka-python).
+        wire = bytes(answer(11, 7, {"topics": [{"partitions": [{"fetch_offset": 0}]}]}))
+        theirs = FetchResponse.decode(wire[4:], version=11, header=True)
+        part = theirs.responses[0].partitions[0]
+        assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == aborted
+        assert (part.high_watermark, part.last_stable_offset) == (15, 15)
+        assert bytes(part.records) == log_bytes
+
+        def offsets(level):
+            opts = parse_read_options({"kafka.bootstrap.servers": broker.address,
+                                       "subscribe": "txn", "kafka.isolation.level": level},
+                                      streaming=False)
+            return [o for batch in read_range(opts, OffsetRange("txn", 0, 0, 15))
+                    for o in batch.column("offset").to_pylist()]
+
+        # aborted: pid 1's records at 0-2 (aborted at 6) and 11-12 (aborted at 13); pid 1's
+        # 8-9 were committed at 10; pid 2's 3-4 committed at 7; 5 and 14 not transactional.
+        assert offsets("read_committed") == [3, 4, 5, 8, 9, 14]
+        assert isolation_levels[-1] == 1
+        assert offsets("read_uncommitted") == [0, 1, 2, 3, 4, 5, 8, 9, 11, 12, 14]
+        assert isolation_levels[-1] == 0
+    finally:
+        broker.close()
