@@ -318,3 +318,46 @@ def test_read_committed_drops_aborted_records_from_the_fetch_list():
         assert isolation_levels[-1] == 0
     finally:
         broker.close()
+
+
+# --- the driver's pieces, without Spark -------------------------------------------------------
+
+def eos_options(bootstrap, **extra):
+    from kafka_ds.options import parse_write_options
+    return parse_write_options({"kafka.bootstrap.servers": bootstrap, "topic": "t",
+                                "deliveryGuarantee": "exactly-once", **extra})
+
+
+def test_prefix_defaults():
+    from kafka_ds.exactly_once import batch_prefix, stream_prefix
+    from kafka_ds.protocol.errors import ConfigurationError
+    opts = eos_options("h:1", checkpointLocation="/chk/q1")
+    assert stream_prefix(opts) == stream_prefix(eos_options("h:1", checkpointLocation="/chk/q1"))
+    assert stream_prefix(opts) != stream_prefix(eos_options("h:1", checkpointLocation="/chk/q2"))
+    assert batch_prefix(opts).startswith("pykafka-t-") and batch_prefix(opts) != batch_prefix(opts)
+    chosen = eos_options("h:1", transactionalIdPrefix="orders-writer")
+    assert batch_prefix(chosen) == stream_prefix(chosen) == "orders-writer"
+    with pytest.raises(ConfigurationError, match="checkpointLocation"):
+        stream_prefix(eos_options("h:1"))
+    assert eos_options("h:1").transaction_timeout_ms == 60000
+
+
+def test_recorded_transactions_are_committed_on_restart(broker, new_topic, tmp_path):
+    from kafka_ds.exactly_once import TransactionLog
+    topic = new_topic(partitions=2)
+    bs = broker.bootstrap_servers
+    first = produce_in_transaction(bs, topic, f"{topic}-0", {0: [b"a"]})
+    second = produce_in_transaction(bs, topic, f"{topic}-1", {1: [b"b", b"c"]})
+    opts = eos_options(bs, checkpointLocation=str(tmp_path))
+    txn_log = TransactionLog(str(tmp_path))
+    assert txn_log.recover(opts) == -1
+    txn_log.record(7, [first, second])
+    with KafkaClient(bs) as client:       # the crashed driver got through the first EndTxn
+        end_transaction(client, first, commit=True)
+    assert verdict(bs, topic).open == [b"b", b"c"]
+    restarted = TransactionLog(str(tmp_path))
+    assert restarted.recover(opts) == 7
+    result = verdict(bs, topic)
+    assert sorted(result.committed) == [b"a", b"b", b"c"] and result.open == []
+    assert sorted(os.listdir(tmp_path / "pykafka-transactions")) == [f"{7:020d}.committed"]
+    assert restarted.recover(opts) == 7   # nothing pending any more
