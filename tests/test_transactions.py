@@ -25,8 +25,8 @@ from kafka_ds.protocol.records import encode_record_batch
 from txlog import verdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ADD_PARTITIONS_TO_TXN, END_TXN = 24, 26
-CONCURRENT_TRANSACTIONS = 51
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
+COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 16, 51
 
 
 def produce_in_transaction(bootstrap, topic, txn_id, values_by_partition, timeout_ms=60000):
@@ -113,18 +113,26 @@ def test_new_epoch_fences_and_aborts_open_transaction(tansu_broker):
         tansu_broker.delete_topic(topic)
 
 
-def test_retriable_coordinator_errors_are_retried(mock_cluster):
+def test_retriable_coordinator_errors_are_retried(mock_cluster, caplog):
+    caplog.set_level("INFO", logger="kafka_ds.client.transactions")
     bs = mock_cluster.bootstrap_servers
     topic = mock_cluster.unique_topic("retry")
     mock_cluster.create_topic(topic, 1)
     try:
+        mock_cluster.push_request_errors(INIT_PRODUCER_ID, CONCURRENT_TRANSACTIONS,
+                                         NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)
         mock_cluster.push_request_errors(ADD_PARTITIONS_TO_TXN, CONCURRENT_TRANSACTIONS,
                                          CONCURRENT_TRANSACTIONS)
         handle = produce_in_transaction(bs, topic, f"{topic}-t", {0: [b"v1", b"v2"]})
-        mock_cluster.push_request_errors(END_TXN, CONCURRENT_TRANSACTIONS, CONCURRENT_TRANSACTIONS)
+        mock_cluster.push_request_errors(END_TXN, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
+                                         CONCURRENT_TRANSACTIONS)
         with KafkaClient(bs) as client:
             end_transaction(client, handle, commit=True)
         assert verdict(bs, topic).committed == [b"v1", b"v2"]
+        retried = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+        assert sum("InitProducerId" in r for r in retried) == 3
+        assert sum("AddPartitionsToTxn" in r for r in retried) == 2
+        assert sum("EndTxn(commit)" in r for r in retried) == 3
     finally:
         mock_cluster.delete_topic(topic)
 
