@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from .client.config import DEFAULT_CLIENT_CONFIG as CLIENT
@@ -171,10 +171,6 @@ def _plain(value) -> str:
     if value is None or isinstance(value, ByMode):
         return ""
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _offsets_json(example):
-    return f"JSON `{example}`"
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -340,7 +336,6 @@ class Forbidden:
             f"Kafka option '{self.name}' is not supported{self.reason}: {self.fix}.")
 
 
-_TRANSFORM = "transform the DataFrame instead"
 FORBIDDEN: tuple[Forbidden, ...] = (
     # Spark's KafkaSourceProvider rejects these for every source.
     Forbidden("kafka.auto.offset.reset", READ,
@@ -356,8 +351,9 @@ FORBIDDEN: tuple[Forbidden, ...] = (
     Forbidden("kafka.enable.auto.commit", READ, "",
               "the source does not commit through the consumer; set 'kafka.group.id' and it "
               "commits each finished streaming batch itself"),
+    # (Spark's sink hands this one to its Java producer; there is no JVM here.)
     Forbidden("kafka.interceptor.classes", READ_WRITE, "",
-              f"interceptors are not supported; {_TRANSFORM}"),
+              "interceptors are not supported; transform the DataFrame instead"),
     # Spark's sink rejects these.
     Forbidden("kafka.key.serializer", frozenset({WRITE}), " as keys are serialized as bytes",
               "the key column must be binary or string; cast it before writing"),
