@@ -13,10 +13,15 @@ from dataclasses import dataclass, field
 from ..protocol import messages as m
 from ..protocol.errors import (
     BrokerError,
+    CoordinatorLoadInProgress,
+    CoordinatorNotAvailable,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    LeaderNotAvailable,
+    NotCoordinator,
     RetriableError,
+    UnknownTopicOrPartition,
     error_for_code,
 )
 from .connection import BrokerConnection, parse_bootstrap
@@ -229,7 +234,7 @@ class KafkaClient:
             seen = self.refresh_metadata([topic])
             info = seen.get(topic)
             if info is None:
-                raise error_for_code(3)(f"topic {topic!r} not in metadata")
+                raise UnknownTopicOrPartition(f"topic {topic!r} not in metadata")
             if info.error_code:
                 raise error_for_code(info.error_code)(f"topic {topic!r}")
         return sorted(self.topics[topic].partitions)
@@ -250,10 +255,10 @@ class KafkaClient:
             self.refresh_metadata([topic])
             info = self.topics.get(topic)
             if info is None or partition not in info.partitions:
-                raise error_for_code(3)(f"{topic}-{partition} not in metadata")
+                raise UnknownTopicOrPartition(f"{topic}-{partition} not in metadata")
         part = info.partitions[partition]
         if part.leader < 0:
-            raise error_for_code(5)(f"{topic}-{partition} has no leader")
+            raise LeaderNotAvailable(f"{topic}-{partition} has no leader")
         return part.leader
 
     def group_by_leader(self, topic_partitions) -> dict[int, list[tuple[str, int]]]:
@@ -301,7 +306,7 @@ class KafkaClient:
             if remaining:
                 retriable = [f for f in failures if f.retriable]
                 if retriable or not failures:
-                    raise retriable[0] if retriable else error_for_code(3)(
+                    raise retriable[0] if retriable else UnknownTopicOrPartition(
                         f"no ListOffsets answer for {sorted(remaining)}")
                 raise failures[0]
 
@@ -336,7 +341,7 @@ class KafkaClient:
             for part in topic_response["partitions"]:
                 if part["partition_index"] == partition:
                     return part
-        raise error_for_code(3)(f"Fetch response had no {topic}-{partition}")
+        raise UnknownTopicOrPartition(f"Fetch response had no {topic}-{partition}")
 
     # --- groups ------------------------------------------------------------------
 
@@ -366,7 +371,8 @@ class KafkaClient:
                 self._coordinators.pop(group_id, None)
                 raise
             except BrokerError as exc:
-                if exc.code in (14, 15, 16):  # load in progress / not available / not coordinator
+                if isinstance(exc, (CoordinatorLoadInProgress, CoordinatorNotAvailable,
+                                    NotCoordinator)):
                     self._coordinators.pop(group_id, None)
                 raise
 
