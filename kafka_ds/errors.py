@@ -60,6 +60,13 @@ class UnsupportedVersionError(KafkaError):
     """No API version is supported by both this client and the broker."""
 
 
+class UnknownFieldError(KafkaError, ValueError):
+    """A request (or response) body names a field its message does not have in any
+    version: a bug in kafka_ds, caught before any byte is sent. The message names the
+    message, version, nesting path and the closest field name.
+    """
+
+
 # --- what a user configured or asked for -----------------------------------------------------
 
 class ConfigurationError(KafkaError, ValueError):
@@ -119,3 +126,4 @@ class BrokerError(KafkaError):
         if message:
             text = f"{text} ({message})"
         super().__init__(text)
+

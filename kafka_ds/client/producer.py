@@ -319,9 +319,9 @@ class Producer:
         by_topic: dict[str, list] = {}
         for (topic, partition), batch in batches.items():
             by_topic.setdefault(topic, []).append({"index": partition, "records": batch.data})
-        body = {"transactional_id": None, "acks": self.config.acks,
-                "timeout_ms": self.config.request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": parts} for t, parts in by_topic.items()]}
+        body = m.PRODUCE.body(
+            acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
+            topic_data=[{"name": t, "partition_data": parts} for t, parts in by_topic.items()])
         expects_response = self.config.acks != 0
         try:
             conn = self.client.connection(leader)

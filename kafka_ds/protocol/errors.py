@@ -40,6 +40,7 @@ from ..errors import (  # noqa: F401  (re-exported)
     ProduceError,
     RetriableError,
     TlsError,
+    UnknownFieldError,
     UnsupportedVersionError,
 )
 
@@ -226,7 +227,7 @@ __all__ = [
     "AuthenticationError", "BrokerError", "ConfigurationError", "CorruptRecordError",
     "DataLossError", "KafkaConnectionError", "KafkaError", "KafkaProtocolError",
     "KafkaTimeoutError", "ProduceError", "RetriableError", "TlsError",
-    "UnsupportedVersionError",
+    "UnknownFieldError", "UnsupportedVersionError",
     *(cls.__name__ for cls in _BY_CODE.values()),
 ]
 
