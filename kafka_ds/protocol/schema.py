@@ -101,7 +101,8 @@ class Message:
         return Versions.parse(self.valid_versions)
 
     def body(self, **values) -> dict:
-        """A request body from keyword arguments, names checked now rather than at encode.
+        """A request body from keyword arguments. Top-level names are checked here, before
+        a version is chosen; nested ones when the body is encoded.
 
         Leave out what the defaults cover: the codec sends each omitted field as its
         default, and leaves out fields the negotiated version lacks.
