@@ -24,7 +24,7 @@ import os
 import signal
 import uuid
 
-from .client import ClientConfig, KafkaClient
+from .client import KafkaClient
 from .client.transactions import TransactionError, TransactionHandle, end_transactions, \
     init_transactional_producer
 from .protocol.errors import ConfigurationError, KafkaError
@@ -84,9 +84,7 @@ def current_batch_id() -> int | None:
 
 
 def _client(opts) -> KafkaClient:
-    config = ClientConfig.from_options(opts.client)
-    config.request_timeout_ms = opts.request_timeout_ms
-    return KafkaClient(opts.bootstrap_servers, config)
+    return KafkaClient(opts.bootstrap_servers, opts.client)   # built on the driver
 
 
 def handles_of(messages) -> list[TransactionHandle]:

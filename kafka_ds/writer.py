@@ -15,6 +15,7 @@ offset ranges in its commit message.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -28,13 +29,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .client import ClientConfig, KafkaClient
-from .client.producer import Producer, ProducerConfig
+from .client import KafkaClient
+from .client.producer import Producer
 from .client.transactions import Transaction
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
-from .protocol.errors import BrokerError, ConfigurationError
+from .protocol.errors import BrokerError, ConfigurationError, UnknownTopicOrPartition
 from .protocol.records import V2_HEADER_SIZE, encode_record_batch
 
 log = logging.getLogger(__name__)
@@ -139,19 +140,11 @@ def check_topic_exists(opts: WriteOptions) -> None:
     cluster does not have."""
     if opts.topic is None:
         return
-    client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
+    client = KafkaClient(opts.bootstrap_servers, opts.client)
     try:
         _partition_count(client, opts.topic, opts.bootstrap_servers)
     finally:
         client.close()
-
-
-def _client_config(opts: WriteOptions) -> ClientConfig:
-    config = ClientConfig.from_options(opts.client)
-    config.request_timeout_ms = opts.request_timeout_ms
-    config.retries = 5   # for metadata and InitProducerId; Produce has its own budget
-    config.retry_backoff_ms = opts.retry_backoff_ms
-    return config
 
 
 def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
@@ -163,11 +156,11 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
             if partitions:
                 return len(partitions)
         except BrokerError as exc:
-            if exc.code != 3 and not exc.retriable:
+            if not isinstance(exc, UnknownTopicOrPartition) and not exc.retriable:
                 raise ConfigurationError(
                     f"Cannot write to topic '{topic}': {exc}") from exc
             if attempt + 1 == attempts:
-                if exc.code == 3:
+                if isinstance(exc, UnknownTopicOrPartition):
                     break
                 raise
         time.sleep(0.1 * (attempt + 1))
@@ -354,13 +347,13 @@ class TaskWriter:
         self.opts = opts
         self.plan = plan
         self.task = _spark_partition_id() if task is None else task
-        self.client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
-        self.producer = Producer(self.client, ProducerConfig(
-            acks=opts.acks, idempotent=opts.idempotent, max_request_size=opts.max_request_size,
-            request_timeout_ms=opts.request_timeout_ms,
-            delivery_timeout_ms=opts.delivery_timeout_ms, max_in_flight=opts.max_in_flight,
-            retries=opts.retries, retry_backoff_ms=opts.retry_backoff_ms,
-            transactional_id=transactional_id))
+        # Both settings objects were built on the driver (kafka_ds.options).
+        self.client = KafkaClient(opts.bootstrap_servers, opts.client)
+        producer_config = opts.producer
+        if transactional_id is not None:
+            producer_config = dataclasses.replace(producer_config,
+                                                  transactional_id=transactional_id)
+        self.producer = Producer(self.client, producer_config)
         self.transaction: Transaction | None = None
         if transactional_id is not None:
             # Begun at once, rows or not: the new epoch fences an earlier attempt of this
