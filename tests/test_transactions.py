@@ -165,10 +165,10 @@ def rows(n):
 @pytest.mark.timeout(900)
 def test_task_retried_mid_write_commits_every_row_once(request, broker, new_topic, tmp_path):
     if broker.name == "mock":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "the librdkafka mock does not fence: InitProducerId for the retried attempt keeps "
-            "the first attempt's sequence state, so its first batch gets "
-            "OUT_OF_ORDER_SEQUENCE_NUMBER")))
+        # Seen both ways on the mock, depending on which partitions the failed attempt had
+        # reached: it does not fence, so the retried attempt's first batch to such a
+        # partition may get OUT_OF_ORDER_SEQUENCE_NUMBER (tests/README.md, mock deviation 10).
+        pytest.skip("the librdkafka mock does not fence an open transaction")
     topic = new_topic(partitions=3)
     flag = tmp_path / "failed-once"
     proc = run_child({"scenario": "retry", "bootstrap": broker.bootstrap_servers,
