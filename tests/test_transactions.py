@@ -163,7 +163,7 @@ def rows(n):
 
 
 @pytest.mark.timeout(900)
-def test_task_retried_mid_write_commits_every_row_once(request, broker, new_topic, tmp_path):
+def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_path):
     if broker.name == "mock":
         # Seen both ways on the mock, depending on which partitions the failed attempt had
         # reached: it does not fence, so the retried attempt's first batch to such a
