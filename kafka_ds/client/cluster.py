@@ -56,6 +56,8 @@ class ClientConfig:
     retries: int = 5               # attempts after the first on retriable errors
     retry_backoff_ms: int = 100
     metadata_max_age_ms: int = 300000
+    # TLS/SASL (kafka.security.protocol, kafka.ssl.*, kafka.sasl.*); None: PLAINTEXT
+    security: object = None
 
     @classmethod
     def from_options(cls, options: dict) -> "ClientConfig":
@@ -73,6 +75,9 @@ class ClientConfig:
             if key in mapping:
                 attr, conv = mapping[key]
                 setattr(config, attr, conv(value))
+        if any(key.startswith(("security.", "ssl.", "sasl.")) for key in options):
+            from .security import SecuritySettings
+            config.security = SecuritySettings.from_params(options)
         return config
 
 
@@ -95,7 +100,8 @@ class KafkaClient:
     def _new_connection(self, host, port, node_id=-1) -> BrokerConnection:
         return BrokerConnection(host, port, node_id=node_id, client_id=self.config.client_id,
                                 request_timeout_ms=self.config.request_timeout_ms,
-                                connect_timeout_ms=self.config.connect_timeout_ms)
+                                connect_timeout_ms=self.config.connect_timeout_ms,
+                                security=self.config.security)
 
     def any_connection(self) -> BrokerConnection:
         """A connected broker: a known node if any, else the bootstrap list in random order.

@@ -231,3 +231,19 @@ def is_retriable(code: int) -> bool:
 def raise_for_code(code: int, context: str = "") -> None:
     if code:
         raise error_for_code(code)(context)
+
+
+class AuthenticationError(KafkaError):
+    """SASL authentication was refused (wrong credentials, unknown mechanism, expired
+    token). Not retriable: retrying with the same credentials cannot succeed. The message
+    names the broker, mechanism and user, never the secret."""
+
+
+class TlsError(KafkaError):
+    """The TLS handshake with a broker failed (unknown CA, hostname mismatch, missing
+    client certificate...). Not retriable; the message names the broker and the reason."""
+
+
+class SecurityProtocolMismatchError(KafkaError):
+    """The broker's listener speaks another security protocol than configured (e.g.
+    PLAINTEXT against a TLS listener); the message points at ``kafka.security.protocol``."""
