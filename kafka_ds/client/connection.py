@@ -427,9 +427,15 @@ class BrokerConnection:
                     f"{head.message.name} response: {exc}") from exc
             if n == 0:
                 self.close()
+                hint = ""
+                if head.sent_number <= 2 and (self.security is None or not self.security.uses_sasl):
+                    # Closed right at the start: a TLS or SASL listener talked to in plain text.
+                    protocol = self.security.protocol if self.security else "PLAINTEXT"
+                    hint = ("; if its listener requires TLS or SASL, set kafka.security.protocol "
+                            f"(it is {protocol})")
                 raise KafkaConnectionError(
                     f"connection to {self.host}:{self.port} closed by the broker while reading "
-                    f"{head.message.name} response ({got} of {size} bytes)")
+                    f"{head.message.name} response ({got} of {size} bytes){hint}")
             got += n
             if time.monotonic() > deadline:
                 self.close()

@@ -264,7 +264,13 @@ class SecuritySettings:
             value = getattr(self, f.name)
             if value in (None, (), f.default) and f.name != "protocol":
                 continue
-            parts.append(f"{f.name}={'***' if f.name in _SECRET_FIELDS else repr(value)}")
+            if f.name in _SECRET_FIELDS:
+                shown = "***"
+            elif f.name in ("truststore_certificates", "keystore_certificate_chain"):
+                shown = f"<{value.count('BEGIN CERTIFICATE')} PEM certificate(s)>"
+            else:
+                shown = repr(value)
+            parts.append(f"{f.name}={shown}")
         return f"SecuritySettings({', '.join(parts)})"
 
     __str__ = __repr__
