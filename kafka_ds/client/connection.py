@@ -183,10 +183,7 @@ class BrokerConnection:
             if "CERTIFICATE_REQUIRED" in str(reason).upper() or "HANDSHAKE_FAILURE" in str(reason).upper():
                 hint = ": the broker requires a client certificate (kafka.ssl.keystore.*)"
             return TlsError(f"TLS with {where} failed: {reason}{hint}")
-        if self.security is None or not self.security.uses_tls:
-            return KafkaConnectionError(
-                f"{exc}; if the listener uses TLS or SASL, set kafka.security.protocol "
-                f"(it is {protocol})")
+        del protocol
         return exc
 
     def _authenticate(self) -> None:
@@ -424,15 +421,11 @@ class BrokerConnection:
                 self.close()
                 raise KafkaConnectionError(
                     f"connection to {self.host}:{self.port} lost while reading "
-                    f"{head.message.name} response: {exc}") from exc
+                    f"{head.message.name} response: {exc}{self._early_close_hint(head)}"
+                ) from exc
             if n == 0:
                 self.close()
-                hint = ""
-                if head.sent_number <= 2 and (self.security is None or not self.security.uses_sasl):
-                    # Closed right at the start: a TLS or SASL listener talked to in plain text.
-                    protocol = self.security.protocol if self.security else "PLAINTEXT"
-                    hint = ("; if its listener requires TLS or SASL, set kafka.security.protocol "
-                            f"(it is {protocol})")
+                hint = self._early_close_hint(head)
                 raise KafkaConnectionError(
                     f"connection to {self.host}:{self.port} closed by the broker while reading "
                     f"{head.message.name} response ({got} of {size} bytes){hint}")
@@ -443,3 +436,12 @@ class BrokerConnection:
                     f"{head.message.name} response from {self.host}:{self.port} took longer "
                     f"than {self.request_timeout:.1f}s")
         return buf
+
+    def _early_close_hint(self, head: Pending) -> str:
+        """A connection closed by the broker at its very start is typically a TLS or SASL
+        listener talked to in plain text: say which option to check."""
+        if head.sent_number > 2 or (self.security is not None and self.security.uses_sasl):
+            return ""
+        protocol = self.security.protocol if self.security else "PLAINTEXT"
+        return ("; if its listener requires TLS or SASL, set kafka.security.protocol "
+                f"(it is {protocol})")
