@@ -499,7 +499,8 @@ def test_spark_write_read_and_stream_with_group_commits(spark, proxies, certs, t
     paths = certs[2]
     conf = confluent_conf(proxy, kind, mechanism, paths)
     topic = create_topic(conf, partitions=2)
-    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers,
+    # Tansu answers ListOffsets(latest) with a batch count: ask Fetch for the end instead
+    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers, "latestOffsetsVia": "fetch",
                **{f"kafka.{k}": v for k, v in kds_options(kind, mechanism, paths).items()}}
     rows = [(f"k{i}", f"v{i}") for i in range(10)]
     (spark.createDataFrame(rows, "key string, value string").write.format("pykafka")
@@ -546,7 +547,7 @@ def test_secret_never_in_logs_errors_explain_or_checkpoint(spark, proxies, certs
     conf = confluent_conf(proxy, "sasl", "SCRAM-SHA-256", paths)
     topic = create_topic(conf)
     confluent_produce(conf, topic, [b"x"])
-    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers,
+    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers, "latestOffsetsVia": "fetch",
                **{f"kafka.{k}": v for k, v in kds_options("sasl", "SCRAM-SHA-256",
                                                           paths).items()}}
     captured = []
@@ -577,3 +578,137 @@ def test_secret_never_in_logs_errors_explain_or_checkpoint(spark, proxies, certs
     blob = "\n".join(captured)
     assert "pykafka" in blob or "Python" in blob    # explain output was captured
     assert SECRET not in blob
+
+
+# --- 7. OAUTHBEARER token sources, KIP-368 re-authentication ---------------------------------
+
+PROVIDER_CALLS = []
+
+
+def good_token():
+    PROVIDER_CALLS.append(time.time())
+    return unsecured_jwt("bob", lifetime_s=3600), time.time() + 3600
+
+
+def test_token_provider_and_extensions(proxies):
+    proxy = proxies("sasl")
+    params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+              "sasl.oauthbearer.token.provider": "test_security:good_token",
+              "sasl.oauthbearer.extensions": "traceId=abc,logicalCluster=lkc-1"}
+    before = len(PROVIDER_CALLS)
+    for _ in range(2):
+        with _client(proxy, params) as client:
+            client.list_topics()
+    assert len(PROVIDER_CALLS) - before == 1       # cached until shortly before expiry
+    assert {"traceId": "abc", "logicalCluster": "lkc-1"} in proxy.seen_extensions
+
+
+@pytest.fixture
+def token_endpoint():
+    """A tiny OIDC token endpoint (client-credentials grant) on 127.0.0.1."""
+    import http.server
+    import json
+    import threading
+    calls = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            basic = base64.b64decode(self.headers["Authorization"].split()[1]).decode()
+            calls.append((basic.split(":")[0], body))
+            if basic != "spark-app:" + SECRET or "grant_type=client_credentials" not in body:
+                self.send_response(401)
+                self.end_headers()
+                return
+            answer = json.dumps({"access_token": unsecured_jwt("spark-app", 600),
+                                 "token_type": "bearer", "expires_in": 600}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/oauth2/token", calls
+    server.shutdown()
+    server.server_close()
+
+
+def test_oidc_client_credentials(proxies, token_endpoint):
+    url, calls = token_endpoint
+    proxy = proxies("sasl")
+    params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+              "sasl.oauthbearer.token.endpoint.url": url,
+              "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="spark-app" '
+                                  f'clientSecret="{SECRET}" scope="kafka";'}
+    for _ in range(2):
+        with _client(proxy, params) as client:
+            client.list_topics()
+    assert len(calls) == 1 and "scope=kafka" in calls[0][1]
+    assert SECRET not in repr(ClientConfig.from_options(params))
+    bad = {**params, "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="spark-app" '
+                                         'clientSecret="wrong-secret-123";'}
+    text = _fails_fast(_client(proxy, bad), AuthenticationError, "HTTP 401")
+    assert "spark-app" in text and "wrong-secret-123" not in text
+
+
+def test_reauthentication_before_the_session_ends(certs):
+    with SecureProxy(sasl=["SCRAM-SHA-256"], users=USERS, session_lifetime_ms=1000) as proxy:
+        params = kds_options("sasl", "SCRAM-SHA-256", certs[2])
+        with _client(proxy, params) as client:
+            client.list_topics()
+            for _ in range(3):
+                time.sleep(0.9)
+                client.list_topics()
+        assert proxy.reauthentications >= 3 and proxy.expired_closes == 0
+    # the fixture does close a connection that lets its session run out
+    with SecureProxy(sasl=["PLAIN"], users=USERS, session_lifetime_ms=300) as proxy:
+        config = ClientConfig.from_options(kds_options("sasl", "PLAIN", certs[2]))
+        from kafka_ds.client.connection import BrokerConnection
+        from kafka_ds.protocol import messages as m
+        conn = BrokerConnection("127.0.0.1", proxy.port, security=config.security).connect()
+        conn._reauth_at = None      # a client without KIP-368
+        time.sleep(0.4)
+        with pytest.raises(KafkaConnectionError):
+            conn.request(m.METADATA, {"topics": [], "allow_auto_topic_creation": False,
+                                      "include_cluster_authorized_operations": False,
+                                      "include_topic_authorized_operations": False})
+        assert proxy.expired_closes == 1
+
+
+@pytest.mark.spark
+def test_streaming_query_outlives_its_sessions(spark, certs, tmp_path):
+    with SecureProxy(sasl=["SCRAM-SHA-512"], users=USERS, session_lifetime_ms=1500) as proxy:
+        conf = confluent_conf(proxy, "sasl", "SCRAM-SHA-512", certs[2])
+        topic = create_topic(conf)
+        options = {"kafka.bootstrap.servers": proxy.bootstrap_servers,
+                   "latestOffsetsVia": "fetch",
+                   **{f"kafka.{k}": v for k, v in
+                      kds_options("sasl", "SCRAM-SHA-512", certs[2]).items()}}
+        seen = []
+        query = (spark.readStream.format("pykafka").options(**options)
+                 .option("subscribe", topic).option("startingOffsets", "earliest")
+                 .option("kafka.group.id", f"re-{uuid.uuid4().hex[:6]}").load()
+                 .writeStream.foreachBatch(lambda df, _id: seen.extend(
+                     r.value for r in df.select("value").collect()))
+                 .option("checkpointLocation", str(tmp_path / "ck"))
+                 .trigger(processingTime="300 milliseconds").start())
+        try:
+            deadline = time.monotonic() + 90
+            while query.lastProgress is None and time.monotonic() < deadline:
+                time.sleep(0.2)    # the first micro-batch (Spark warming up) takes a while
+            for i in range(6):
+                confluent_produce(conf, topic, [f"r{i}".encode()])
+                time.sleep(0.8)
+            deadline = time.monotonic() + 60
+            while len(seen) < 6 and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            query.stop()
+        assert query.exception() is None
+        assert sorted(seen) == [f"r{i}".encode() for i in range(6)]
+        assert proxy.reauthentications >= 1 and proxy.expired_closes == 0
