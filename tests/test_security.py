@@ -712,3 +712,45 @@ def test_streaming_query_outlives_its_sessions(spark, certs, tmp_path):
         assert query.exception() is None
         assert sorted(seen) == [f"r{i}".encode() for i in range(6)]
         assert proxy.reauthentications >= 1 and proxy.expired_closes == 0
+
+
+# --- README -------------------------------------------------------------------------------
+
+def test_readme_has_the_security_option_table():
+    from kafka_ds.client.security import security_options_markdown
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    assert security_options_markdown() in readme, \
+        "regenerate with python -m kafka_ds.client.security"
+
+
+def test_readme_recipe_paths_over_sasl_ssl(proxies, certs, token_endpoint):
+    """The paths the README recipes use, over SASL_SSL: PLAIN with kafka.sasl.username/
+    password and an Event Hubs style connection string, a token provider (MSK IAM) and
+    OIDC with extensions (Confluent Cloud OAuth)."""
+    proxy = proxies("sasl_ssl")
+    connection_string = ("Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName="
+                         "RootManageSharedAccessKey;SharedAccessKey=" + SECRET + "=")
+    proxy.users["$ConnectionString"] = connection_string
+    tls = {"security.protocol": "SASL_SSL", "ssl.truststore.location": certs[2]["ca"]}
+    url, _calls = token_endpoint
+    variants = [
+        {"sasl.mechanism": "PLAIN", "sasl.username": "$ConnectionString",
+         "sasl.password": connection_string},
+        {"sasl.mechanism": "OAUTHBEARER",
+         "sasl.oauthbearer.token.provider": "test_security:good_token"},
+        {"sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.endpoint.url": url,
+         "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-2",
+         "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="spark-app" '
+                             f'clientSecret="{SECRET}" scope="kafka";'},
+    ]
+    for variant in variants:
+        with _client(proxy, {**tls, **variant}) as client:
+            client.list_topics()
+    assert {"logicalCluster": "lkc-1", "identityPoolId": "pool-2"} in proxy.seen_extensions
+
+
+def test_without_truststore_the_system_cas_are_used(proxies):
+    # The fixture's CA is not a system CA: verification against the system bundle fails.
+    with pytest.raises(TlsError, match="certificate verification"):
+        with _client(proxies("ssl"), {"security.protocol": "SSL"}) as client:
+            client.list_topics()

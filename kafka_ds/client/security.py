@@ -37,9 +37,9 @@ SECURITY_OPTIONS = [
     ("kafka.ssl.endpoint.identification.algorithm", "read, write", "`https`",
      "`https` checks that the broker certificate names the broker host; empty turns the "
      "hostname check off (logged as a warning). The certificate chain is always verified."),
-    ("kafka.ssl.truststore.type", "read, write", "`JKS` if a location ends in `.jks`, else "
-     "`PKCS12`/`PEM` by extension", "`PEM`, `PKCS12` or `JKS` (certificate entries of a "
-     "`keytool` store)."),
+    ("kafka.ssl.truststore.type", "read, write", "by file extension: `.p12`/`.pfx` PKCS12, "
+     "`.pem`/`.crt` PEM, else JKS (Java's default)", "`PEM`, `PKCS12` or `JKS` (the "
+     "certificate entries of a `keytool` store)."),
     ("kafka.ssl.truststore.location", "read, write", "(system CA bundle)",
      "File of trusted CA certificates; without it and without "
      "`kafka.ssl.truststore.certificates` the system CAs are trusted."),
@@ -47,7 +47,7 @@ SECURITY_OPTIONS = [
      "Password of a PKCS12/JKS truststore (JKS: checks the store's integrity)."),
     ("kafka.ssl.truststore.certificates", "read, write", "",
      "Trusted CA certificates inline, PEM text."),
-    ("kafka.ssl.keystore.type", "read, write", "by extension",
+    ("kafka.ssl.keystore.type", "read, write", "by file extension, as the truststore",
      "`PEM` or `PKCS12` client certificate store for mutual TLS. A JKS keystore is refused "
      "with the `keytool` command that converts it to PKCS12."),
     ("kafka.ssl.keystore.location", "read, write", "", "Client certificate chain and key."),
@@ -770,7 +770,6 @@ def _check_pem_certs(data: bytes, option: str) -> str:
 
 _contexts: dict = {}
 _contexts_lock = threading.Lock()
-_warned_hostname = set()
 
 
 def ssl_context(settings: SecuritySettings) -> ssl.SSLContext:
@@ -791,8 +790,7 @@ def build_ssl_context(settings: SecuritySettings) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.verify_mode = ssl.CERT_REQUIRED
     context.check_hostname = settings.check_hostname
-    if not settings.check_hostname and id(settings) not in _warned_hostname:
-        _warned_hostname.add(id(settings))
+    if not settings.check_hostname:   # once per process and settings (contexts are cached)
         log.warning("kafka.ssl.endpoint.identification.algorithm is empty: broker certificates "
                     "are verified but their host names are not checked")
     if material.cadata:
@@ -1072,10 +1070,17 @@ def make_mechanism(settings: SecuritySettings):
     raise AuthenticationError(f"unsupported SASL mechanism {settings.mechanism}")
 
 
-def client_config_security(params: dict) -> SecuritySettings:
-    """The settings ``ClientConfig.from_options`` carries (validated, files read)."""
-    return SecuritySettings.from_params(params)
-
-
 __all__ = ["SecuritySettings", "SECURITY_OPTIONS", "parse_jaas_config", "ssl_context",
            "read_jks_certificates", "make_mechanism", "unsecured_jwt", "saslprep"]
+
+
+def security_options_markdown() -> str:
+    """The README's security option table, made from SECURITY_OPTIONS."""
+    lines = ["| option | applies to | default | meaning |", "| --- | --- | --- | --- |"]
+    for name, applies, default, text in SECURITY_OPTIONS:
+        lines.append(f"| `{name}` | {applies} | {default} | {text} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(security_options_markdown())
