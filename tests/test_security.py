@@ -754,3 +754,21 @@ def test_without_truststore_the_system_cas_are_used(proxies):
     with pytest.raises(TlsError, match="certificate verification"):
         with _client(proxies("ssl"), {"security.protocol": "SSL"}) as client:
             client.list_topics()
+
+
+@pytest.mark.spark
+def test_bad_security_options_fail_the_plan_in_spark(spark, proxies, tmp_path):
+    proxy = proxies("ssl")
+    base = {"kafka.bootstrap.servers": proxy.bootstrap_servers, "kafka.security.protocol": "SSL",
+            "kafka.ssl.truststore.location": str(tmp_path / "missing.jks")}
+    with pytest.raises(Exception, match="kafka.ssl.truststore.location"):
+        spark.read.format("pykafka").options(**base).option("subscribe", "t").load().collect()
+    with pytest.raises(Exception, match="kafka.ssl.truststore.location"):
+        (spark.createDataFrame([("v",)], "value string").write.format("pykafka")
+         .options(**base).option("topic", "t").mode("append").save())
+    with pytest.raises(Exception, match="kafka.sasl.mechanism"):
+        (spark.readStream.format("pykafka")
+         .options(**{"kafka.bootstrap.servers": proxy.bootstrap_servers,
+                     "kafka.security.protocol": "SASL_SSL"})
+         .option("subscribe", "t").load().writeStream.format("noop")
+         .option("checkpointLocation", str(tmp_path / "ck")).start().awaitTermination(60))
