@@ -772,3 +772,13 @@ def test_bad_security_options_fail_the_plan_in_spark(spark, proxies, tmp_path):
                      "kafka.security.protocol": "SASL_SSL"})
          .option("subscribe", "t").load().writeStream.format("noop")
          .option("checkpointLocation", str(tmp_path / "ck")).start().awaitTermination(60))
+
+
+def test_sasl_against_a_listener_without_sasl_points_at_security_protocol(proxies):
+    tansu = proxies("ssl").tansu   # PLAINTEXT, no SASL
+    params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+              "sasl.username": "alice", "sasl.password": SECRET}
+    text = _fails_fast(_client(tansu.bootstrap_servers, params),
+                       (AuthenticationError, SecurityProtocolMismatchError, KafkaConnectionError),
+                       "security.protocol")
+    assert SECRET not in text

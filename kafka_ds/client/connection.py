@@ -200,11 +200,24 @@ class BrokerConnection:
                 f"{settings.protocol}")
         handshake = self.request(m.SASL_HANDSHAKE, {"mechanism": mechanism},
                                  version=self.version_for(m.SASL_HANDSHAKE, 1))
-        if handshake["error_code"]:
+        code = handshake["error_code"]
+        if code == 33 and mechanism in handshake["mechanisms"]:
+            # Refusing a mechanism it lists: no SASL on this listener (Tansu without
+            # --authentication answers so).
+            raise SecurityProtocolMismatchError(
+                f"{who} failed: the broker refused {mechanism} although it lists it: its "
+                f"listener does not use SASL; kafka.security.protocol is {settings.protocol}")
+        if code == 33:  # UNSUPPORTED_SASL_MECHANISM
             offered = ", ".join(handshake["mechanisms"]) or "none"
             raise AuthenticationError(
                 f"{who} failed: the broker does not enable {mechanism} (it offers {offered});"
                 " set kafka.sasl.mechanism to one of those")
+        if code:
+            from ..protocol.errors import error_for_code
+            raise AuthenticationError(
+                f"{who} failed: the broker refused SaslHandshake with "
+                f"{error_for_code(code).name}: does its listener use SASL? "
+                f"kafka.security.protocol is {settings.protocol}")
         if self.version_for(m.SASL_HANDSHAKE, 1) < 1:
             raise UnsupportedVersionError(
                 f"broker {self.host}:{self.port} only speaks SaslHandshake v0 (pre-KIP-152)")
