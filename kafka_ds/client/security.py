@@ -279,7 +279,27 @@ class SecuritySettings:
 
     @classmethod
     def from_params(cls, params: dict, *, check_files: bool = True) -> "SecuritySettings":
-        """From the ``kafka.*`` params with the prefix removed (keys lower case)."""
+        """From the ``kafka.*`` params with the prefix removed (keys lower case).
+
+        Cached per distinct security params: every task builds a client, and reading a
+        PKCS12 store (key derivation) is not free.
+        """
+        key = (check_files, tuple(sorted(
+            (k, str(v)) for k, v in params.items()
+            if k.startswith(("security.", "ssl.", "sasl.")))))
+        with _settings_lock:
+            cached = _settings_cache.get(key)
+        if cached is not None:
+            return cached
+        settings = cls._parse(params, check_files)
+        with _settings_lock:
+            if len(_settings_cache) > 64:
+                _settings_cache.clear()
+            _settings_cache[key] = settings
+        return settings
+
+    @classmethod
+    def _parse(cls, params: dict, check_files: bool) -> "SecuritySettings":
         get = _getter(params)
         protocol = (get("security.protocol") or "PLAINTEXT").strip().upper()
         if protocol not in SECURITY_PROTOCOLS:
@@ -297,6 +317,10 @@ class SecuritySettings:
             # the plan naming the option instead of failing every task.
             load_tls_material(settings)
         return settings
+
+
+_settings_cache: dict = {}
+_settings_lock = threading.Lock()
 
 
 def _getter(params):
