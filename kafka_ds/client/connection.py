@@ -134,6 +134,10 @@ class BrokerConnection:
         protocol = self.security.protocol
         try:
             context = ssl_context(self.security)
+        except BaseException:
+            sock.close()
+            raise
+        try:
             tls = context.wrap_socket(sock, server_hostname=self.host,
                                       do_handshake_on_connect=False)
             tls.settimeout(self.connect_timeout)
@@ -176,14 +180,12 @@ class BrokerConnection:
         """The first exchange on a new connection failed: say why in security terms."""
         cause = exc.__cause__
         where = f"broker {self.host}:{self.port}"
-        protocol = self.security.protocol if self.security is not None else "PLAINTEXT"
         if isinstance(cause, ssl.SSLError):
             reason = cause.reason or str(cause)
             hint = ""
             if "CERTIFICATE_REQUIRED" in str(reason).upper() or "HANDSHAKE_FAILURE" in str(reason).upper():
                 hint = ": the broker requires a client certificate (kafka.ssl.keystore.*)"
             return TlsError(f"TLS with {where} failed: {reason}{hint}")
-        del protocol
         return exc
 
     def _authenticate(self) -> None:
@@ -198,8 +200,11 @@ class BrokerConnection:
                 f"broker {self.host}:{self.port} offers no SASL (no SaslHandshake in its "
                 f"ApiVersions): its listener is not SASL_*; kafka.security.protocol is "
                 f"{settings.protocol}")
-        handshake = self.request(m.SASL_HANDSHAKE, {"mechanism": mechanism},
-                                 version=self.version_for(m.SASL_HANDSHAKE, 1))
+        if self.version_for(m.SASL_HANDSHAKE) < 1:
+            raise UnsupportedVersionError(
+                f"broker {self.host}:{self.port} only speaks SaslHandshake v0 (raw SASL tokens, "
+                "before Kafka 1.0), which kafka_ds does not speak")
+        handshake = self.request(m.SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
         code = handshake["error_code"]
         if code == 33 and mechanism in handshake["mechanisms"]:
             # Refusing a mechanism it lists: no SASL on this listener (Tansu without
@@ -218,9 +223,6 @@ class BrokerConnection:
                 f"{who} failed: the broker refused SaslHandshake with "
                 f"{error_for_code(code).name}: does its listener use SASL? "
                 f"kafka.security.protocol is {settings.protocol}")
-        if self.version_for(m.SASL_HANDSHAKE, 1) < 1:
-            raise UnsupportedVersionError(
-                f"broker {self.host}:{self.port} only speaks SaslHandshake v0 (pre-KIP-152)")
         try:
             exchange = make_mechanism(settings)
         except AuthenticationError as exc:

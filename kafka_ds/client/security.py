@@ -18,7 +18,6 @@ import struct
 import tempfile
 import threading
 import time
-import unicodedata
 from dataclasses import dataclass, field, fields
 
 from ..protocol.errors import AuthenticationError, ConfigurationError
@@ -852,34 +851,6 @@ def _load_client_chain(context, material):
 
 # --- SASL mechanisms ------------------------------------------------------------------
 
-def saslprep(text: str) -> str:
-    """RFC 4013 SASLprep (the parts that matter for credentials): non-ASCII spaces map to
-    space, "commonly mapped to nothing" characters vanish, NFKC, prohibited characters
-    and bidi rules rejected."""
-    import stringprep
-    mapped = []
-    for ch in text:
-        if stringprep.in_table_c12(ch):
-            mapped.append(" ")
-        elif not stringprep.in_table_b1(ch):
-            mapped.append(ch)
-    out = unicodedata.ucd_3_2_0.normalize("NFKC", "".join(mapped))
-    if not out:
-        return out
-    prohibited = (stringprep.in_table_c12, stringprep.in_table_c21_c22, stringprep.in_table_c3,
-                  stringprep.in_table_c4, stringprep.in_table_c5, stringprep.in_table_c6,
-                  stringprep.in_table_c7, stringprep.in_table_c8, stringprep.in_table_c9,
-                  stringprep.in_table_a1)
-    for ch in out:
-        if any(check(ch) for check in prohibited):
-            raise AuthenticationError("SASL credentials contain a character SASLprep prohibits")
-    if any(stringprep.in_table_d1(ch) for ch in out):
-        if any(stringprep.in_table_d2(ch) for ch in out) or not (
-                stringprep.in_table_d1(out[0]) and stringprep.in_table_d1(out[-1])):
-            raise AuthenticationError("SASL credentials violate SASLprep's bidi rules")
-    return out
-
-
 class PlainMechanism:
     """RFC 4616: one message, authzid NUL authcid NUL password."""
 
@@ -900,9 +871,11 @@ class ScramMechanism:
     def __init__(self, settings, nonce: str | None = None):
         self.hash_name = "sha256" if settings.mechanism == "SCRAM-SHA-256" else "sha512"
         self.mechanism = settings.mechanism
-        # Kafka's SCRAM server does not SASLprep the username, only escapes ',' and '='.
+        # Kafka's SCRAM (ScramFormatter) uses the UTF-8 bytes of username and password
+        # without SASLprep, so SASLprep here would break passwords it changes; the username
+        # only gets RFC 5802's escaping of ',' and '='.
         self.username = settings.username.replace("=", "=3D").replace(",", "=2C")
-        self.password = saslprep(settings.password)
+        self.password = settings.password
         self.client_nonce = nonce or secrets.token_urlsafe(24)
         self.client_first_bare = f"n={self.username},r={self.client_nonce}"
         self.server_signature = None
@@ -1095,7 +1068,7 @@ def make_mechanism(settings: SecuritySettings):
 
 
 __all__ = ["SecuritySettings", "SECURITY_OPTIONS", "parse_jaas_config", "ssl_context",
-           "read_jks_certificates", "make_mechanism", "unsecured_jwt", "saslprep"]
+           "read_jks_certificates", "make_mechanism", "unsecured_jwt"]
 
 
 def security_options_markdown() -> str:
