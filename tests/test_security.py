@@ -808,3 +808,23 @@ def test_scram_names_and_passwords_as_kafka_treats_them(proxies, mechanism):
               "sasl.username": user, "sasl.password": password}
     with _client(proxy, params) as client:
         client.list_topics()
+
+
+def test_tls_versions_and_cipher_suites_are_applied(proxies, certs):
+    from kafka_ds.client.connection import BrokerConnection
+    proxy = proxies("ssl")
+    base = kds_options("ssl", None, certs[2])
+    cases = [({}, "TLSv1.3", None),
+             ({"ssl.protocol": "TLSv1.2"}, "TLSv1.2", None),
+             ({"ssl.enabled.protocols": "TLSv1.2",
+               "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"},
+              "TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")]
+    for extra, version, cipher in cases:
+        config = ClientConfig.from_options({**base, **extra})
+        conn = BrokerConnection("127.0.0.1", proxy.port, security=config.security).connect()
+        try:
+            assert conn._sock.version() == version
+            if cipher:
+                assert conn._sock.cipher()[0] == cipher
+        finally:
+            conn.close()
