@@ -20,6 +20,9 @@ from ..protocol.errors import (
     KafkaTimeoutError,
     SecurityProtocolMismatchError,
     TlsError,
+    UnsupportedSaslMechanism,
+    error_for_code,
+    UnsupportedVersion,
     UnsupportedVersionError,
 )
 from ..protocol.schema import Message, decode_response, encode_request
@@ -28,7 +31,6 @@ log = logging.getLogger(__name__)
 
 # Larger frames than this are not Kafka responses we asked for: treat as corruption.
 MAX_RESPONSE_SIZE = 1 << 30
-UNSUPPORTED_VERSION = 35
 
 
 @dataclass
@@ -206,19 +208,18 @@ class BrokerConnection:
                 "before Kafka 1.0), which kafka_ds does not speak")
         handshake = self.request(m.SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
         code = handshake["error_code"]
-        if code == 33 and mechanism in handshake["mechanisms"]:
+        if code == UnsupportedSaslMechanism.code and mechanism in handshake["mechanisms"]:
             # Refusing a mechanism it lists: no SASL on this listener (Tansu without
             # --authentication answers so).
             raise SecurityProtocolMismatchError(
                 f"{who} failed: the broker refused {mechanism} although it lists it: its "
                 f"listener does not use SASL; kafka.security.protocol is {settings.protocol}")
-        if code == 33:  # UNSUPPORTED_SASL_MECHANISM
+        if code == UnsupportedSaslMechanism.code:
             offered = ", ".join(handshake["mechanisms"]) or "none"
             raise AuthenticationError(
                 f"{who} failed: the broker does not enable {mechanism} (it offers {offered});"
                 " set kafka.sasl.mechanism to one of those")
         if code:
-            from ..protocol.errors import error_for_code
             raise AuthenticationError(
                 f"{who} failed: the broker refused SaslHandshake with "
                 f"{error_for_code(code).name}: does its listener use SASL? "
@@ -289,7 +290,7 @@ class BrokerConnection:
             "client_software_name": "kafka-ds", "client_software_version": "0.1.0"})
         frame = self._receive_frame(pending)
         error_code = p.read_int16(frame, 4)[0] if len(frame) >= 6 else 0
-        if error_code == UNSUPPORTED_VERSION:
+        if error_code == UnsupportedVersion.code:
             # The broker does not speak our ApiVersions version. Some brokers send
             # a body that does not parse at that version: read nothing more, retry v0.
             version = 0
