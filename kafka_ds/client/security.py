@@ -491,10 +491,11 @@ def _parse_sasl(get):
         username = jaas.get("username", get("sasl.username"))
         password = jaas.get("password", get("sasl.password"))
         if username is None or password is None:
+            package = "plain" if mechanism == "PLAIN" else "scram"
             raise ConfigurationError(
                 f"SASL {mechanism} needs a username and password: set 'kafka.sasl.jaas.config' "
-                f"to '{expected[mechanism].replace('Plain', 'org.apache.kafka.common.security.plain.Plain').replace('Scram', 'org.apache.kafka.common.security.scram.Scram')}"
-                " required username=\"...\" password=\"...\";' or set 'kafka.sasl.username' and "
+                f"to 'org.apache.kafka.common.security.{package}.{expected[mechanism]} required "
+                "username=\"...\" password=\"...\";' or set 'kafka.sasl.username' and "
                 "'kafka.sasl.password'")
         values["username"] = username
         values["password"] = password
