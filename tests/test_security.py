@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from kafka_ds.client import ClientConfig, KafkaClient
+from kafka_ds.client import KafkaClient
 from kafka_ds.client.security import (
     ScramMechanism, SecuritySettings, parse_jaas_config, read_jks_certificates, unsecured_jwt)
 from kafka_ds.protocol.errors import (
@@ -36,6 +36,15 @@ MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
+def client_config(params):
+    """The ClientConfig the driver builds at plan time from these kafka.* params (given
+    without the prefix; None values left out)."""
+    from kafka_ds.options import parse_read_options
+    options = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+               **{f"kafka.{k}": v for k, v in params.items() if v is not None}}
+    return parse_read_options(options, streaming=False).client
 
 
 # --- fixtures ------------------------------------------------------------------------
@@ -203,7 +212,7 @@ def test_kafka_ds_client_reads_what_confluent_wrote(proxies, certs, kind, mechan
     conf = confluent_conf(proxy, kind, mechanism, paths)
     topic = create_topic(conf)
     confluent_produce(conf, topic, [b"a", b"b", b"c"])
-    config = ClientConfig.from_options(kds_options(kind, mechanism, paths))
+    config = client_config(kds_options(kind, mechanism, paths))
     with KafkaClient(proxy.bootstrap_servers, config) as client:
         assert client.list_offsets({(topic, 0): -2})[(topic, 0)][0] == 0
         part = client.fetch(topic, 0, 0)
@@ -220,7 +229,7 @@ def test_inline_pem_truststore_and_keystore(proxies, certs):
               "ssl.truststore.certificates": open(paths["ca"]).read(),
               "ssl.keystore.certificate.chain": open(paths["client_cert"]).read(),
               "ssl.keystore.key": open(paths["client_key"]).read()}
-    with KafkaClient(proxy.bootstrap_servers, ClientConfig.from_options(params)) as client:
+    with KafkaClient(proxy.bootstrap_servers, client_config(params)) as client:
         assert client.list_topics() is not None
 
 
@@ -238,10 +247,10 @@ def test_encrypted_pkcs12_keystore_and_encrypted_pem_key(proxies, certs, tmp_pat
     params = {"security.protocol": "SSL", "ssl.truststore.location": paths["ca"],
               "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(p12),
               "ssl.keystore.password": "storepass"}
-    with KafkaClient(proxy.bootstrap_servers, ClientConfig.from_options(params)) as client:
+    with KafkaClient(proxy.bootstrap_servers, client_config(params)) as client:
         client.list_topics()
     with pytest.raises(ConfigurationError, match="kafka.ssl.keystore.password"):
-        ClientConfig.from_options({**params, "ssl.keystore.password": "nope"})
+        client_config({**params, "ssl.keystore.password": "nope"})
     enc = tmp_path / "enc.pem"
     enc.write_bytes(key.private_bytes(serialization.Encoding.PEM,
                                       serialization.PrivateFormat.PKCS8,
@@ -250,10 +259,10 @@ def test_encrypted_pkcs12_keystore_and_encrypted_pem_key(proxies, certs, tmp_pat
     params = {"security.protocol": "SSL", "ssl.truststore.location": paths["ca"],
               "ssl.keystore.type": "PEM", "ssl.keystore.location": str(enc),
               "ssl.key.password": "keypass"}
-    with KafkaClient(proxy.bootstrap_servers, ClientConfig.from_options(params)) as client:
+    with KafkaClient(proxy.bootstrap_servers, client_config(params)) as client:
         client.list_topics()
     with pytest.raises(ConfigurationError, match="kafka.ssl.key.password"):
-        ClientConfig.from_options({**params, "ssl.key.password": None})
+        client_config({**params, "ssl.key.password": None})
 
 
 # --- keytool stores -----------------------------------------------------------------------
@@ -288,10 +297,10 @@ def test_keytool_truststores(proxies, keytool_stores, store_type):
     params = {"security.protocol": "SSL", "ssl.truststore.type": store_type,
               "ssl.truststore.location": keytool_stores[store_type],
               "ssl.truststore.password": "changeit"}
-    with KafkaClient(proxy.bootstrap_servers, ClientConfig.from_options(params)) as client:
+    with KafkaClient(proxy.bootstrap_servers, client_config(params)) as client:
         client.list_topics()
     with pytest.raises(ConfigurationError, match="kafka.ssl.truststore.password") as info:
-        ClientConfig.from_options({**params, "ssl.truststore.password": "wrong-pass"})
+        client_config({**params, "ssl.truststore.password": "wrong-pass"})
     assert "wrong-pass" not in str(info.value)
 
 
@@ -324,7 +333,7 @@ def test_jks_keystore_is_refused_with_the_keytool_command(keytool_stores):
 
 def _client(proxy_or_bootstrap, params, **config):
     bootstrap = getattr(proxy_or_bootstrap, "bootstrap_servers", proxy_or_bootstrap)
-    cfg = ClientConfig.from_options({**params, **config})
+    cfg = client_config({**params, **config})
     return KafkaClient(bootstrap, cfg)
 
 
@@ -450,7 +459,7 @@ def test_plaintext_against_a_sasl_listener_points_at_security_protocol(proxies):
 ])
 def test_bad_options_fail_at_plan_time_naming_the_option(params, match):
     with pytest.raises(ConfigurationError, match=match) as info:
-        ClientConfig.from_options(params)
+        client_config(params)
     assert SECRET not in str(info.value)
 
 
@@ -484,7 +493,7 @@ def test_settings_pickle_and_never_show_secrets():
         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
         "sasl.jaas.config": jaas("PLAIN")})
     assert pickle.loads(pickle.dumps(settings)) == settings
-    config = ClientConfig.from_options({"security.protocol": "SASL_PLAINTEXT",
+    config = client_config({"security.protocol": "SASL_PLAINTEXT",
                                         "sasl.mechanism": "SCRAM-SHA-512",
                                         "sasl.username": "alice", "sasl.password": SECRET})
     assert SECRET not in repr(settings) and SECRET not in repr(config) \
@@ -666,7 +675,7 @@ def test_oidc_client_credentials(proxies, token_endpoint):
         with _client(proxy, params) as client:
             client.list_topics()
     assert len(calls) == 1 and "scope=kafka" in calls[0][1]
-    assert SECRET not in repr(ClientConfig.from_options(params))
+    assert SECRET not in repr(client_config(params))
     bad = {**params, "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="spark-app" '
                                          'clientSecret="wrong-secret-123";'}
     text = _fails_fast(_client(proxy, bad), AuthenticationError, "HTTP 401")
@@ -684,7 +693,7 @@ def test_reauthentication_before_the_session_ends(certs):
         assert proxy.reauthentications >= 3 and proxy.expired_closes == 0
     # the fixture does close a connection that lets its session run out
     with SecureProxy(sasl=["PLAIN"], users=USERS, session_lifetime_ms=300) as proxy:
-        config = ClientConfig.from_options(kds_options("sasl", "PLAIN", certs[2]))
+        config = client_config(kds_options("sasl", "PLAIN", certs[2]))
         from kafka_ds.client.connection import BrokerConnection
         from kafka_ds.protocol import messages as m
         conn = BrokerConnection("127.0.0.1", proxy.port, security=config.security).connect()
@@ -824,7 +833,7 @@ def test_tls_versions_and_cipher_suites_are_applied(proxies, certs):
                "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"},
               "TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256")]
     for extra, version, cipher in cases:
-        config = ClientConfig.from_options({**base, **extra})
+        config = client_config({**base, **extra})
         conn = BrokerConnection("127.0.0.1", proxy.port, security=config.security).connect()
         try:
             assert conn._sock.version() == version

@@ -85,6 +85,8 @@ SECURITY_OPTIONS = [
      "`unsecuredLoginExtension_<key>` options work too)."),
 ]
 
+SECURITY_OPTION_NAMES = frozenset(row[0] for row in SECURITY_OPTIONS)
+
 # --- JAAS ---------------------------------------------------------------------
 
 _JAAS_FLAGS = ("REQUIRED", "REQUISITE", "SUFFICIENT", "OPTIONAL")
