@@ -499,6 +499,14 @@ def test_settings_pickle_and_never_show_secrets():
     assert SECRET not in repr(settings) and SECRET not in repr(config) \
         and SECRET not in str(config)
     assert "alice" in repr(config)
+    # the plan-time objects shipped to the executors: picklable, no secret in their text
+    from kafka_ds.options import parse_read_options, parse_write_options
+    options = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", "topic": "t",
+               "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
+               "kafka.sasl.jaas.config": jaas("PLAIN")}
+    for opts in (parse_read_options(options, streaming=True), parse_write_options(options)):
+        assert SECRET not in repr(opts) and SECRET not in str(opts)
+        assert pickle.loads(pickle.dumps(opts)).client.security.password == SECRET
 
 
 # --- 6. Spark: write, batch read, streaming with group commits ------------------------------
