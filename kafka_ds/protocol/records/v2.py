@@ -64,9 +64,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from crc32c import crc32c as _crc32c
 
-from . import compression as _comp
-from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, DecompressedSizeExceeded, OutputBuffer
-from .errors import CorruptRecordError, KafkaProtocolError
+from .. import compression as _comp
+from ..compression import DEFAULT_MAX_DECOMPRESSED_SIZE, DecompressedSizeExceeded, OutputBuffer
+from ..errors import CorruptRecordError, KafkaProtocolError
 
 __all__ = [
     "DecodeResult", "decode_records", "encode_record_batch", "record_schema",
