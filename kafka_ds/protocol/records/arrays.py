@@ -119,6 +119,11 @@ def varint_sizes(u):
     return sizes
 
 
+def zigzag_varint_sizes(values):
+    """Bytes of the zigzag varint of every int64 in ``values`` (a record's signed lengths)."""
+    return varint_sizes(zigzag_encode(values))
+
+
 def write_varints(out, pos, u, sizes):
     """Write unsigned varints ``u`` (uint64) at ``pos`` in ``out`` (uint8)."""
     if len(u) == 0:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +36,51 @@ def _assemble(pieces_meta, meta_buf, sources, order):
     return memoryview(out.buffers()[2])[lo:hi], out
 
 
+class HeaderSizes(NamedTuple):
+    """Encoded sizes of flattened headers (see :func:`header_sizes`)."""
+
+    key_zigzag: np.ndarray       # per header: zigzag key length (uint64)
+    value_zigzag: np.ndarray     # per header: zigzag value length (null value: length -1)
+    key_len_size: np.ndarray     # per header: bytes of the key length varint
+    value_len_size: np.ndarray   # per header: bytes of the value length varint
+    record_offsets: np.ndarray   # per record (n + 1): where its encoded headers start, from 0
+
+
+def flatten_headers(headers) -> tuple[np.ndarray, pa.Array]:
+    """``(record_offsets, flat)`` of a ``list<struct<key, value>>`` array.
+
+    ``flat`` holds every header of every record in order; record i's are
+    ``flat[record_offsets[i]:record_offsets[i + 1]]`` (int64, from 0).  A null list
+    has no headers.
+    """
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks()
+    offsets = np.asarray(headers.offsets, dtype=np.int64)
+    if headers.null_count and (np.diff(offsets)[np.asarray(headers.is_null())] != 0).any():
+        # Arrow lets a null list span entries; they are not headers (rare: copy then).
+        headers = headers.fill_null(pa.scalar([], type=headers.type))
+        offsets = np.asarray(headers.offsets, dtype=np.int64)
+    flat = headers.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    return offsets - offsets[0], flat
+
+
+def header_sizes(keys, values, record_offsets) -> HeaderSizes:
+    """Sizes of the encoded headers with binary ``keys``/``values`` (flat, see
+    :func:`flatten_headers`): per header ``varint(key length), key, varint(value
+    length), value`` (a null value is length -1), summed per record."""
+    key_len = binary_lengths(keys)
+    value_len = binary_lengths(values)
+    key_zigzag = zigzag_encode(key_len)
+    value_zigzag = zigzag_encode(value_len)
+    key_len_size = varint_sizes(key_zigzag)
+    value_len_size = varint_sizes(value_zigzag)
+    per_header = key_len_size + np.maximum(key_len, 0) + value_len_size + np.maximum(value_len, 0)
+    cumulative = np.zeros(len(per_header) + 1, dtype=np.int64)
+    np.cumsum(per_header, out=cumulative[1:])
+    return HeaderSizes(key_zigzag, value_zigzag, key_len_size, value_len_size,
+                       cumulative[record_offsets])
+
+
 def _encode_headers(headers, n):
     """(per-record header count int64, per-record header bytes as a binary array)."""
     if isinstance(headers, pa.ChunkedArray):
@@ -47,11 +93,8 @@ def _encode_headers(headers, n):
         raise KafkaProtocolError(f"headers has {len(headers)} rows, values has {n}")
     if not (pa.types.is_list(headers.type) or pa.types.is_large_list(headers.type)):
         raise KafkaProtocolError(f"headers must be a list<struct<key, value>> array, got {headers.type}")
-    if headers.null_count:
-        headers = headers.fill_null(pa.scalar([], type=headers.type))
-    offs = np.asarray(headers.offsets, dtype=np.int64)
-    counts = offs[1:] - offs[:-1]
-    flat = headers.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
+    record_offsets, flat = flatten_headers(headers)
+    counts = np.diff(record_offsets)
     H = len(flat)
     if H == 0:
         return counts, None
@@ -61,12 +104,8 @@ def _encode_headers(headers, n):
     hvals = as_binary_array(flat.field("value"), "header value")
     if hkeys.null_count:
         raise KafkaProtocolError("header keys must not be null")
-    kl = binary_lengths(hkeys)
-    vl = binary_lengths(hvals)
-    ku = zigzag_encode(kl)
-    vu = zigzag_encode(vl)
-    ks = varint_sizes(ku)
-    vs = varint_sizes(vu)
+    sizes = header_sizes(hkeys, hvals, record_offsets)
+    ku, vu, ks, vs = sizes.key_zigzag, sizes.value_zigzag, sizes.key_len_size, sizes.value_len_size
     # meta pieces per header: [key length varint], [value length varint]
     piece = np.empty(2 * H, dtype=np.int64)
     piece[0::2] = ks
@@ -83,11 +122,7 @@ def _encode_headers(headers, n):
     order[2::4] = 2 * idx + 1
     order[3::4] = 3 * H + idx
     region, out = _assemble(moffs, meta, [hkeys, hvals], order)
-    # per-header byte sizes -> per-record byte sizes
-    hsize = ks + np.maximum(kl, 0) + vs + np.maximum(vl, 0)
-    hcum = np.zeros(H + 1, dtype=np.int64)
-    np.cumsum(hsize, out=hcum[1:])
-    rec_offs = hcum[offs - offs[0]]
+    rec_offs = sizes.record_offsets
     blob = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(rec_offs.astype(np.int32)),
                                                   pa.py_buffer(region)])
     return counts, blob
