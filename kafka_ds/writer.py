@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
 
 from .client import ClientConfig, KafkaClient
 from .client.producer import Producer, ProducerConfig
+from .columns import sink_column, spark_type_name
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
@@ -41,17 +42,6 @@ from .protocol.records.encode import flatten_headers, header_sizes
 log = logging.getLogger(__name__)
 
 # --- the columns (driver) ------------------------------------------------------------------
-
-_FIX = {
-    "value": "cast it with col('value').cast('binary') or .cast('string')",
-    "key": "cast it with col('key').cast('binary') or .cast('string')",
-    "topic": "cast it with col('topic').cast('string')",
-    "partition": "cast it with col('partition').cast('int')",
-    "headers": "build it as array(struct(lit('name').alias('key'), col('v').cast('binary')"
-               ".alias('value')), ...)",
-    "timestamp": "cast it with col('timestamp').cast('timestamp')",
-}
-
 
 @dataclass(frozen=True)
 class ColumnPlan:
@@ -70,68 +60,36 @@ def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
     """Check the written DataFrame's schema; a ConfigurationError names column and fix.
 
     Column names match case-insensitively (as in Spark's Kafka sink); other columns
-    are ignored.
+    are ignored.  Which columns are read, with which types: ``kafka_ds.columns``.
     """
-    from pyspark.sql.types import (
-        ArrayType, BinaryType, IntegerType, StringType, StructType, TimestampNTZType,
-        TimestampType,
-    )
-
     found = {}
     for index, fld in enumerate(schema.fields):
-        name = fld.name.lower()
-        if name in _FIX:
-            if name in found:
+        column = sink_column(fld.name)
+        if column is not None:
+            if column.name in found:
                 raise ConfigurationError(
-                    f"The DataFrame has two '{name}' columns (names match case-insensitively): "
-                    "keep one")
-            found[name] = (index, fld)
+                    f"The DataFrame has two '{column.name}' columns (names match "
+                    "case-insensitively): keep one")
+            found[column.name] = (index, fld)
     have = ", ".join(f.name for f in schema.fields) or "none"
-
-    def type_error(name, fld, expected):
-        return ConfigurationError(
-            f"Column '{fld.name}' must be {expected} to be written to Kafka, but it is "
-            f"{fld.dataType.simpleString()}: {_FIX[name]}.")
-
     if "value" not in found:
         raise ConfigurationError(
             "The DataFrame written to Kafka needs a 'value' column (binary or string); its "
             f"columns are: {have}. Example: df.selectExpr('to_json(struct(*)) AS value')")
     index_of = {}
-    for name in ("value", "key"):
-        if name in found:
-            index, fld = found[name]
-            if not isinstance(fld.dataType, (BinaryType, StringType)):
-                raise type_error(name, fld, "binary or string")
-            index_of[name] = index
-    if opts.topic is None:
-        if "topic" not in found:
+    for name, (index, fld) in found.items():
+        if name == "topic" and opts.topic is not None:
+            continue      # the option names the topic; the column is ignored
+        column = sink_column(name)
+        if spark_type_name(fld.dataType) not in column.sink_types:
             raise ConfigurationError(
-                "No topic to write to: set the option 'topic' (.option(\"topic\", \"name\")) or "
-                f"add a string 'topic' column; the DataFrame's columns are: {have}")
-    if "topic" in found and opts.topic is None:
-        index, fld = found["topic"]
-        if not isinstance(fld.dataType, StringType):
-            raise type_error("topic", fld, "string")
-        index_of["topic"] = index
-    if "partition" in found:
-        index, fld = found["partition"]
-        if not isinstance(fld.dataType, IntegerType):
-            raise type_error("partition", fld, "int")
-        index_of["partition"] = index
-    if "headers" in found:
-        index, fld = found["headers"]
-        element = fld.dataType.elementType if isinstance(fld.dataType, ArrayType) else None
-        names = [f.name for f in element.fields] if isinstance(element, StructType) else []
-        if (names != ["key", "value"] or not isinstance(element["key"].dataType, StringType)
-                or not isinstance(element["value"].dataType, BinaryType)):
-            raise type_error("headers", fld, "array<struct<key:string,value:binary>>")
-        index_of["headers"] = index
-    if "timestamp" in found:
-        index, fld = found["timestamp"]
-        if not isinstance(fld.dataType, (TimestampType, TimestampNTZType)):
-            raise type_error("timestamp", fld, "timestamp")
-        index_of["timestamp"] = index
+                f"Column '{fld.name}' must be {' or '.join(column.sink_types)} to be written to "
+                f"Kafka, but it is {fld.dataType.simpleString()}: {column.sink_fix}.")
+        index_of[name] = index
+    if opts.topic is None and "topic" not in found:
+        raise ConfigurationError(
+            "No topic to write to: set the option 'topic' (.option(\"topic\", \"name\")) or "
+            f"add a string 'topic' column; the DataFrame's columns are: {have}")
     return ColumnPlan(names=tuple(f.name for f in schema.fields), **index_of)
 
 

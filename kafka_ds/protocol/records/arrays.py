@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import KafkaProtocolError
-from .layout import HEADER_STRUCT_TYPE, HEADERS_TYPE, TIMESTAMP_TYPE
+from .layout import HEADER_STRUCT_TYPE, HEADERS_TYPE, record_schema
 
 # --- Arrow helpers ------------------------------------------------------------------------
 
@@ -63,14 +63,7 @@ def _headers_array(counts, hkeys, hvalues):
 
 
 def _empty_columns(include_headers):
-    cols = {
-        "key": pa.array([], pa.binary()), "value": pa.array([], pa.binary()),
-        "offset": pa.array([], pa.int64()), "timestamp": pa.array([], TIMESTAMP_TYPE),
-        "timestampType": pa.array([], pa.int32()),
-    }
-    if include_headers:
-        cols["headers"] = pa.array([], HEADERS_TYPE)
-    return cols
+    return {f.name: pa.array([], f.type) for f in record_schema(include_headers)}
 
 
 def as_binary_array(values, what):

@@ -6,25 +6,22 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ...columns import HEADERS, arrow_schema, arrow_type
 from ..errors import CorruptRecordError
 
 # --- schema ------------------------------------------------------------------------
 
-TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
-HEADER_STRUCT_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
-HEADERS_TYPE = pa.list_(HEADER_STRUCT_TYPE)
+# Derived from the one definition of the source's columns (kafka_ds/columns.py); the
+# decoder fills the columns that come from the record itself.
+TIMESTAMP_TYPE = arrow_type("timestamp")
+HEADERS_TYPE = arrow_type(HEADERS)
+HEADER_STRUCT_TYPE = HEADERS_TYPE.value_type
 
 NO_TIMESTAMP_TYPE, CREATE_TIME, LOG_APPEND_TIME = -1, 0, 1
 NO_TIMESTAMP = -1
 
-_SCHEMA_NO_HEADERS = pa.schema([
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("offset", pa.int64()),
-    pa.field("timestamp", TIMESTAMP_TYPE),
-    pa.field("timestampType", pa.int32()),
-])
-_SCHEMA_HEADERS = _SCHEMA_NO_HEADERS.append(pa.field("headers", HEADERS_TYPE))
+_SCHEMA_NO_HEADERS = arrow_schema(False, record_only=True)
+_SCHEMA_HEADERS = arrow_schema(True, record_only=True)
 
 
 def record_schema(include_headers: bool = True) -> pa.Schema:
