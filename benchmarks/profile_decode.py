@@ -77,11 +77,11 @@ class StageTimer:
 
     def __enter__(self):
         # each function is wrapped where its caller looks it up
-        self.wrap(R.decode, "_crc32c", "crc")
-        self.wrap(R.v2._comp, "decompress_into", "decompress")
-        self.wrap(R.v2, "_find_starts", "starts")
-        self.wrap(R.v2, "_take_binary", "take")
-        self.wrap(R.decode, "_decode_v2_segment", "segment")
+        self.wrap(R, "_crc32c", "crc")
+        self.wrap(R.records_v2._comp, "decompress_into", "decompress")
+        self.wrap(R.records_v2, "_find_starts", "starts")
+        self.wrap(R.records_v2, "_take_binary", "take")
+        self.wrap(R, "_decode_v2_segment", "segment")
         self.wrap(R, "decode_records", "total")
         return self
 

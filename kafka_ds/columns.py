@@ -78,7 +78,7 @@ def spark_type_name(data_type) -> str:
 
 
 def sink_column(name: str):
-    """The :class:`Column` the sink reads for a DataFrame column named ``name`` (any case), or None."""
+    """The :class:`Column` the sink reads for a DataFrame column ``name`` (any case), or None."""
     return SINK_COLUMNS.get(name.lower())
 
 

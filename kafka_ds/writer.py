@@ -36,8 +36,8 @@ from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
 from .protocol.errors import BrokerError, ConfigurationError
 from .protocol.records import V2_HEADER_SIZE, encode_record_batch
-from .protocol.records.arrays import as_binary_array, binary_lengths, zigzag_varint_sizes
-from .protocol.records.encode import flatten_headers, header_sizes
+from .protocol.records_arrays import as_binary_array, binary_lengths, zigzag_varint_sizes
+from .protocol.records_encode import flatten_headers, header_sizes
 
 log = logging.getLogger(__name__)
 

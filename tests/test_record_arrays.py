@@ -1,5 +1,5 @@
 """The numpy/Arrow helpers shared by the record encoder, the writer and the partitioner
-(kafka_ds.protocol.records.arrays / .encode): null handling, varint sizes, header sizes."""
+(kafka_ds.protocol.records_arrays, records_encode): null handling, varint sizes, header sizes."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,10 +11,10 @@ from kafka_ds.partitioner import murmur2, murmur2_array
 from kafka_ds.protocol import primitives as p
 from kafka_ds.protocol.errors import KafkaProtocolError
 from kafka_ds.protocol.records import HEADERS_TYPE, decode_records, encode_record_batch
-from kafka_ds.protocol.records.arrays import (
+from kafka_ds.protocol.records_arrays import (
     as_binary_array, binary_lengths, varint_sizes, zigzag_encode, zigzag_varint_sizes,
 )
-from kafka_ds.protocol.records.encode import flatten_headers, header_sizes
+from kafka_ds.protocol.records_encode import flatten_headers, header_sizes
 
 
 def _null_spanning_bytes():

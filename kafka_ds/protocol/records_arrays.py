@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import KafkaProtocolError
-from .layout import HEADER_STRUCT_TYPE, HEADERS_TYPE, record_schema
+from .errors import KafkaProtocolError
+from .records_layout import HEADER_STRUCT_TYPE, HEADERS_TYPE, record_schema
 
 # --- Arrow helpers ------------------------------------------------------------------------
 

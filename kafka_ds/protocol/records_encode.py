@@ -10,10 +10,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from crc32c import crc32c as _crc32c
 
-from .. import compression as _comp
-from ..errors import KafkaProtocolError
-from .arrays import as_binary_array, binary_lengths, varint_sizes, write_varints, zigzag_encode
-from .layout import (
+from . import compression as _comp
+from .errors import KafkaProtocolError
+from .records_arrays import (
+    as_binary_array, binary_lengths, varint_sizes, write_varints, zigzag_encode,
+)
+from .records_layout import (
     _V2_ATTRIBUTES_OFFSET, _V2_CRC_OFFSET, _V2_HEADER, ATTR_TRANSACTIONAL, HEADERS_TYPE,
     LOG_OVERHEAD, V2_HEADER_SIZE,
 )

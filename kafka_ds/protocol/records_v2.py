@@ -1,5 +1,5 @@
 """v2 record batches -> columns: record start discovery, the column-wise field decode and
-control records (see the package docstring for the steps)."""
+control records (the steps: kafka_ds.protocol.records)."""
 from __future__ import annotations
 
 import struct
@@ -8,11 +8,11 @@ import threading
 import numpy as np
 import pyarrow as pa
 
-from .. import compression as _comp
-from ..compression import DecompressedSizeExceeded, OutputBuffer
-from ..errors import KafkaProtocolError
-from .arrays import _binary_to_string, _headers_array, _int_array, _take_binary
-from .layout import (
+from . import compression as _comp
+from .compression import DecompressedSizeExceeded, OutputBuffer
+from .errors import KafkaProtocolError
+from .records_arrays import _binary_to_string, _headers_array, _int_array, _take_binary
+from .records_layout import (
     _INT16x2, _MIN_RECORD_BODY, _MIN_RECORD_SIZE, HEADERS_TYPE, TIMESTAMP_TYPE, V2_HEADER_SIZE,
     _corrupt,
 )
