@@ -28,13 +28,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .client import ClientConfig, KafkaClient
-from .client.producer import Producer, ProducerConfig
+from .client import KafkaClient
+from .client.producer import Producer
 from .columns import sink_column, spark_type_name
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
-from .protocol.errors import BrokerError, ConfigurationError
+from .protocol.errors import BrokerError, ConfigurationError, UnknownTopicOrPartition
 from .protocol.records import V2_HEADER_SIZE, encode_record_batch
 from .protocol.records_arrays import as_binary_array, binary_lengths, zigzag_varint_sizes
 from .protocol.records_encode import flatten_headers, header_sizes
@@ -98,19 +98,11 @@ def check_topic_exists(opts: WriteOptions) -> None:
     cluster does not have."""
     if opts.topic is None:
         return
-    client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
+    client = KafkaClient(opts.bootstrap_servers, opts.client)
     try:
         _partition_count(client, opts.topic, opts.bootstrap_servers)
     finally:
         client.close()
-
-
-def _client_config(opts: WriteOptions) -> ClientConfig:
-    config = ClientConfig.from_options(opts.client)
-    config.request_timeout_ms = opts.request_timeout_ms
-    config.retries = 5   # for metadata and InitProducerId; Produce has its own budget
-    config.retry_backoff_ms = opts.retry_backoff_ms
-    return config
 
 
 def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
@@ -122,11 +114,11 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
             if partitions:
                 return len(partitions)
         except BrokerError as exc:
-            if exc.code != 3 and not exc.retriable:
+            if not isinstance(exc, UnknownTopicOrPartition) and not exc.retriable:
                 raise ConfigurationError(
                     f"Cannot write to topic '{topic}': {exc}") from exc
             if attempt + 1 == attempts:
-                if exc.code == 3:
+                if isinstance(exc, UnknownTopicOrPartition):
                     break
                 raise
         time.sleep(0.1 * (attempt + 1))
@@ -277,12 +269,9 @@ class TaskWriter:
         self.opts = opts
         self.plan = plan
         self.task = _spark_partition_id() if task is None else task
-        self.client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
-        self.producer = Producer(self.client, ProducerConfig(
-            acks=opts.acks, idempotent=opts.idempotent, max_request_size=opts.max_request_size,
-            request_timeout_ms=opts.request_timeout_ms,
-            delivery_timeout_ms=opts.delivery_timeout_ms, max_in_flight=opts.max_in_flight,
-            retries=opts.retries, retry_backoff_ms=opts.retry_backoff_ms))
+        # Both settings objects were built on the driver (kafka_ds.options).
+        self.client = KafkaClient(opts.bootstrap_servers, opts.client)
+        self.producer = Producer(self.client, opts.producer)
         self.codec = codec_id(opts.compression)
         # A batch must fit the batch size and a request (with the request's own overhead).
         self.batch_limit = max(min(opts.batch_size, opts.max_request_size), V2_HEADER_SIZE + 1)
