@@ -336,7 +336,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 include_headers=opts.include_headers, read_committed=opts.read_committed,
                 aborted_transactions=aborted)
             if result.batch is not None and result.batch.num_rows:
-                check_timestamps(result.batch, records, topic, partition)
+                check_timestamps(result.batch, records, topic, partition, end)
             # The decoded columns own copies of the bytes they need: let the response
             # frame (up to the fetch size) go before the batch is handed out, and hold
             # no reference to the batch while the next fetch is received.

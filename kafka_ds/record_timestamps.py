@@ -29,10 +29,10 @@ def ms_fits(ms: int) -> bool:
     return MIN_MS <= ms <= MAX_MS
 
 
-def check_timestamps(batch, records, topic: str, partition: int) -> None:
+def check_timestamps(batch, records, topic: str, partition: int, end: int | None = None) -> None:
     """Raise :class:`CorruptRecordError` for the first record of ``batch`` (Arrow, with
-    ``offset`` and ``timestamp`` columns) whose timestamp overflowed; ``records`` are
-    the fetched bytes it was decoded from (for the raw value in the message)."""
+    ``offset`` and ``timestamp`` columns) below offset ``end`` whose timestamp overflowed;
+    ``records`` are the fetched bytes it was decoded from (for the raw value shown)."""
     column = batch.column("timestamp")
     if column.null_count:
         column = column.fill_null(0)
@@ -40,7 +40,12 @@ def check_timestamps(batch, records, topic: str, partition: int) -> None:
     bad = np.flatnonzero(micros % 1000)
     if not len(bad):
         return
-    offset = int(batch.column("offset")[int(bad[0])].as_py())
+    offsets = batch.column("offset").to_numpy()
+    if end is not None:
+        bad = bad[offsets[bad] < end]
+        if not len(bad):
+            return
+    offset = int(offsets[int(bad[0])])
     raw = raw_timestamp(records, offset)
     shown = "unknown" if raw is None else str(raw)
     raise CorruptRecordError(
