@@ -29,9 +29,14 @@ Admission control
     backlog exactly like Spark's ``KafkaMicroBatchStream.rateLimit`` (so 2
     partitions of 8 + 7 records with a limit of 5 take 4 batches);
     ``minOffsetsPerTrigger`` waits up to ``maxTriggerDelay``.
-    ``Trigger.AvailableNow`` reads up to the latest offsets seen in
-    ``prepareForTriggerAvailableNow`` (in several batches when limited);
+    ``Trigger.AvailableNow`` reads up to the latest offsets seen by the run's first
+    ``latestOffset`` (in several batches when limited; not in
+    ``prepareForTriggerAvailableNow``, SPARK-53560), and every batch of the run checks
+    that its end is within them and still available (Spark's AvailableNow end checks);
     ``Trigger.Once`` gets ``ReadAllAvailable`` from Spark and reads everything.
+
+    When no subscribed partition is left (the only topic deleted), ``latestOffset``
+    returns its start: no batch, nothing recorded (SPARK-41375).
 
 Data loss (``failOnDataLoss``)
     Partitions of a subscription that disappear are dropped from the end offset

@@ -176,6 +176,42 @@ def test_available_now_reruns_the_uncommitted_batch_after_a_new_partition(broker
         broker.delete_topic(first)
 
 
+def test_available_now_query_recovers_after_a_failed_batch(spark, broker, tmp_path):
+    # The whole SPARK-53560 story through Spark: batch 0 fails, a new topic matching the
+    # pattern appears, the restarted query re-runs batch 0 and then reads the new topic.
+    stem = broker.unique_topic("crash")
+    first, later = f"{stem}-a", f"{stem}-b"
+    broker.create_topic(first, 1)
+    seen, fail = [], [True]
+
+    def sink(batch, _batch_id):
+        if fail[0]:
+            raise RuntimeError("sink down")
+        seen.extend((r.topic, r.offset) for r in batch.select("topic", "offset").collect())
+
+    def run():
+        df = (spark.readStream.format("pykafka")
+              .options(**options(broker, subscribePattern=f"{stem}-.*",
+                                 startingOffsets="earliest")).load())
+        query = (df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        return query
+
+    try:
+        produce(broker, first, 0, 3)
+        assert run().exception() is not None
+        broker.create_topic(later, 1)
+        produce(broker, later, 0, 2)
+        fail[0] = False
+        query = run()
+        assert query.exception() is None, query.exception()
+        assert sorted(seen) == [(first, 0), (first, 1), (first, 2), (later, 0), (later, 1)]
+    finally:
+        broker.delete_topic(later)
+        broker.delete_topic(first)
+
+
 # --- 5. no partitions left: keep the previous offsets (SPARK-41375) -----------------------
 
 def test_deleting_the_only_topic_keeps_the_previous_offsets(broker, new_topic):
@@ -341,6 +377,18 @@ def test_batch_only_option_on_a_stream_fails_with_its_message(spark, mock_cluste
     text = str(info.value)
     assert "ending offset not valid in streaming queries" in text
     assert "UnboundLocalError" not in text
+
+
+def test_update_output_mode_is_refused_by_spark_for_the_sink(spark, mock_cluster, tmp_path):
+    # Pins an API limit listed in README's deviations: Spark refuses it before Python runs.
+    counts = (spark.readStream.format("rate").load().groupBy("value").count()
+              .selectExpr("cast(value as string) as key", "cast(count as string) as value"))
+    query = (counts.writeStream.format("pykafka")
+             .option("kafka.bootstrap.servers", mock_cluster.bootstrap_servers)
+             .option("topic", "never").outputMode("update")
+             .option("checkpointLocation", str(tmp_path)).start())
+    with pytest.raises(Exception, match="pykafka does not support Update mode"):
+        query.awaitTermination(120)
 
 
 # --- 10. Spark's key words in our messages ---------------------------------------------------
