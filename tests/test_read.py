@@ -297,8 +297,10 @@ def _lookup(ts):
       "endingOffsetsByTimestamp": json.dumps({"ts": {"0": BASE_TS + 3_000,
                                                      "1": BASE_TS + 999_000}})},
      [("ts", 0, 0, 3), ("ts", 1, 50, 100)]),     # no record after the end: latest
+    # Start at latest: empty now, but their end is "latest", resolved again by every
+    # action (as Spark plans per action), so each keeps one task.
     ({"startingTimestamp": BASE_TS + 999_000, "startingOffsetsByTimestampStrategy": "latest"},
-     []),                                        # start at latest: empty ranges dropped
+     [("ts", 0, 100, 100), ("ts", 1, 100, 100)]),
 ])
 def test_timestamp_offsets_are_planned_from_list_offsets(options, ranges):
     fake = _timestamp_cluster(_lookup)
