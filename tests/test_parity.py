@@ -18,7 +18,7 @@ from kafka_ds.protocol.records import decode_records, encode_record_batch
 from kafka_ds.reader import OffsetRange, read_range, split_ranges
 from kafka_ds.record_timestamps import MAX_MS, check_timestamps, raw_timestamp
 from kafka_ds.source import KafkaDataSource
-from kafka_ds.stream import InvalidOptionsStreamReader, KafkaStreamReader
+from kafka_ds.stream import InvalidOptionsStreamReader, KafkaStreamReader, from_offset_dict
 from spark_support import spark  # noqa: F401  (fixture)
 
 ONE_PER_BATCH = {"batch.num.messages": 1}   # Tansu's ListOffsets (tests/README.md)
@@ -164,9 +164,11 @@ def test_available_now_reruns_the_uncommitted_batch_after_a_new_partition(broker
         produce(broker, later, 0, 2)
         run2 = stream_reader(broker, subscribePattern=f"{stem}-.*", startingOffsets="earliest")
         run2.prepareForTriggerAvailableNow()
-        run2.initialOffset()
-        # Spark re-runs batch 0 from its offset log without asking latestOffset first.
-        assert sizes(run2.partitions(start, end)) == [(first, 0, 0, 3)]
+        # Spark re-runs batch 0 from its offset log without asking latestOffset first; its
+        # start comes from initialOffset() again and now names the new topic too.
+        restart = run2.initialOffset()
+        assert set(from_offset_dict(restart)) == {(first, 0), (later, 0)}
+        assert sizes(run2.partitions(restart, end)) == [(first, 0, 0, 3)]
         end2 = run2.latestOffset(end, ReadAllAvailable())
         assert sizes(run2.partitions(end, end2)) == [(later, 0, 0, 2)]
         assert run2.latestOffset(end2, ReadAllAvailable()) == end2
@@ -195,7 +197,12 @@ def test_available_now_query_recovers_after_a_failed_batch(spark, broker, tmp_pa
                                  startingOffsets="earliest")).load())
         query = (df.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path))
                  .trigger(availableNow=True).start())
-        query.awaitTermination(120)
+        try:
+            assert query.awaitTermination(120), "AvailableNow query did not finish"
+        except AssertionError:
+            raise
+        except Exception:   # noqa: BLE001 - the failed run; query.exception() has it
+            pass
         return query
 
     try:
