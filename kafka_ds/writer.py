@@ -33,7 +33,7 @@ from .client.producer import Producer, ProducerConfig
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
-from .protocol.errors import BrokerError, ConfigurationError
+from .protocol.errors import BrokerError, ConfigurationError, UnknownTopicOrPartition
 from .protocol.records import V2_HEADER_SIZE, encode_record_batch
 
 log = logging.getLogger(__name__)
@@ -162,11 +162,11 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
             if partitions:
                 return len(partitions)
         except BrokerError as exc:
-            if exc.code != 3 and not exc.retriable:
+            if not isinstance(exc, UnknownTopicOrPartition) and not exc.retriable:
                 raise ConfigurationError(
                     f"Cannot write to topic '{topic}': {exc}") from exc
             if attempt + 1 == attempts:
-                if exc.code == 3:
+                if isinstance(exc, UnknownTopicOrPartition):
                     break
                 raise
         time.sleep(0.1 * (attempt + 1))

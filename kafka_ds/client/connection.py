@@ -16,6 +16,7 @@ from ..protocol.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
     KafkaTimeoutError,
+    UnsupportedVersion,
     UnsupportedVersionError,
 )
 from ..protocol.schema import Message, decode_response, encode_request
@@ -24,7 +25,6 @@ log = logging.getLogger(__name__)
 
 # Larger frames than this are not Kafka responses we asked for: treat as corruption.
 MAX_RESPONSE_SIZE = 1 << 30
-UNSUPPORTED_VERSION = 35
 
 
 @dataclass
@@ -134,7 +134,7 @@ class BrokerConnection:
             "client_software_name": "kafka-ds", "client_software_version": "0.1.0"})
         frame = self._receive_frame(pending)
         error_code = p.read_int16(frame, 4)[0] if len(frame) >= 6 else 0
-        if error_code == UNSUPPORTED_VERSION:
+        if error_code == UnsupportedVersion.code:
             # The broker does not speak our ApiVersions version. Some brokers send
             # a body that does not parse at that version: read nothing more, retry v0.
             version = 0
