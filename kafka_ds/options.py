@@ -395,14 +395,14 @@ def parse_offset_spec(options, *, start: bool, streaming: bool | None) -> Offset
     if lowered == "earliest":
         if not start:
             raise ConfigurationError(
-                "ending offset can't be earliest for batch queries on Kafka: option "
+                "ending offset can't be earliest for batch queries on Kafka: Option "
                 "'endingOffsets' cannot be 'earliest' (that reads nothing); use 'latest' or a JSON "
                 "of offsets")
         return OffsetSpec("earliest", offsets_key)
     if lowered == "latest":
         if start and not streaming:
             raise ConfigurationError(
-                "starting offset can't be latest for batch queries on Kafka: option "
+                "starting offset can't be latest for batch queries on Kafka: Option "
                 "'startingOffsets' cannot be 'latest' for a batch query (that reads nothing); use "
                 "'earliest' or a JSON of offsets")
         return OffsetSpec("latest", offsets_key)
