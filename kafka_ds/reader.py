@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .client import EARLIEST, LATEST, ClientConfig, KafkaClient
+from .client import EARLIEST, LATEST, KafkaClient
 from .options import OffsetSpec, ReadOptions
 from .protocol.errors import (
     ConfigurationError,
@@ -80,7 +80,7 @@ class KafkaInputPartition(InputPartition):
 
 
 def make_client(opts: ReadOptions) -> KafkaClient:
-    return KafkaClient(opts.bootstrap_servers, ClientConfig.from_options(opts.client))
+    return KafkaClient(opts.bootstrap_servers, opts.client)
 
 
 # --- planning (driver) ----------------------------------------------------------------

@@ -28,8 +28,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .client import ClientConfig, KafkaClient
-from .client.producer import Producer, ProducerConfig
+from .client import KafkaClient
+from .client.producer import Producer
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
@@ -138,19 +138,11 @@ def check_topic_exists(opts: WriteOptions) -> None:
     cluster does not have."""
     if opts.topic is None:
         return
-    client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
+    client = KafkaClient(opts.bootstrap_servers, opts.client)
     try:
         _partition_count(client, opts.topic, opts.bootstrap_servers)
     finally:
         client.close()
-
-
-def _client_config(opts: WriteOptions) -> ClientConfig:
-    config = ClientConfig.from_options(opts.client)
-    config.request_timeout_ms = opts.request_timeout_ms
-    config.retries = 5   # for metadata and InitProducerId; Produce has its own budget
-    config.retry_backoff_ms = opts.retry_backoff_ms
-    return config
 
 
 def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
@@ -346,12 +338,9 @@ class TaskWriter:
         self.opts = opts
         self.plan = plan
         self.task = _spark_partition_id() if task is None else task
-        self.client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
-        self.producer = Producer(self.client, ProducerConfig(
-            acks=opts.acks, idempotent=opts.idempotent, max_request_size=opts.max_request_size,
-            request_timeout_ms=opts.request_timeout_ms,
-            delivery_timeout_ms=opts.delivery_timeout_ms, max_in_flight=opts.max_in_flight,
-            retries=opts.retries, retry_backoff_ms=opts.retry_backoff_ms))
+        # Both settings objects were built on the driver (kafka_ds.options).
+        self.client = KafkaClient(opts.bootstrap_servers, opts.client)
+        self.producer = Producer(self.client, opts.producer)
         self.codec = codec_id(opts.compression)
         # A batch must fit the batch size and a request (with the request's own overhead).
         self.batch_limit = max(min(opts.batch_size, opts.max_request_size), V2_HEADER_SIZE + 1)

@@ -24,6 +24,7 @@ from ..protocol.errors import (
     UnknownTopicOrPartition,
     error_for_code,
 )
+from .config import ClientConfig
 from .connection import BrokerConnection, parse_bootstrap
 
 log = logging.getLogger(__name__)
@@ -49,36 +50,6 @@ class TopicInfo:
     error_code: int
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
     is_internal: bool = False
-
-
-@dataclass
-class ClientConfig:
-    """Client settings, named after the Kafka client properties they mirror."""
-
-    client_id: str = "kafka-ds"
-    request_timeout_ms: int = 30000
-    connect_timeout_ms: int = 10000
-    retries: int = 5               # attempts after the first on retriable errors
-    retry_backoff_ms: int = 100
-    metadata_max_age_ms: int = 300000
-
-    @classmethod
-    def from_options(cls, options: dict) -> "ClientConfig":
-        """From Kafka-style keys (``request.timeout.ms``...), ignoring unknown ones."""
-        config = cls()
-        mapping = {
-            "client.id": ("client_id", str),
-            "request.timeout.ms": ("request_timeout_ms", int),
-            "socket.connection.setup.timeout.ms": ("connect_timeout_ms", int),
-            "retries": ("retries", int),
-            "retry.backoff.ms": ("retry_backoff_ms", int),
-            "metadata.max.age.ms": ("metadata_max_age_ms", int),
-        }
-        for key, value in options.items():
-            if key in mapping:
-                attr, conv = mapping[key]
-                setattr(config, attr, conv(value))
-        return config
 
 
 class KafkaClient:
@@ -429,14 +400,14 @@ class KafkaClient:
     # --- topics ------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     timeout_ms: int = 30000) -> None:
+                     timeout_ms: int | None = None) -> None:
         """CreateTopics through any broker (it forwards to the controller); an existing
         topic is an error, as in the admin API."""
         conn = self.any_connection()
         response = conn.request(m.CREATE_TOPICS, m.CREATE_TOPICS.body(
             topics=[{"name": name, "num_partitions": partitions,
                      "replication_factor": replication_factor}],
-            timeout_ms=timeout_ms))
+            timeout_ms=self.config.request_timeout_ms if timeout_ms is None else timeout_ms))
         for topic in response["topics"]:
             if topic["error_code"]:
                 raise error_for_code(topic["error_code"])(

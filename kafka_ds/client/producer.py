@@ -36,23 +36,11 @@ from ..protocol.errors import (
     RetriableError,
     error_for_code,
 )
+from .config import ProducerConfig  # noqa: F401  (defined with the other settings)
 
 log = logging.getLogger(__name__)
 
 SEQUENCE_MODULUS = 1 << 31   # sequences wrap from Int32.MAX to 0, as in the Java client
-
-
-@dataclass
-class ProducerConfig:
-    acks: int = -1                    # 0, 1 or -1 (all in-sync replicas)
-    idempotent: bool = True
-    max_request_size: int = 1 << 20
-    request_timeout_ms: int = 30000   # also the broker-side Produce timeout
-    delivery_timeout_ms: int = 120000
-    max_in_flight: int = 5
-    retries: int = 2147483647
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1000
 
 
 class ProducerBatch:
