@@ -8,6 +8,7 @@ declarations in :mod:`kafka_ds.options` read them from here, so each is stated o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,10 @@ class ClientConfig:
     # metadata on errors only; reusing cached metadata up to this age is the reliability
     # work's to add.
     metadata_max_age_ms: int = 300000
-    # A ``security`` field (TLS/SASL settings, itself a frozen value) joins here.
+    # TLS/SASL: kafka_ds.client.security.SecuritySettings (frozen, secrets hidden from
+    # repr), parsed from kafka.security.protocol / kafka.ssl.* / kafka.sasl.*; None is
+    # PLAINTEXT.
+    security: Any = None
 
 
 DEFAULT_CLIENT_CONFIG = _CLIENT = ClientConfig()
