@@ -54,8 +54,13 @@ OPTIONS = [
     ("maxRecordsPerPartition", "read", "",
      "Split offset ranges so no Spark partition reads more records than this."),
     ("includeHeaders", "read", "`false`", "Add the `headers` column."),
-    ("fetchOffset.numRetries", "read", "`3`", "Attempts to look up offsets before failing."),
-    ("fetchOffset.retryIntervalMs", "read", "`1000`", "Wait between those attempts (ms)."),
+    ("fetchOffset.numRetries", "read", "`3`",
+     "Accepted for compatibility with Spark's source; driver-side offset look-ups retry "
+     "within `kafka.default.api.timeout.ms` (docs/reliability.md)."),
+    ("fetchOffset.retryIntervalMs", "read", "`1000`", "Accepted for compatibility (see above)."),
+    ("kafkaConsumer.pollTimeoutMs", "read", "`120000` (`spark.network.timeout`'s default)",
+     "Time budget of one Fetch on an executor, retries of retriable errors, connection "
+     "failures and leader changes included."),
     ("maxOffsetsPerTrigger", "streaming read", "",
      "Upper bound of records per micro-batch, split over partitions in proportion to backlog."),
     ("minOffsetsPerTrigger", "streaming read", "",
@@ -74,10 +79,20 @@ OPTIONS = [
      "Bytes asked per partition per Fetch; bounds executor memory."),
     ("kafka.fetch.max.wait.ms", "read", "`500`", "Longest time the broker may hold a Fetch."),
     ("kafka.request.timeout.ms", "read, write", "`30000`", "Per-request timeout."),
-    ("kafka.retries", "read, write", "read: `5`, write: `2147483647`",
-     "Retries of retriable errors (after a metadata refresh). Writes retry until "
-     "`kafka.delivery.timeout.ms` by default, like the Java producer."),
-    ("kafka.retry.backoff.ms", "read, write", "`100`", "Initial back-off between retries."),
+    ("kafka.retries", "read, write", "unlimited (`2147483647`)",
+     "Retries of retriable errors (metadata of the partitions concerned is refreshed when "
+     "the error says it is stale). By default only the time budgets limit them: "
+     "`kafkaConsumer.pollTimeoutMs`, `kafka.default.api.timeout.ms`, "
+     "`kafka.delivery.timeout.ms`."),
+    ("kafka.retry.backoff.ms", "read, write", "`100`",
+     "Initial back-off between retries (doubles each retry, +-20% jitter)."),
+    ("kafka.retry.backoff.max.ms", "read, write", "`1000`", "Longest back-off between retries."),
+    ("kafka.default.api.timeout.ms", "read", "`60000`",
+     "Time budget of driver-side metadata, ListOffsets and offset-commit calls, retries "
+     "included."),
+    ("kafka.metadata.max.age.ms", "read", "`300000`",
+     "Leaders learnt from Metadata are reused this long (refreshed earlier when a broker "
+     "says they moved)."),
     ("kafka.client.id", "read, write", "`kafka-ds`", "Client id sent with every request."),
     ("topic", "write", "",
      "Topic for every row; overrides the `topic` column. Required if there is no topic column."),
@@ -381,6 +396,7 @@ class ReadOptions:
     read_committed: bool = False
     max_partition_fetch_bytes: int = 8 << 20
     fetch_max_wait_ms: int = 500
+    poll_timeout_ms: int = 120000      # kafkaConsumer.pollTimeoutMs: budget of one Fetch
     latest_via_fetch: bool = False
     client: dict = field(default_factory=dict)   # kafka.* params for ClientConfig
     # streaming
@@ -450,6 +466,9 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
             raise ConfigurationError(
                 f"Option 'startingOffsets' must give an offset for every assigned partition; "
                 f"missing {sorted(missing)} (use -2 for earliest, -1 for latest)")
+    for key in ("kafka.default.api.timeout.ms", "kafka.retry.backoff.max.ms",
+                "kafka.metadata.max.age.ms", "kafka.retries", "kafka.retry.backoff.ms"):
+        parse_int(options, key, minimum=0)   # ClientConfig reads them; fail early here
     group_id = params.get("group.id")
     fallback = options.get("startingoffsetsfallback", "earliest").strip().lower()
     if fallback not in ("earliest", "latest"):
@@ -476,6 +495,7 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
         max_partition_fetch_bytes=parse_int(options, "kafka.max.partition.fetch.bytes", 8 << 20,
                                             minimum=1024),
         fetch_max_wait_ms=parse_int(options, "kafka.fetch.max.wait.ms", 500, minimum=0),
+        poll_timeout_ms=parse_int(options, "kafkaConsumer.pollTimeoutMs", 120000, minimum=0),
         latest_via_fetch=latest_via == "fetch",
         client=params,
         max_offsets_per_trigger=max_offsets,

@@ -19,7 +19,6 @@ from .protocol.errors import (
     ConfigurationError,
     DataLossError,
     KafkaError,
-    RetriableError,
     error_for_code,
 )
 
@@ -87,18 +86,21 @@ class OffsetPlanner:
         self.opts = opts
         self.client = client
 
-    def _with_retries(self, operation, what):
-        attempts = self.opts.fetch_offset_retries + 1
-        for attempt in range(attempts):
-            try:
-                return operation()
-            except (RetriableError, KafkaError) as exc:
-                if isinstance(exc, ConfigurationError) or attempt + 1 >= attempts or not getattr(
-                        exc, "retriable", False):
-                    raise
-                log.warning("%s failed (%s); retrying in %d ms", what, exc,
-                            self.opts.fetch_offset_retry_interval_ms)
-                time.sleep(self.opts.fetch_offset_retry_interval_ms / 1000.0)
+    def _with_retries(self, operation, what, topics=None):
+        """Driver-side calls retry under the client's policy, within
+        ``kafka.default.api.timeout.ms``."""
+        return self.client.retrying(operation, what, topics=topics)
+
+    def _partitions_of(self, topic: str):
+        """Partition ids of ``topic``, or None when it does not exist (not retried:
+        Spark's source reads nothing from a missing subscribed topic)."""
+        try:
+            return self.client.topic_partitions(topic, refresh=True)
+        except KafkaError as exc:
+            if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION,):
+                log.warning("subscribed topic %r does not exist: %s", topic, exc)
+                return None
+            raise
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         sub = self.opts.subscription
@@ -107,26 +109,22 @@ class OffsetPlanner:
         if sub.kind == "subscribe":
             topics = list(sub.topics)
         else:
-            topics = self.client.match_topics(sub.pattern)
+            topics = self._with_retries(lambda: self.client.match_topics(sub.pattern),
+                                        "Metadata")
         result = []
         for topic in topics:
-            try:
-                partitions = self.client.topic_partitions(topic, refresh=True)
-            except KafkaError as exc:
-                if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION,):
-                    # Spark's source reads nothing from a subscribed topic that does not exist.
-                    log.warning("subscribed topic %r does not exist: %s", topic, exc)
-                    continue
-                raise
-            result.extend((topic, p) for p in partitions)
+            partitions = self._with_retries(lambda: self._partitions_of(topic),
+                                            f"Metadata {topic}")
+            if partitions is not None:
+                result.extend((topic, p) for p in partitions)
         return sorted(result)
 
     def list_offsets(self, requests: dict, isolation=None) -> dict:
         if not requests:
             return {}
         level = 1 if (self.opts.read_committed if isolation is None else isolation) else 0
-        found = self._with_retries(
-            lambda: self.client.list_offsets(requests, isolation_level=level), "ListOffsets")
+        # KafkaClient.list_offsets retries under the same policy itself.
+        found = self.client.list_offsets(requests, isolation_level=level)
         if self.opts.latest_via_fetch:
             for tp, wanted in requests.items():
                 if wanted == LATEST:
@@ -143,7 +141,7 @@ class OffsetPlanner:
         part = self._with_retries(
             lambda: self.client.fetch(tp[0], tp[1], max(listed, 0), max_bytes=1 << 20,
                                       max_wait_ms=1, min_bytes=0, isolation_level=level),
-            "Fetch")
+            f"Fetch {tp[0]}-{tp[1]}", topics=[tp[0]])
         end = part["last_stable_offset"] if level and part.get("last_stable_offset", -1) >= 0 \
             else part["high_watermark"]
         return max(listed, end)
@@ -392,7 +390,11 @@ def _fetch_with_retries(client, opts, topic, partition, offset, fetch_bytes, lev
         return part
 
     try:
-        return client.retrying(attempt, f"Fetch {topic}-{partition}")
+        # Each Fetch may take up to kafkaConsumer.pollTimeoutMs of retries (a leader
+        # failover or a rolling restart), as the JVM source's poll does.
+        return client.retrying(attempt, f"Fetch {topic}-{partition} at offset {offset}",
+                               topics=[topic], budget_ms=opts.poll_timeout_ms,
+                               budget_option="kafkaConsumer.pollTimeoutMs")
     except KafkaError as exc:
         if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID):
             _data_loss(opts, f"{topic}-{partition} no longer exists (was the topic deleted?) "

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (
 
 from .client import ClientConfig, KafkaClient
 from .client.producer import Producer, ProducerConfig
-from .options import WriteOptions
+from .options import MAX_RETRIES, WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
 from .protocol.errors import BrokerError, ConfigurationError
@@ -148,8 +148,11 @@ def check_topic_exists(opts: WriteOptions) -> None:
 def _client_config(opts: WriteOptions) -> ClientConfig:
     config = ClientConfig.from_options(opts.client)
     config.request_timeout_ms = opts.request_timeout_ms
-    config.retries = 5   # for metadata and InitProducerId; Produce has its own budget
+    # Metadata and InitProducerId of a write retry within the write's own budget
+    # (kafka.delivery.timeout.ms, kafka.retries), like its Produce requests.
+    config.retries = None if opts.retries >= MAX_RETRIES else opts.retries
     config.retry_backoff_ms = opts.retry_backoff_ms
+    config.default_api_timeout_ms = opts.delivery_timeout_ms
     return config
 
 
@@ -351,7 +354,9 @@ class TaskWriter:
             acks=opts.acks, idempotent=opts.idempotent, max_request_size=opts.max_request_size,
             request_timeout_ms=opts.request_timeout_ms,
             delivery_timeout_ms=opts.delivery_timeout_ms, max_in_flight=opts.max_in_flight,
-            retries=opts.retries, retry_backoff_ms=opts.retry_backoff_ms))
+            retries=opts.retries, retry_backoff_ms=opts.retry_backoff_ms,
+            retry_backoff_max_ms=max(self.client.config.retry_backoff_max_ms,
+                                     opts.retry_backoff_ms)))
         self.codec = codec_id(opts.compression)
         # A batch must fit the batch size and a request (with the request's own overhead).
         self.batch_limit = max(min(opts.batch_size, opts.max_request_size), V2_HEADER_SIZE + 1)

@@ -20,6 +20,7 @@ from ..protocol.errors import (
     error_for_code,
 )
 from .connection import BrokerConnection, parse_bootstrap
+from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,13 @@ class ClientConfig:
     client_id: str = "kafka-ds"
     request_timeout_ms: int = 30000
     connect_timeout_ms: int = 10000
-    retries: int = 5               # attempts after the first on retriable errors
+    # Retries after the first attempt on retriable errors; None: only the time budget
+    # (default_api_timeout_ms, or the caller's) limits them.
+    retries: int | None = None
     retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
     metadata_max_age_ms: int = 300000
+    default_api_timeout_ms: int = 60000   # budget of driver-side metadata/offset calls
 
     @classmethod
     def from_options(cls, options: dict) -> "ClientConfig":
@@ -67,7 +72,9 @@ class ClientConfig:
             "socket.connection.setup.timeout.ms": ("connect_timeout_ms", int),
             "retries": ("retries", int),
             "retry.backoff.ms": ("retry_backoff_ms", int),
+            "retry.backoff.max.ms": ("retry_backoff_max_ms", int),
             "metadata.max.age.ms": ("metadata_max_age_ms", int),
+            "default.api.timeout.ms": ("default_api_timeout_ms", int),
         }
         for key, value in options.items():
             if key in mapping:
@@ -89,6 +96,9 @@ class KafkaClient:
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata_time = 0.0
         self._coordinators: dict[str, int] = {}
+        self.retries = 0            # retried attempts, all operations
+        self.requests = 0           # requests sent by this client's own calls (metadata,
+        #                             ListOffsets, Fetch), for the idle-cost benchmark
 
     # --- connections -----------------------------------------------------------
 
@@ -157,22 +167,39 @@ class KafkaClient:
 
     # --- retries -----------------------------------------------------------------
 
-    def retrying(self, operation, what: str):
-        """Run ``operation()``; on a retriable error refresh metadata and try again."""
-        attempts = self.config.retries + 1
-        backoff = self.config.retry_backoff_ms / 1000.0
-        for attempt in range(attempts):
-            try:
-                return operation()
-            except RetriableError as exc:
-                if attempt + 1 >= attempts:
-                    raise
-                log.info("%s failed (%s); retry %d/%d", what, exc, attempt + 1, attempts - 1)
-                time.sleep(min(backoff * (2 ** attempt), 2.0))
-                try:
-                    self.refresh_metadata()
-                except (KafkaConnectionError, KafkaTimeoutError) as refresh_exc:
-                    log.info("metadata refresh failed: %s", refresh_exc)
+    def retry_policy(self, budget_ms: float | None = None, budget_option: str = "",
+                     **kwargs) -> RetryPolicy:
+        """The client's retry policy: ``budget_ms`` (default
+        ``kafka.default.api.timeout.ms``), ``kafka.retries`` when set,
+        ``kafka.retry.backoff.ms`` .. ``kafka.retry.backoff.max.ms``."""
+        config = self.config
+        if budget_ms is None:
+            budget_ms = config.default_api_timeout_ms
+            budget_option = budget_option or "kafka.default.api.timeout.ms"
+        retries = config.retries
+        return RetryPolicy(
+            budget_ms, max_attempts=None if retries is None else retries + 1,
+            backoff_ms=config.retry_backoff_ms,
+            backoff_max_ms=max(config.retry_backoff_max_ms, config.retry_backoff_ms),
+            budget_option=budget_option, attempts_option="kafka.retries", **kwargs)
+
+    def retrying(self, operation, what: str, *, topics=None, budget_ms: float | None = None,
+                 budget_option: str = ""):
+        """Run ``operation()`` under the retry policy (kafka_ds/client/retry.py). On an
+        invalid-metadata error the metadata of ``topics`` only is refreshed (none given:
+        just the broker list)."""
+        def refresh(_exc):
+            wanted = sorted(set(topics() if callable(topics) else topics or ()))
+            self.refresh_metadata(wanted)
+
+        policy = self.retry_policy(budget_ms, budget_option)
+        try:
+            return policy.run(operation, what, refresh=refresh)
+        finally:
+            self.retry_stats_add(policy)
+
+    def retry_stats_add(self, policy: RetryPolicy) -> None:
+        self.retries += policy.stats.retries
 
     # --- metadata ----------------------------------------------------------------
 
@@ -306,7 +333,8 @@ class KafkaClient:
                 raise failures[0]
 
         if remaining:
-            self.retrying(attempt, "ListOffsets")
+            self.retrying(attempt, "ListOffsets",
+                          topics=lambda: {topic for topic, _p in remaining})
         return results
 
     # --- fetch -------------------------------------------------------------------
