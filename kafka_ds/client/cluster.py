@@ -359,7 +359,8 @@ class KafkaClient:
                 "partition_max_bytes": max_bytes}]}],
             "forgotten_topics_data": [], "rack_id": ""})
         if response.get("error_code"):
-            raise error_for_code(response["error_code"])(f"Fetch {topic}-{partition}")
+            raise error_for_code(response["error_code"])(
+                f"Fetch {topic}-{partition} at offset {offset}")
         for topic_response in response["responses"]:
             for part in topic_response["partitions"]:
                 if part["partition_index"] == partition:

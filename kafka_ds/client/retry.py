@@ -143,10 +143,12 @@ class RetryPolicy:
                     self._give_up(exc, what, failures, now - start,
                                   f"after {failures} attempts"
                                   + (f" ('{self.attempts_option}')" if self.attempts_option else ""))
-                if now + pause > deadline:
+                if now >= deadline:
                     self._give_up(exc, what, failures, now - start,
                                   f"within {self.budget_ms / 1000.0:g} s"
                                   + (f" ('{self.budget_option}')" if self.budget_option else ""))
+                # The last attempt comes at the deadline, not a back-off before it.
+                pause = min(pause, deadline - now)
                 log.info("%s failed (%s); retry %d in %.2f s", what, exc, failures, pause)
                 self.stats.retries += 1
                 self.stats.slept_s += pause
