@@ -91,43 +91,40 @@ class OffsetPlanner:
         ``kafka.default.api.timeout.ms``."""
         return self.client.retrying(operation, what, topics=topics)
 
-    def _partitions_of(self, topic: str):
-        """Partition ids of ``topic``, or None when it does not exist (not retried:
-        Spark's source reads nothing from a missing subscribed topic)."""
-        try:
-            return self.client.topic_partitions(topic, refresh=True)
-        except KafkaError as exc:
-            if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION,):
-                log.warning("subscribed topic %r does not exist: %s", topic, exc)
-                return None
-            raise
-
-    def topic_partitions(self) -> list[tuple[str, int]]:
+    def topic_partitions(self, max_age_ms: float = 0) -> list[tuple[str, int]]:
+        """The subscribed partitions. One Metadata request at most: for
+        ``subscribePattern`` (every call, as Spark lists topics every trigger) all
+        topics, for ``subscribe`` the subscribed ones unless the cached metadata is
+        younger than ``max_age_ms`` (streaming: ``kafka.metadata.max.age.ms``)."""
         sub = self.opts.subscription
         if sub.kind == "assign":
             return list(sub.assignment)
         if sub.kind == "subscribe":
             topics = list(sub.topics)
         else:
+            # match_topics fetched every topic's metadata: the cache below is fresh.
             topics = self._with_retries(lambda: self.client.match_topics(sub.pattern),
                                         "Metadata")
-        result = []
+            max_age_ms = max(max_age_ms, 1000)
+        found = self._with_retries(
+            lambda: self.client.partitions_of_topics(topics, max_age_ms), "Metadata",
+            topics=topics)
         for topic in topics:
-            partitions = self._with_retries(lambda: self._partitions_of(topic),
-                                            f"Metadata {topic}")
-            if partitions is not None:
-                result.extend((topic, p) for p in partitions)
-        return sorted(result)
+            if topic not in found:
+                # Spark's source reads nothing from a subscribed topic that does not exist.
+                log.warning("subscribed topic %r does not exist", topic)
+        return sorted((topic, p) for topic, partitions in found.items() for p in partitions)
 
     def list_offsets(self, requests: dict, isolation=None) -> dict:
         if not requests:
             return {}
         level = 1 if (self.opts.read_committed if isolation is None else isolation) else 0
-        # KafkaClient.list_offsets retries under the same policy itself.
-        found = self.client.list_offsets(requests, isolation_level=level)
+        # KafkaClient.list_offsets retries under the same policy itself. Partitions of a
+        # topic deleted meanwhile are left out (the caller reports them).
+        found = self.client.list_offsets(requests, isolation_level=level, missing_ok=True)
         if self.opts.latest_via_fetch:
             for tp, wanted in requests.items():
-                if wanted == LATEST:
+                if wanted == LATEST and tp in found:
                     found[tp] = (self._fetch_latest(tp, found[tp][0], level), found[tp][1])
         return found
 
@@ -179,6 +176,7 @@ class OffsetPlanner:
             else:
                 wanted = {tp: spec.timestamp for tp in tps}
             found = self.list_offsets({tp: wanted[tp] for tp in tps})
+            tps = [tp for tp in tps if tp in found]   # a deleted topic's are left out
             result = {}
             unmatched = [tp for tp in tps if found[tp][0] < 0]
             latest = {}
@@ -206,7 +204,13 @@ class OffsetPlanner:
         starts = self.resolve(self.opts.starting, tps, start=True)
         ends = self.resolve(self.opts.ending, tps, start=False)
         ranges = []
+        gone = [tp for tp in tps if tp not in starts or tp not in ends]
+        if gone:
+            _data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
+                       + " disappeared while the read was planned (topic deleted?)")
         for topic, partition in tps:
+            if (topic, partition) not in starts or (topic, partition) not in ends:
+                continue
             begin, finish = starts[(topic, partition)], ends[(topic, partition)]
             if begin > finish:
                 raise DataLossError(

@@ -95,6 +95,7 @@ class KafkaClient:
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata_time = 0.0
+        self._topic_time: dict[str, float] = {}   # when each topic's metadata was fetched
         self._coordinators: dict[str, int] = {}
         self.retries = 0            # retried attempts, all operations
         self.requests = 0           # requests sent by this client's own calls (metadata,
@@ -238,17 +239,40 @@ class KafkaClient:
                     topic["name"], part["partition_index"], part["leader_id"],
                     part.get("leader_epoch", -1), part["error_code"])
             seen[topic["name"]] = info
+        now = time.monotonic()
         if topics is None:
             self.topics = {name: info for name, info in seen.items() if info.error_code == 0}
+            self._topic_time = {name: now for name in self.topics}
         else:
             for name in topics:
                 info = seen.get(name)
                 if info is None or info.error_code:
                     self.topics.pop(name, None)
+                    self._topic_time.pop(name, None)
                 else:
                     self.topics[name] = info
-        self._metadata_time = time.monotonic()
+                    self._topic_time[name] = now
+        self._metadata_time = now
         return seen
+
+    def partitions_of_topics(self, topics, max_age_ms: float | None = None) -> dict[str, list[int]]:
+        """{topic: partition ids} of the ``topics`` that exist, from cached metadata when
+        every one of them was fetched less than ``max_age_ms`` ago (default
+        ``kafka.metadata.max.age.ms``), else from one Metadata request for all of them.
+        A topic the cluster does not have is left out."""
+        topics = list(dict.fromkeys(topics))
+        if max_age_ms is None:
+            max_age_ms = self.config.metadata_max_age_ms
+        now = time.monotonic()
+        stale = [t for t in topics
+                 if t not in self.topics or now - self._topic_time.get(t, 0.0) >= max_age_ms / 1000.0]
+        if stale:
+            seen = self.refresh_metadata(topics)
+            for topic in topics:
+                info = seen.get(topic)
+                if info is not None and info.error_code and info.error_code != 3:
+                    raise error_for_code(info.error_code)(f"Metadata of topic {topic!r}")
+        return {t: sorted(self.topics[t].partitions) for t in topics if t in self.topics}
 
     def topic_partitions(self, topic: str, refresh: bool = False) -> list[int]:
         """Partition ids of ``topic``; raises the broker's error if it does not exist."""
@@ -292,15 +316,27 @@ class KafkaClient:
     # --- offsets -----------------------------------------------------------------
 
     def list_offsets(self, requests: dict[tuple[str, int], int],
-                     isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], tuple[int, int]]:
+                     isolation_level: int = READ_UNCOMMITTED, *,
+                     missing_ok: bool = False) -> dict[tuple[str, int], tuple[int, int]]:
         """{(topic, partition): timestamp | EARLIEST | LATEST} -> {(t, p): (offset, timestamp)}.
 
         For a timestamp with no record at or after it, Kafka answers offset -1.
+        One request per leader. ``missing_ok``: partitions that fresh metadata no longer
+        lists (topic deleted) are left out of the answer instead of retried.
         """
         results: dict[tuple[str, int], tuple[int, int]] = {}
         remaining = dict(requests)
 
         def attempt():
+            if missing_ok:
+                unknown = sorted({t for t, p in remaining if t not in self.topics
+                                  or p not in self.topics[t].partitions})
+                if unknown:
+                    self.refresh_metadata(unknown)
+                    for t, p in list(remaining):
+                        if t not in self.topics or p not in self.topics[t].partitions:
+                            log.info("ListOffsets: %s-%d is not in the metadata any more", t, p)
+                            remaining.pop((t, p))
             failures = []
             for leader, tps in self.group_by_leader(list(remaining)).items():
                 conn = self.connection(leader)
