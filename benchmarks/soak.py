@@ -1,6 +1,6 @@
 """Soak: faults, SIGKILLs and restarts under a streaming query; nothing lost.
 
-    python benchmarks/soak.py                      # ~4 min: 4 kills, faults every ~3 s
+    python benchmarks/soak.py                      # a few minutes: 4 kills, faults every ~3 s
     python benchmarks/soak.py --kills 8 --rate 2000 --down-max 30
 
 On the librdkafka mock cluster (3 brokers; tests/brokers.py):
@@ -13,8 +13,9 @@ On the librdkafka mock cluster (3 brokers; tests/brokers.py):
   a burst of retriable errors pushed into Fetch / ListOffsets / Produce / Metadata;
 * a streaming child process (benchmarks/_soak_child.py: the source into a parquet file
   sink and, in a second query, into the ``pykafka`` sink) is SIGKILLed -- its whole
-  process group, JVM included -- at a random point ``--kills`` times and restarted from
-  its checkpoints;
+  process group, JVM included -- ``--kills`` times, each at a random point 0..``--run-max``
+  s after the run finished its first batch (mid-batch or between batches), and
+  restarted from its checkpoints;
 * at the end faults stop, production stops, one last child run catches up, and:
   the file sink must hold every acknowledged (partition, offset) exactly once; the Kafka
   sink topic must hold every one at least once (duplicates counted: without
@@ -135,6 +136,11 @@ def start_child(spec, log):
                             start_new_session=True)
 
 
+def started_count(log_path):
+    with open(log_path, "rb") as fh:
+        return fh.read().count(b"STARTED")
+
+
 def committed_batches(checkpoint):
     path = os.path.join(checkpoint, "commits")
     if not os.path.isdir(path):
@@ -149,8 +155,9 @@ def main(argv=None):
     parser.add_argument("--rate", type=int, default=500, help="records/s produced")
     parser.add_argument("--fault-every", type=float, default=3.0)
     parser.add_argument("--down-max", type=float, default=10.0)
-    parser.add_argument("--run-min", type=float, default=15.0, help="s before a kill, at least")
-    parser.add_argument("--run-max", type=float, default=35.0)
+    parser.add_argument("--run-min", type=float, default=0.0,
+                        help="s the queries run after a finished batch before a kill")
+    parser.add_argument("--run-max", type=float, default=15.0)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
@@ -177,13 +184,24 @@ def main(argv=None):
         producer.start()
         faults = Faults(cluster, [source, sink], args.fault_every, args.down_max, rng)
         faults.start()
-        log = open(os.path.join(work, "child.log"), "ab")
+        log_path = os.path.join(work, "child.log")
+        log = open(log_path, "ab")
         kills = restarts = child_failures = 0
         for run in range(args.kills):
             child = start_child(spec, log)
             restarts += run > 0
             before = committed_batches(spec["file_checkpoint"])
-            # Kill at a random point after the query made some progress (or timed out).
+            # Kill at a random point once the queries run (Spark's start takes a while).
+            wait_started = time.monotonic() + 300
+            while (time.monotonic() < wait_started and child.poll() is None
+                   and started_count(log_path) < run + 1):
+                time.sleep(0.2)
+            # ... and, so that every kill interrupts a query that is making progress,
+            # once it finished a batch in this run (Spark's first batch is slow).
+            wait_batch = time.monotonic() + 300
+            while (time.monotonic() < wait_batch and child.poll() is None
+                   and committed_batches(spec["file_checkpoint"]) <= before):
+                time.sleep(0.2)
             deadline = time.monotonic() + rng.uniform(args.run_min, args.run_max)
             while time.monotonic() < deadline and child.poll() is None:
                 time.sleep(0.2)
