@@ -1,7 +1,7 @@
 """What an idle streaming query costs: requests/s at the brokers and CPU, no data arriving.
 
     python benchmarks/idle_stream.py                  # 3 topics x 4 partitions, 30 s
-    python benchmarks/idle_stream.py --topics 10 --seconds 60 --pattern
+    python benchmarks/idle_stream.py --topics 10 --seconds 60 --pattern --idle-poll-ms 100
 
 Starts the librdkafka mock cluster (3 brokers, tests/brokers.py) behind the TCP fault
 proxy (tests/faultproxy.py, which counts requests per API key at the broker side),
@@ -51,6 +51,8 @@ def main(argv=None):
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--pattern", action="store_true", help="subscribePattern, not subscribe")
+    parser.add_argument("--idle-poll-ms", type=int, default=None,
+                        help="the source option idlePollIntervalMs (default: not set)")
     args = parser.parse_args(argv)
 
     import psutil
@@ -74,6 +76,8 @@ def main(argv=None):
         reader = (spark.readStream.format("pykafka")
                   .option("kafka.bootstrap.servers", proxy.bootstrap_servers)
                   .option("startingOffsets", "earliest"))
+        if args.idle_poll_ms is not None:
+            reader = reader.option("idlePollIntervalMs", str(args.idle_poll_ms))
         reader = (reader.option("subscribePattern", f"{stem}-.*") if args.pattern
                   else reader.option("subscribe", ",".join(topics)))
         query = reader.load().writeStream.format("noop").start()
@@ -102,6 +106,7 @@ def main(argv=None):
         result = {
             "topics": args.topics, "partitions_per_topic": args.partitions,
             "subscription": "subscribePattern" if args.pattern else "subscribe",
+            "idlePollIntervalMs": args.idle_poll_ms,
             "seconds": round(elapsed, 1),
             "requests_per_s": round(sum(per_api.values()), 2),
             "requests_per_s_by_api": per_api,

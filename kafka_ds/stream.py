@@ -341,7 +341,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark asks for the next batch only after the batch ending at ``start`` is done.
         self._commit_to_group(start)
         interval = self.opts.idle_poll_interval_ms / 1000.0
-        if self._idle is not None and self._available_now_target is None:
+        if interval and self._idle is not None and self._available_now_target is None:
             idle_start, since = self._idle
             if idle_start == start and time.monotonic() - since < interval:
                 return start   # asked the brokers a moment ago: still nothing new

@@ -52,13 +52,14 @@ def is_retriable(exc: BaseException) -> bool:
 
 def needs_metadata_refresh(exc: BaseException) -> bool:
     """Whether ``exc`` says the client's view of leaders is stale."""
-    flag = getattr(type(exc), "invalid_metadata", None)
-    if isinstance(flag, bool):
-        return flag
     if isinstance(exc, (KafkaConnectionError, KafkaTimeoutError)):
         # The leader (or the broker holding the connection) went away.
         return True
-    return getattr(exc, "code", None) in INVALID_METADATA_CODES
+    code = getattr(exc, "code", None)
+    flag = getattr(type(exc), "invalid_metadata", None)
+    if code is not None and isinstance(flag, bool):
+        return flag   # the error table's flag (Java's InvalidMetadataException family)
+    return code in INVALID_METADATA_CODES
 
 
 @dataclass
