@@ -25,12 +25,13 @@ def main():
     spark = make_spark("kafka_ds-soak-child")
 
     def source():
-        return (spark.readStream.format("pykafka")
-                .option("kafka.bootstrap.servers", spec["bootstrap"])
-                .option("subscribe", spec["source"])
-                .option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", str(spec["max_offsets"]))
-                .load())
+        reader = (spark.readStream.format("pykafka")
+                  .option("kafka.bootstrap.servers", spec["bootstrap"])
+                  .option("subscribe", spec["source"])
+                  .option("startingOffsets", "earliest"))
+        if spec.get("max_offsets"):
+            reader = reader.option("maxOffsetsPerTrigger", str(spec["max_offsets"]))
+        return reader.load()
 
     trigger = f"{spec['trigger_ms']} milliseconds"
     to_files = (source().selectExpr("partition", "offset", "value")
@@ -40,7 +41,7 @@ def main():
                 .trigger(processingTime=trigger).start())
     to_kafka = (source().selectExpr("CAST(concat(partition, ':', offset) AS STRING) AS value")
                 .writeStream.format("pykafka")
-                .option("kafka.bootstrap.servers", spec["bootstrap"])
+                  .option("kafka.bootstrap.servers", spec["bootstrap"])
                 .option("topic", spec["sink_topic"])
                 .option("checkpointLocation", spec["kafka_checkpoint"])
                 .trigger(processingTime=trigger).start())
