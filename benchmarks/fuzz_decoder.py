@@ -165,15 +165,14 @@ def build_seeds(seed: int, with_bombs: bool = True):
     for version in FETCH_VERSIONS:
         for blob in rng.sample(record_sets, 6):
             body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                    "responses": [{"topic": "fuzz", "topic_id": b"\x01" * 16, "partitions": [{
+                    "responses": [{"topic": "fuzz", "partitions": [{
                         "partition_index": 0, "error_code": 0, "high_watermark": 1000,
                         "last_stable_offset": 1000, "log_start_offset": 0,
                         "diverging_epoch": {"epoch": -1, "end_offset": -1},
                         "current_leader": {"leader_id": -1, "leader_epoch": -1},
                         "snapshot_id": {"end_offset": -1, "epoch": -1},
                         "aborted_transactions": [{"producer_id": 42, "first_offset": 7}],
-                        "preferred_read_replica": -1, "records": blob}]}],
-                    "node_endpoints": []}
+                        "preferred_read_replica": -1, "records": blob}]}]}
             frame = bytes(encode_response(m.FETCH, version, 1, body))[4:]   # no size prefix
             seeds.append((f"fetch:{version}", frame))
     bombs = []

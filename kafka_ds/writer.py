@@ -28,12 +28,12 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .client import ClientConfig, KafkaClient
-from .client.producer import Producer, ProducerConfig
-from .options import MAX_RETRIES, WriteOptions
+from .client import KafkaClient
+from .client.producer import Producer
+from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
-from .protocol.errors import BrokerError, ConfigurationError
+from .protocol.errors import BrokerError, ConfigurationError, UnknownTopicOrPartition
 from .protocol.records import V2_HEADER_SIZE, encode_record_batch
 
 log = logging.getLogger(__name__)
@@ -138,22 +138,11 @@ def check_topic_exists(opts: WriteOptions) -> None:
     cluster does not have."""
     if opts.topic is None:
         return
-    client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
+    client = KafkaClient(opts.bootstrap_servers, opts.client)
     try:
         _partition_count(client, opts.topic, opts.bootstrap_servers)
     finally:
         client.close()
-
-
-def _client_config(opts: WriteOptions) -> ClientConfig:
-    config = ClientConfig.from_options(opts.client)
-    config.request_timeout_ms = opts.request_timeout_ms
-    # Metadata and InitProducerId of a write retry within the write's own budget
-    # (kafka.delivery.timeout.ms, kafka.retries), like its Produce requests.
-    config.retries = None if opts.retries >= MAX_RETRIES else opts.retries
-    config.retry_backoff_ms = opts.retry_backoff_ms
-    config.default_api_timeout_ms = opts.delivery_timeout_ms
-    return config
 
 
 def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
@@ -167,7 +156,7 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
             try:
                 return client.topic_partitions(topic, refresh=refresh)
             except BrokerError as exc:
-                if exc.code == 3:
+                if isinstance(exc, UnknownTopicOrPartition):
                     return exc
                 raise
 
@@ -178,11 +167,11 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
             if partitions:
                 return len(partitions)
         except BrokerError as exc:
-            if exc.code != 3 and not exc.retriable:
+            if not isinstance(exc, UnknownTopicOrPartition) and not exc.retriable:
                 raise ConfigurationError(
                     f"Cannot write to topic '{topic}': {exc}") from exc
             if attempt + 1 == attempts:
-                if exc.code == 3:
+                if isinstance(exc, UnknownTopicOrPartition):
                     break
                 raise
         time.sleep(0.1 * (attempt + 1))
@@ -362,14 +351,9 @@ class TaskWriter:
         self.opts = opts
         self.plan = plan
         self.task = _spark_partition_id() if task is None else task
-        self.client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
-        self.producer = Producer(self.client, ProducerConfig(
-            acks=opts.acks, idempotent=opts.idempotent, max_request_size=opts.max_request_size,
-            request_timeout_ms=opts.request_timeout_ms,
-            delivery_timeout_ms=opts.delivery_timeout_ms, max_in_flight=opts.max_in_flight,
-            retries=opts.retries, retry_backoff_ms=opts.retry_backoff_ms,
-            retry_backoff_max_ms=max(self.client.config.retry_backoff_max_ms,
-                                     opts.retry_backoff_ms)))
+        # Both settings objects were built on the driver (kafka_ds.options).
+        self.client = KafkaClient(opts.bootstrap_servers, opts.client)
+        self.producer = Producer(self.client, opts.producer)
         self.codec = codec_id(opts.compression)
         # A batch must fit the batch size and a request (with the request's own overhead).
         self.batch_limit = max(min(opts.batch_size, opts.max_request_size), V2_HEADER_SIZE + 1)

@@ -77,8 +77,7 @@ def read_all(bootstrap, topic, **options):
 
 
 def _config(opts):
-    from kafka_ds.client import ClientConfig
-    return ClientConfig.from_options(opts.client)
+    return opts.client   # built by parse_read_options, as on the driver
 
 
 def down_for(cluster, broker_id, seconds):

@@ -180,9 +180,8 @@ def test_classification():
 def test_client_policy_follows_the_client_settings():
     from kafka_ds.client import ClientConfig, KafkaClient
 
-    client = KafkaClient("127.0.0.1:9", ClientConfig.from_options(
-        {"default.api.timeout.ms": "5000", "retries": "4", "retry.backoff.ms": "50",
-         "retry.backoff.max.ms": "400"}))
+    client = KafkaClient("127.0.0.1:9", ClientConfig(
+        default_api_timeout_ms=5000, retries=4, retry_backoff_ms=50, retry_backoff_max_ms=400))
     p = client.retry_policy()
     assert (p.budget_ms, p.max_attempts, p.backoff_ms, p.backoff_max_ms) == (5000, 5, 50, 400)
     assert p.budget_option == "kafka.default.api.timeout.ms"

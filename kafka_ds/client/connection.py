@@ -13,18 +13,20 @@ from dataclasses import dataclass
 from ..protocol import messages as m
 from ..protocol import primitives as p
 from ..protocol.errors import (
+    ConfigurationError,
     KafkaConnectionError,
     KafkaProtocolError,
     KafkaTimeoutError,
+    UnsupportedVersion,
     UnsupportedVersionError,
 )
 from ..protocol.schema import Message, decode_response, encode_request
+from .config import DEFAULT_CLIENT_CONFIG
 
 log = logging.getLogger(__name__)
 
 # Larger frames than this are not Kafka responses we asked for: treat as corruption.
 MAX_RESPONSE_SIZE = 1 << 30
-UNSUPPORTED_VERSION = 35
 
 
 @dataclass
@@ -39,25 +41,40 @@ class Pending:
 
 
 def parse_bootstrap(servers) -> list[tuple[str, int]]:
-    """"host:port,host2:port2" (or a list) -> [(host, port), ...]."""
+    """``"host:port,host2:port2"`` (or a list of them) -> ``[(host, port), ...]``.
+
+    The one parser of ``kafka.bootstrap.servers``: the option check on the driver and the
+    client on the executors both use it. IPv6 addresses go in brackets, ``[::1]:9092``.
+    """
+    example = ('e.g. .option("kafka.bootstrap.servers", "host1:9092,host2:9092") '
+               '(IPv6: "[::1]:9092")')
     if isinstance(servers, str):
-        servers = [s for s in (part.strip() for part in servers.split(",")) if s]
+        servers = servers.split(",")
+    servers = [s for s in (str(part).strip() for part in servers) if s]
+    if not servers:
+        raise ConfigurationError(f"Option 'kafka.bootstrap.servers' must be set, {example}")
     result = []
     for server in servers:
         host, sep, port = server.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"bootstrap server {server!r} is not host:port")
-        result.append((host.strip("[]"), int(port)))
-    if not result:
-        raise ValueError("no bootstrap servers given")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        elif "[" in host or "]" in host:
+            host = ""
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(
+                f"Option 'kafka.bootstrap.servers': {server!r} is not host:port with a port "
+                f"from 1 to 65535; {example}")
+        result.append((host, int(port)))
     return result
 
 
 class BrokerConnection:
     """A blocking connection to one broker. Not thread-safe: one user at a time."""
 
-    def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "kafka_ds",
-                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000):
+    def __init__(self, host: str, port: int, *, node_id: int = -1,
+                 client_id: str = DEFAULT_CLIENT_CONFIG.client_id,
+                 request_timeout_ms: int = DEFAULT_CLIENT_CONFIG.request_timeout_ms,
+                 connect_timeout_ms: int = DEFAULT_CLIENT_CONFIG.connect_timeout_ms):
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -134,7 +151,7 @@ class BrokerConnection:
             "client_software_name": "kafka-ds", "client_software_version": "0.1.0"})
         frame = self._receive_frame(pending)
         error_code = p.read_int16(frame, 4)[0] if len(frame) >= 6 else 0
-        if error_code == UNSUPPORTED_VERSION:
+        if error_code == UnsupportedVersion.code:
             # The broker does not speak our ApiVersions version. Some brokers send
             # a body that does not parse at that version: read nothing more, retry v0.
             version = 0
