@@ -13,6 +13,7 @@ from .errors import (  # noqa: F401  (the public exceptions; see kafka_ds.errors
     KafkaProtocolError,
     ProduceError,
     RetriableError,
+    SecurityProtocolMismatchError,
     TlsError,
 )
 

@@ -9,7 +9,8 @@ Catch :class:`KafkaError` for anything from kafka_ds. The ones a Spark user meet
   the message names topic, partition and offset.
 - :class:`ProduceError` — a write could not be delivered; names topic and partition.
 - :class:`AuthenticationError` — SASL authentication failed; :class:`TlsError` — the TLS
-  handshake or certificate check failed.
+  handshake or certificate check failed; :class:`SecurityProtocolMismatchError` — the
+  listener speaks another ``kafka.security.protocol`` than configured.
 - :class:`BrokerError` — a broker answered with a Kafka error code. Each code has its
   own subclass named after the protocol name (``UnknownTopicOrPartition``,
   ``NotLeaderOrFollower``, ...), built from the one table in
@@ -105,6 +106,13 @@ class TlsError(AuthenticationError):
     """The TLS handshake failed: the certificate did not verify, the host name did not
     match, or the two sides share no protocol or cipher. Not retriable; the message names
     the broker and what to check (``kafka.ssl.*`` options).
+    """
+
+
+class SecurityProtocolMismatchError(KafkaError):
+    """The broker's listener speaks another security protocol than configured (plain text
+    against a TLS listener, TLS against a plain one, SASL against a listener without it).
+    Not retriable; the message points at ``kafka.security.protocol``.
     """
 
 

@@ -22,6 +22,7 @@ from .client.config import DEFAULT_CLIENT_CONFIG as CLIENT
 from .client.config import DEFAULT_PRODUCER_CONFIG as PRODUCER
 from .client.config import ClientConfig, ProducerConfig
 from .client.connection import parse_bootstrap
+from .client.security import SECURITY_OPTION_NAMES, SecuritySettings
 from .protocol.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -411,7 +412,8 @@ def check_kafka_settings(options: dict, modes: frozenset, *, log_unused: bool = 
             raise forbidden.error()
     for key in sorted(options):
         option = BY_NAME.get(key)
-        if key.startswith("kafka.") and not (option and option.applies & modes):
+        if key.startswith("kafka.") and not (option and option.applies & modes) \
+                and key not in SECURITY_OPTION_NAMES:
             unused.append(key)
     if unused and log_unused:
         log.warning("kafka_ds does not use these Kafka settings in %s; they have no effect: %s",
@@ -505,6 +507,17 @@ def lower_keys(options) -> dict[str, str]:
 def kafka_params(options: dict[str, str]) -> dict[str, str]:
     """The ``kafka.*`` options with the prefix removed (keys lower-cased)."""
     return {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
+
+
+def parse_security(options: dict):
+    """TLS/SASL settings from ``kafka.security.protocol``/``kafka.ssl.*``/``kafka.sasl.*``
+    (their table: ``kafka_ds.client.security.SECURITY_OPTIONS``), None for PLAINTEXT.
+    Stores and JAAS entries are read and checked here, on the driver."""
+    params = kafka_params(options)
+    if not any(key.startswith(("security.", "ssl.", "sasl.")) for key in params):
+        return None
+    settings = SecuritySettings.from_params(params)
+    return None if settings.protocol == "PLAINTEXT" else settings
 
 
 def _checked(options, key, parse, default, minimum=None):
@@ -774,7 +787,8 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
         log.warning("Option groupIdPrefix will be ignored as option kafka.group.id has been set.")
     return ReadOptions(
         bootstrap_servers=bootstrap, subscription=subscription, starting=starting,
-        ending=ending, client=ClientConfig(**fields_of(ClientConfig, values)),
+        ending=ending,
+        client=ClientConfig(**fields_of(ClientConfig, values, security=parse_security(options))),
         **fields_of(ReadOptions, values))
 
 
@@ -834,7 +848,8 @@ def parse_write_options(raw_options) -> WriteOptions:
     client = ClientConfig(**fields_of(
         ClientConfig, values,
         retries=None if values["retries"] >= MAX_RETRIES else values["retries"],
-        default_api_timeout_ms=values["delivery_timeout_ms"]))
+        default_api_timeout_ms=values["delivery_timeout_ms"],
+        security=parse_security(options)))
     return WriteOptions(
         bootstrap_servers=bootstrap, topic=topic, client=client,
         producer=ProducerConfig(**fields_of(ProducerConfig, values)),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .client import EARLIEST, LATEST, KafkaClient
+from .columns import arrow_schema, spark_ddl  # noqa: F401  (arrow_schema: re-exported)
 from .options import OffsetSpec, ReadOptions
 from .protocol.errors import (
     ConfigurationError,
@@ -29,26 +30,13 @@ log = logging.getLogger(__name__)
 
 MAX_FETCH_BYTES_GROWTH = 256 << 20
 
-SPARK_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
-                "timestamp timestamp, timestampType int")
-SPARK_SCHEMA_WITH_HEADERS = SPARK_SCHEMA + ", headers array<struct<key: string, value: binary>>"
+# The schema is defined once, in kafka_ds/columns.py.
+SPARK_SCHEMA = spark_ddl(False)
+SPARK_SCHEMA_WITH_HEADERS = spark_ddl(True)
 
 
 def spark_schema(include_headers: bool) -> str:
-    return SPARK_SCHEMA_WITH_HEADERS if include_headers else SPARK_SCHEMA
-
-
-def arrow_schema(include_headers: bool):
-    import pyarrow as pa
-    fields = [
-        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-        ("partition", pa.int32()), ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(("headers", pa.list_(pa.struct([("key", pa.string()),
-                                                      ("value", pa.binary())]))))
-    return pa.schema(fields)
+    return spark_ddl(include_headers)
 
 
 @dataclass(frozen=True)
@@ -143,28 +131,50 @@ class OffsetPlanner:
             else part["high_watermark"]
         return max(listed, end)
 
+    def _offsets_at(self, markers: dict) -> dict:
+        """{(topic, partition): offset} for ``{(topic, partition): EARLIEST or LATEST}``."""
+        return {tp: off for tp, (off, _ts) in self.list_offsets(markers).items()}
+
+    def earliest(self, partitions) -> dict:
+        """{(topic, partition): earliest offset} of ``partitions``."""
+        return self._offsets_at({tp: EARLIEST for tp in partitions})
+
+    def latest(self, partitions) -> dict:
+        """{(topic, partition): latest offset} of ``partitions`` (the high watermark; the
+        last stable offset with read_committed)."""
+        return self._offsets_at({tp: LATEST for tp in partitions})
+
+    def specific(self, spec: OffsetSpec, tps: list[tuple[str, int]], *,
+                 keep_latest: bool = False) -> dict:
+        """{(topic, partition): offset} for specific offsets (-2 earliest, -1 latest), which
+        must name every partition of ``tps``.  ``keep_latest``: -1 stays the LATEST marker
+        (a stream pins it when it plans its first batch)."""
+        given = spec.as_dict()
+        missing = [tp for tp in tps if tp not in given]
+        extra = [tp for tp in given if tp not in set(tps)]
+        if missing or extra:
+            details = []
+            if missing:
+                details.append(f"partitions without an offset: {missing}")
+            if extra:
+                details.append(f"partitions that are not subscribed: {extra}")
+            raise ConfigurationError(
+                f"Option '{spec.option}' gives specific offsets, so it must name every "
+                f"subscribed partition exactly; {'; '.join(details)}. Use -2 for earliest "
+                "and -1 for latest.")
+        markers = {tp: off for tp, off in given.items()
+                   if off == EARLIEST or (off == LATEST and not keep_latest)}
+        resolved = self._offsets_at(markers)
+        return {tp: resolved.get(tp, given[tp]) for tp in tps}
+
     def resolve(self, spec: OffsetSpec, tps: list[tuple[str, int]], *, start: bool) -> dict:
         """{(topic, partition): offset} for ``spec`` over ``tps``."""
-        if spec.kind in ("earliest", "latest"):
-            marker = EARLIEST if spec.kind == "earliest" else LATEST
-            return {tp: off for tp, (off, _ts) in self.list_offsets({tp: marker for tp in tps}).items()}
+        if spec.kind == "earliest":
+            return self.earliest(tps)
+        if spec.kind == "latest":
+            return self.latest(tps)
         if spec.kind == "specific":
-            given = spec.as_dict()
-            missing = [tp for tp in tps if tp not in given]
-            extra = [tp for tp in given if tp not in set(tps)]
-            if missing or extra:
-                details = []
-                if missing:
-                    details.append(f"partitions without an offset: {missing}")
-                if extra:
-                    details.append(f"partitions that are not subscribed: {extra}")
-                raise ConfigurationError(
-                    f"Option '{spec.option}' gives specific offsets, so it must name every "
-                    f"subscribed partition exactly; {'; '.join(details)}. Use -2 for earliest "
-                    "and -1 for latest.")
-            markers = {tp: off for tp, off in given.items() if off in (EARLIEST, LATEST)}
-            resolved = {tp: off for tp, (off, _ts) in self.list_offsets(markers).items()}
-            return {tp: resolved.get(tp, given[tp]) for tp in tps}
+            return self.specific(spec, tps)
         if spec.kind in ("timestamp", "global_timestamp"):
             if spec.kind == "timestamp":
                 wanted = spec.as_dict()
@@ -181,8 +191,7 @@ class OffsetPlanner:
             unmatched = [tp for tp in tps if found[tp][0] < 0]
             latest = {}
             if unmatched and (not start or self.opts.timestamp_strategy == "latest"):
-                latest = {tp: off for tp, (off, _ts) in
-                          self.list_offsets({tp: LATEST for tp in unmatched}).items()}
+                latest = self.latest(unmatched)
             for tp in tps:
                 offset = found[tp][0]
                 if offset < 0:
@@ -334,13 +343,10 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                     batch = batch.slice(0, keep)
                 if batch.num_rows:
                     n = batch.num_rows
-                    columns = [batch.column("key"), batch.column("value"),
-                               pa.repeat(topic, n).cast(pa.string()),
-                               pa.repeat(pa.scalar(partition, pa.int32()), n),
-                               batch.column("offset"), batch.column("timestamp"),
-                               batch.column("timestampType")]
-                    if opts.include_headers:
-                        columns.append(batch.column("headers"))
+                    added = {"topic": pa.repeat(topic, n).cast(pa.string()),
+                             "partition": pa.repeat(pa.scalar(partition, pa.int32()), n)}
+                    columns = [added[name] if name in added else batch.column(name)
+                               for name in schema.names]
                     batch = None
                     yield pa.RecordBatch.from_arrays(columns, schema=schema)
                     columns = None

@@ -3,16 +3,14 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
+from .columns import simple_string
 from .options import lower_keys, parse_bool, parse_read_options
 from .protocol.errors import ConfigurationError
 from .reader import KafkaBatchReader, spark_schema
 
 
 def _check_schema(schema, include_headers: bool) -> None:
-    expected = ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
-                "timestamp:timestamp,timestampType:int"
-                + (",headers:array<struct<key:string,value:binary>>" if include_headers else "")
-                + ">")
+    expected = simple_string(include_headers)
     if schema is not None and schema.simpleString() != expected:
         raise ConfigurationError(
             "The pykafka source has a fixed schema and cannot be set with a custom one: "

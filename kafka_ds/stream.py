@@ -78,7 +78,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from .client import EARLIEST, LATEST
-from .options import OffsetSpec, ReadOptions
+from .options import ReadOptions
 from .protocol.errors import ConfigurationError
 from .reader import (
     KafkaInputPartition,
@@ -277,14 +277,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._planner().topic_partitions(self.client.config.metadata_max_age_ms)
 
     def _latest_offsets(self, tps):
-        if not tps:
-            return {}
-        return self._planner().resolve(OffsetSpec("latest", "latestOffset"), tps, start=False)
+        return self._planner().latest(tps) if tps else {}
 
     def _earliest_offsets(self, tps):
-        if not tps:
-            return {}
-        return self._planner().resolve(OffsetSpec("earliest", "earliest"), tps, start=True)
+        return self._planner().earliest(tps) if tps else {}
 
     # --- offsets -----------------------------------------------------------------
 
@@ -302,14 +298,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if spec.kind == "group":
             return self._group_offsets(tps)
         if spec.kind == "specific":
-            given = spec.as_dict()
-            markers = {tp for tp in tps if given.get(tp) == LATEST}
-            resolved = self._planner().resolve(
-                OffsetSpec("specific", spec.option,
-                           offsets=tuple((tp, EARLIEST if tp in markers else off)
-                                         for tp, off in spec.offsets)),
-                tps, start=True)
-            return {tp: LATEST if tp in markers else off for tp, off in resolved.items()}
+            # -1 (latest) stays a marker until the first batch is planned
+            return self._planner().specific(spec, tps, keep_latest=True)
         return self._planner().resolve(spec, tps, start=True)
 
     def _group_offsets(self, tps):

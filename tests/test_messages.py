@@ -21,6 +21,7 @@ from aiokafka.protocol.types import Array, Schema
 from hypothesis import given, settings, strategies as st
 from kafka.protocol import admin as kp_admin, consumer as kp_consumer
 from kafka.protocol import metadata as kp_metadata, producer as kp_producer
+from kafka.protocol import sasl as kp_sasl
 from kafka.protocol.schemas.fields.codecs import BitField
 from kafka.protocol.schemas.load_json import load_json
 
@@ -240,14 +241,14 @@ def test_definition_matches_kafka_json(message, kind):
 
 
 def test_messages_are_indexed():
-    assert set(m.BY_KEY) == {0, 1, 2, 3, 8, 9, 10, 18, 19, 22}
+    assert set(m.BY_KEY) == {0, 1, 2, 3, 8, 9, 10, 17, 18, 19, 22, 36}
     assert all(m.BY_KEY[msg.api_key] is msg for msg in m.ALL_MESSAGES.values())
 
 
 # --- 2a. kafka-python 3.x: same bytes, both directions ---------------------------
 
 def kafka_python_class(message, kind):
-    for module in (kp_metadata, kp_consumer, kp_producer, kp_admin):
+    for module in (kp_metadata, kp_consumer, kp_producer, kp_admin, kp_sasl):
         cls = getattr(module, message.name + kind.capitalize(), None)
         if cls is not None:
             return cls
@@ -340,6 +341,7 @@ AIOKAFKA = {  # our name -> (module, class prefix); classes are <prefix>Request_
     "Produce": ("produce", "Produce"), "FindCoordinator": ("coordination", "FindCoordinator"),
     "OffsetCommit": ("commit", "OffsetCommit"), "OffsetFetch": ("commit", "OffsetFetch"),
     "InitProducerId": ("transaction", "InitProducerId"), "CreateTopics": ("admin", "CreateTopics"),
+    "SaslHandshake": ("admin", "SaslHandShake"), "SaslAuthenticate": ("admin", "SaslAuthenticate"),
 }
 # aiokafka's own mistakes, checked to stay mistakes (strict xfail) so a fix is noticed.
 AIOKAFKA_BUGS = {

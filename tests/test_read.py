@@ -12,6 +12,7 @@ import pytest
 from chispa import assert_df_equality
 
 from brokers import produce_confluent
+from kafka_ds.protocol.errors import ConfigurationError
 from kafka_ds.reader import spark_schema
 from kafka_ds.source import KafkaDataSource
 from spark_support import spark  # noqa: F401  (fixture)
@@ -321,3 +322,36 @@ def test_timestamp_without_match_fails_by_default():
             source.reader(None).partitions()
     finally:
         fake.close()
+
+
+# --- the planner's offset lookups --------------------------------------------------------------
+
+def test_planner_earliest_latest_and_specific(data):
+    from kafka_ds.client import LATEST
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import OffsetPlanner, make_client
+
+    a, b = data.topics["a"], data.topics["b"]
+    opts = parse_read_options({"kafka.bootstrap.servers": data.bootstrap, "subscribe": f"{a},{b}",
+                               "startingOffsets": json.dumps({a: {"0": 5, "1": -2, "2": -1},
+                                                              b: {"0": -1, "1": 3}})},
+                              streaming=True)     # (a batch query refuses -1 to start)
+    client = make_client(opts)
+    try:
+        planner = OffsetPlanner(opts, client)
+        tps = planner.topic_partitions()
+        counts = {(data.topics[s], p): n for (s, p), n in RECORDS_PER_PARTITION.items()}
+        assert sorted(tps) == sorted(counts)
+        assert planner.earliest(tps) == {tp: 0 for tp in tps}
+        assert planner.latest(tps) == counts
+        assert planner.latest([]) == {} and planner.earliest([]) == {}
+        resolved = {(a, 0): 5, (a, 1): 0, (a, 2): counts[(a, 2)], (b, 0): counts[(b, 0)], (b, 1): 3}
+        assert planner.specific(opts.starting, tps) == resolved
+        assert planner.resolve(opts.starting, tps, start=True) == resolved
+        # a stream keeps -1 as the LATEST marker until its first batch
+        assert planner.specific(opts.starting, tps, keep_latest=True) == {
+            **resolved, (a, 2): LATEST, (b, 0): LATEST}
+        with pytest.raises(ConfigurationError, match="must name every subscribed partition"):
+            planner.specific(opts.starting, tps + [(a, 9)])
+    finally:
+        client.close()

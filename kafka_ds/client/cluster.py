@@ -76,7 +76,8 @@ class KafkaClient:
     def _new_connection(self, host, port, node_id=-1) -> BrokerConnection:
         return BrokerConnection(host, port, node_id=node_id, client_id=self.config.client_id,
                                 request_timeout_ms=self.config.request_timeout_ms,
-                                connect_timeout_ms=self.config.connect_timeout_ms)
+                                connect_timeout_ms=self.config.connect_timeout_ms,
+                                security=self.config.security)
 
     def any_connection(self) -> BrokerConnection:
         """A connected broker: a known node if any, else the bootstrap list in random order.

@@ -8,6 +8,7 @@ declarations in :mod:`kafka_ds.options` read them from here, so each is stated o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,10 @@ class ClientConfig:
     # this long (refreshed earlier on invalid-metadata errors).
     metadata_max_age_ms: int = 300000
     default_api_timeout_ms: int = 60000         # default.api.timeout.ms: driver-side budget
-    # A ``security`` field (TLS/SASL settings, itself a frozen value) joins here.
+    # TLS/SASL: kafka_ds.client.security.SecuritySettings (frozen, secrets hidden from
+    # repr), parsed from kafka.security.protocol / kafka.ssl.* / kafka.sasl.*; None is
+    # PLAINTEXT.
+    security: Any = None
 
 
 DEFAULT_CLIENT_CONFIG = _CLIENT = ClientConfig()

@@ -39,6 +39,7 @@ from ..errors import (  # noqa: F401  (re-exported)
     KafkaTimeoutError,
     ProduceError,
     RetriableError,
+    SecurityProtocolMismatchError,
     TlsError,
     UnknownFieldError,
     UnsupportedVersionError,
@@ -226,7 +227,8 @@ __all__ = [
     "raise_for_code", "class_name",
     "AuthenticationError", "BrokerError", "ConfigurationError", "CorruptRecordError",
     "DataLossError", "KafkaConnectionError", "KafkaError", "KafkaProtocolError",
-    "KafkaTimeoutError", "ProduceError", "RetriableError", "TlsError",
+    "KafkaTimeoutError", "ProduceError", "RetriableError", "SecurityProtocolMismatchError",
+    "TlsError",
     "UnknownFieldError", "UnsupportedVersionError",
     *(cls.__name__ for cls in _BY_CODE.values()),
 ]
@@ -259,3 +261,4 @@ def raise_for_code(code: int, context: str = "") -> None:
     """Raise the error for ``code`` (with ``context`` in its message) unless it is 0."""
     if code:
         raise error_for_code(code)(context)
+
