@@ -232,10 +232,17 @@ OPTIONS: tuple[Option, ...] = (
            integer, field="max_records_per_partition", minimum=1, example="100000"),
     Option("includeHeaders", READ, "Add the `headers` column.",
            boolean, False, field="include_headers"),
-    Option("fetchOffset.numRetries", READ, "Attempts to look up offsets before failing.",
+    Option("fetchOffset.numRetries", READ,
+           "Accepted for compatibility with Spark's source; driver-side offset look-ups retry "
+           "within `kafka.default.api.timeout.ms` (docs/reliability.md).",
            integer, 3, field="fetch_offset_retries", minimum=0),
-    Option("fetchOffset.retryIntervalMs", READ, "Wait between those attempts (ms).",
+    Option("fetchOffset.retryIntervalMs", READ, "Accepted for compatibility (see above).",
            integer, 1000, field="fetch_offset_retry_interval_ms", minimum=0),
+    Option("kafkaConsumer.pollTimeoutMs", READ,
+           "Time budget of one Fetch on an executor, retries of retriable errors, connection "
+           "failures and leader changes included.",
+           integer, 120000, field="poll_timeout_ms", minimum=0,
+           shown_default="`120000` (`spark.network.timeout`'s default)"),
     Option("maxOffsetsPerTrigger", frozenset({STREAM}),
            "Upper bound of records per micro-batch, split over partitions in proportion to "
            "backlog.",
@@ -247,6 +254,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("maxTriggerDelay", frozenset({STREAM}),
            "Longest wait for `minOffsetsPerTrigger` before a batch runs anyway.",
            duration_ms, "15m", field="max_trigger_delay_ms"),
+    Option("idlePollIntervalMs", frozenset({STREAM}),
+           "When a trigger found no new records, ask the brokers again after this long at the "
+           "earliest (Spark asks every ~10 ms when idle; `100` cuts an idle query's requests "
+           "~10x). `0` asks every time, as Spark's source does: with a pause, "
+           "`processAllAvailable()` may return before records written in the last pause are "
+           "read.",
+           integer, 0, field="idle_poll_interval_ms", minimum=0),
     Option("groupIdPrefix", frozenset({STREAM}),
            "Set explicitly (and no `kafka.group.id`): the query commits its progress to a "
            "generated group `<prefix>-<uuid>`, new for every run. Unset, nothing is committed.",
@@ -272,15 +286,24 @@ OPTIONS: tuple[Option, ...] = (
            "Longest time to open a connection to a broker.",
            integer, CLIENT.connect_timeout_ms, field="connect_timeout_ms", minimum=1),
     Option("kafka.retries", READ_WRITE,
-           "Retries of retriable errors (after a metadata refresh). Writes retry until "
-           "`kafka.delivery.timeout.ms` by default, like the Java producer.",
-           integer, ByMode(read=CLIENT.retries, write=PRODUCER.retries), field="retries",
+           "Retries of retriable errors (metadata of the partitions concerned is refreshed "
+           "when the error says it is stale). By default only the time budgets limit them: "
+           "`kafkaConsumer.pollTimeoutMs`, `kafka.default.api.timeout.ms`, "
+           "`kafka.delivery.timeout.ms`.",
+           integer, ByMode(read=CLIENT.retries, write=PRODUCER.retries), shown_default="unlimited (the time budgets)", example="10", field="retries",
            minimum=0),
-    Option("kafka.retry.backoff.ms", READ_WRITE, "Initial back-off between retries.",
+    Option("kafka.retry.backoff.ms", READ_WRITE,
+           "Initial back-off between retries (doubles each retry, +-20% jitter).",
            integer, CLIENT.retry_backoff_ms, field="retry_backoff_ms", minimum=0),
+    Option("kafka.retry.backoff.max.ms", READ_WRITE, "Longest back-off between retries.",
+           integer, CLIENT.retry_backoff_max_ms, field="retry_backoff_max_ms", minimum=0),
+    Option("kafka.default.api.timeout.ms", READ,
+           "Time budget of driver-side metadata, ListOffsets and offset-commit calls, "
+           "retries included.",
+           integer, CLIENT.default_api_timeout_ms, field="default_api_timeout_ms", minimum=0),
     Option("kafka.metadata.max.age.ms", READ_WRITE,
-           "Longest time cluster metadata is trusted (validated and carried; metadata is "
-           "refreshed on errors today).",
+           "Leaders and partitions learnt from Metadata are reused this long (refreshed "
+           "earlier when a broker says they moved or a topic is gone).",
            integer, CLIENT.metadata_max_age_ms, field="metadata_max_age_ms", minimum=0),
     Option("kafka.client.id", READ_WRITE, "Client id sent with every request.",
            text, CLIENT.client_id, field="client_id"),
@@ -806,6 +829,7 @@ class ReadOptions:
     read_committed: bool = default_of("kafka.isolation.level")
     max_partition_fetch_bytes: int = default_of("kafka.max.partition.fetch.bytes")
     fetch_max_wait_ms: int = default_of("kafka.fetch.max.wait.ms")
+    poll_timeout_ms: int = default_of("kafkaConsumer.pollTimeoutMs")   # budget of one Fetch
     latest_via_fetch: bool = default_of("latestOffsetsVia")
     client: ClientConfig = CLIENT    # built on the driver; executors use it as is
     # streaming
@@ -814,6 +838,7 @@ class ReadOptions:
     max_trigger_delay_ms: int = default_of("maxTriggerDelay")
     group_id: str | None = None
     group_id_prefix: str = default_of("groupIdPrefix")
+    idle_poll_interval_ms: int = default_of("idlePollIntervalMs")
     group_fallback: str = default_of("startingOffsetsFallback")
 
 
@@ -914,10 +939,13 @@ def parse_write_options(raw_options) -> WriteOptions:
             f"least 'kafka.linger.ms' + 'kafka.request.timeout.ms' ({linger_ms} + "
             f"{request_timeout_ms}), so a request can time out and be retried once")
     warn_ignored(options, modes)
-    # 'kafka.retries' is the producer's budget; metadata and InitProducerId calls keep the
-    # client's own.
-    client = ClientConfig(**fields_of(ClientConfig, values, retries=CLIENT.retries,
-                                      security=parse_security(options)))
+    # Metadata and InitProducerId of a write retry within the write's own budget
+    # (kafka.delivery.timeout.ms, and kafka.retries when set), like its Produce requests.
+    client = ClientConfig(**fields_of(
+        ClientConfig, values,
+        retries=None if values["retries"] >= MAX_RETRIES else values["retries"],
+        default_api_timeout_ms=values["delivery_timeout_ms"],
+        security=parse_security(options)))
     return WriteOptions(
         bootstrap_servers=bootstrap, topic=topic, client=client,
         producer=ProducerConfig(**fields_of(ProducerConfig, values)),

@@ -21,7 +21,6 @@ from .protocol.errors import (
     DataLossError,
     KafkaError,
     OffsetOutOfRange,
-    RetriableError,
     UnknownTopicId,
     UnknownTopicOrPartition,
     error_for_code,
@@ -80,49 +79,45 @@ class OffsetPlanner:
         self.opts = opts
         self.client = client
 
-    def _with_retries(self, operation, what):
-        attempts = self.opts.fetch_offset_retries + 1
-        for attempt in range(attempts):
-            try:
-                return operation()
-            except (RetriableError, KafkaError) as exc:
-                if isinstance(exc, ConfigurationError) or attempt + 1 >= attempts or not getattr(
-                        exc, "retriable", False):
-                    raise
-                log.warning("%s failed (%s); retrying in %d ms", what, exc,
-                            self.opts.fetch_offset_retry_interval_ms)
-                time.sleep(self.opts.fetch_offset_retry_interval_ms / 1000.0)
+    def _with_retries(self, operation, what, topics=None):
+        """Driver-side calls retry under the client's policy, within
+        ``kafka.default.api.timeout.ms``."""
+        return self.client.retrying(operation, what, topics=topics)
 
-    def topic_partitions(self) -> list[tuple[str, int]]:
+    def topic_partitions(self, max_age_ms: float = 0) -> list[tuple[str, int]]:
+        """The subscribed partitions. One Metadata request at most: for
+        ``subscribePattern`` (every call, as Spark lists topics every trigger) all
+        topics, for ``subscribe`` the subscribed ones unless the cached metadata is
+        younger than ``max_age_ms`` (streaming: ``kafka.metadata.max.age.ms``)."""
         sub = self.opts.subscription
         if sub.kind == "assign":
             return list(sub.assignment)
         if sub.kind == "subscribe":
             topics = list(sub.topics)
         else:
-            topics = self.client.match_topics(sub.pattern)
-        result = []
+            # match_topics fetched every topic's metadata: the cache below is fresh.
+            topics = self._with_retries(lambda: self.client.match_topics(sub.pattern),
+                                        "Metadata")
+            max_age_ms = max(max_age_ms, 1000)
+        found = self._with_retries(
+            lambda: self.client.partitions_of_topics(topics, max_age_ms), "Metadata",
+            topics=topics)
         for topic in topics:
-            try:
-                partitions = self.client.topic_partitions(topic, refresh=True)
-            except KafkaError as exc:
-                if isinstance(exc, UnknownTopicOrPartition):
-                    # Spark's source reads nothing from a subscribed topic that does not exist.
-                    log.warning("subscribed topic %r does not exist: %s", topic, exc)
-                    continue
-                raise
-            result.extend((topic, p) for p in partitions)
-        return sorted(result)
+            if topic not in found:
+                # Spark's source reads nothing from a subscribed topic that does not exist.
+                log.warning("subscribed topic %r does not exist", topic)
+        return sorted((topic, p) for topic, partitions in found.items() for p in partitions)
 
     def list_offsets(self, requests: dict, isolation=None) -> dict:
         if not requests:
             return {}
         level = 1 if (self.opts.read_committed if isolation is None else isolation) else 0
-        found = self._with_retries(
-            lambda: self.client.list_offsets(requests, isolation_level=level), "ListOffsets")
+        # KafkaClient.list_offsets retries under the same policy itself. Partitions of a
+        # topic deleted meanwhile are left out (the caller reports them).
+        found = self.client.list_offsets(requests, isolation_level=level, missing_ok=True)
         if self.opts.latest_via_fetch:
             for tp, wanted in requests.items():
-                if wanted == LATEST:
+                if wanted == LATEST and tp in found:
                     found[tp] = (self._fetch_latest(tp, found[tp][0], level), found[tp][1])
         return found
 
@@ -136,7 +131,7 @@ class OffsetPlanner:
         part = self._with_retries(
             lambda: self.client.fetch(tp[0], tp[1], max(listed, 0), max_bytes=1 << 20,
                                       max_wait_ms=1, min_bytes=0, isolation_level=level),
-            "Fetch")
+            f"Fetch {tp[0]}-{tp[1]}", topics=[tp[0]])
         end = part["last_stable_offset"] if level and part.get("last_stable_offset", -1) >= 0 \
             else part["high_watermark"]
         return max(listed, end)
@@ -198,6 +193,7 @@ class OffsetPlanner:
             else:
                 wanted = {tp: spec.timestamp for tp in tps}
             found = self.list_offsets({tp: wanted[tp] for tp in tps})
+            tps = [tp for tp in tps if tp in found]   # a deleted topic's are left out
             result = {}
             unmatched = [tp for tp in tps if found[tp][0] < 0]
             latest = {}
@@ -226,7 +222,13 @@ class OffsetPlanner:
         starts = self.resolve(self.opts.starting, tps, start=True)
         ends = self.resolve(self.opts.ending, tps, start=False)
         ranges = []
+        gone = [tp for tp in tps if tp not in starts or tp not in ends]
+        if gone:
+            _data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
+                       + " disappeared while the read was planned (topic deleted?)")
         for topic, partition in tps:
+            if (topic, partition) not in starts or (topic, partition) not in ends:
+                continue
             begin, finish = starts[(topic, partition)], ends[(topic, partition)]
             if begin > finish:
                 raise DataLossError(
@@ -416,7 +418,11 @@ def _fetch_with_retries(client, opts, topic, partition, offset, fetch_bytes, lev
         return part
 
     try:
-        return client.retrying(attempt, f"Fetch {topic}-{partition}")
+        # Each Fetch may take up to kafkaConsumer.pollTimeoutMs of retries (a leader
+        # failover or a rolling restart), as the JVM source's poll does.
+        return client.retrying(attempt, f"Fetch {topic}-{partition} at offset {offset}",
+                               topics=[topic], budget_ms=opts.poll_timeout_ms,
+                               budget_option="kafkaConsumer.pollTimeoutMs")
     except KafkaError as exc:
         if isinstance(exc, (UnknownTopicOrPartition, UnknownTopicId)):
             _data_loss(opts, f"{topic}-{partition} no longer exists (was the topic deleted?) "

@@ -234,6 +234,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict | None = None
         self._last_batch_time = time.monotonic()
         self._committer: GroupCommitter | None = None
+        # (start, when) of the last latestOffset that found nothing new: Spark asks again
+        # ~10 ms later, and the brokers are not asked again before idlePollIntervalMs.
+        self._idle: tuple | None = None
         explicit_prefix = any(str(k).lower() == "groupidprefix" for k in dict(raw_options))
         if opts.group_id:
             self.group_id = opts.group_id
@@ -274,7 +277,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return OffsetPlanner(self.opts, self.client)
 
     def _topic_partitions(self):
-        return self._planner().topic_partitions()
+        # Spark asks every trigger (~100 times a second when idle): reuse the metadata
+        # of subscribed topics for kafka.metadata.max.age.ms (a pattern still lists the
+        # topics every trigger, as Spark's source does).
+        return self._planner().topic_partitions(self.client.config.metadata_max_age_ms)
 
     def _latest_offsets(self, tps):
         return self._planner().latest(tps) if tps else {}
@@ -336,6 +342,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._install_sigterm_handler()
         # Spark asks for the next batch only after the batch ending at ``start`` is done.
         self._commit_to_group(start)
+        interval = self.opts.idle_poll_interval_ms / 1000.0
+        if interval and self._idle is not None and self._available_now_target is None:
+            idle_start, since = self._idle
+            if idle_start == start and time.monotonic() - since < interval:
+                return start   # asked the brokers a moment ago: still nothing new
+        result = self._latest_offset(start, limit)
+        self._idle = (start, time.monotonic()) if result == start else None
+        return result
+
+    def _latest_offset(self, start: dict, limit) -> dict:
         begin = from_offset_dict(start)
         if self._available_now and self._available_now_target is None:
             self._available_now_target = self._latest_offsets(self._topic_partitions())

@@ -164,7 +164,10 @@ def test_bounds(option):
 def test_defaults_are_stated_once_in_the_client_settings():
     read = parse_read_options({**BS, "subscribe": "t"}, streaming=False)
     write = parse_write_options(BS)
-    assert read.client == ClientConfig() and write.client == ClientConfig()
+    assert read.client == ClientConfig()
+    # A write's metadata and InitProducerId calls retry within the write's budget.
+    assert write.client == ClientConfig(
+        default_api_timeout_ms=ProducerConfig().delivery_timeout_ms)
     assert write.producer == ProducerConfig()
     # the option objects' own defaults are the declared ones
     assert read == ReadOptions(read.bootstrap_servers, read.subscription, read.starting,
@@ -185,10 +188,12 @@ def test_kafka_settings_reach_the_client_settings_built_on_the_driver():
                                        retry_backoff_ms=7, metadata_max_age_ms=60000,
                                        connect_timeout_ms=999)
     write = parse_write_options({**BS, **options})
-    # kafka.retries is the producer's budget; the client keeps its own for metadata calls
-    assert write.client == ClientConfig(client_id="me", request_timeout_ms=1234,
+    # A write's metadata calls retry within the write's budget: kafka.retries and
+    # kafka.delivery.timeout.ms (kafka_ds/client/retry.py).
+    assert write.client == ClientConfig(client_id="me", request_timeout_ms=1234, retries=2,
                                         retry_backoff_ms=7, metadata_max_age_ms=60000,
-                                        connect_timeout_ms=999)
+                                        connect_timeout_ms=999,
+                                        default_api_timeout_ms=120000)
     assert (write.producer.request_timeout_ms, write.producer.retries,
             write.producer.retry_backoff_ms) == (1234, 2, 7)
     # What executors get is a pickled copy of the driver's objects, used as is.
