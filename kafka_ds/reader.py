@@ -21,7 +21,6 @@ from .protocol.errors import (
     DataLossError,
     KafkaError,
     OffsetOutOfRange,
-    RetriableError,
     UnknownTopicId,
     UnknownTopicOrPartition,
     error_for_code,
@@ -60,6 +59,11 @@ class KafkaInputPartition(InputPartition):
     partition: int
     start: int
     end: int
+    # Batch reads: Spark plans a Python source once per DataFrame, but Spark's Kafka
+    # source resolves "earliest"/"latest" when each scan runs. A piece whose end came
+    # from "latest" (or whose start came from "earliest") is re-resolved by its task.
+    late_start: bool = False
+    late_end: bool = False
 
 
 def make_client(opts: ReadOptions) -> KafkaClient:
@@ -75,49 +79,45 @@ class OffsetPlanner:
         self.opts = opts
         self.client = client
 
-    def _with_retries(self, operation, what):
-        attempts = self.opts.fetch_offset_retries + 1
-        for attempt in range(attempts):
-            try:
-                return operation()
-            except (RetriableError, KafkaError) as exc:
-                if isinstance(exc, ConfigurationError) or attempt + 1 >= attempts or not getattr(
-                        exc, "retriable", False):
-                    raise
-                log.warning("%s failed (%s); retrying in %d ms", what, exc,
-                            self.opts.fetch_offset_retry_interval_ms)
-                time.sleep(self.opts.fetch_offset_retry_interval_ms / 1000.0)
+    def _with_retries(self, operation, what, topics=None):
+        """Driver-side calls retry under the client's policy, within
+        ``kafka.default.api.timeout.ms``."""
+        return self.client.retrying(operation, what, topics=topics)
 
-    def topic_partitions(self) -> list[tuple[str, int]]:
+    def topic_partitions(self, max_age_ms: float = 0) -> list[tuple[str, int]]:
+        """The subscribed partitions. One Metadata request at most: for
+        ``subscribePattern`` (every call, as Spark lists topics every trigger) all
+        topics, for ``subscribe`` the subscribed ones unless the cached metadata is
+        younger than ``max_age_ms`` (streaming: ``kafka.metadata.max.age.ms``)."""
         sub = self.opts.subscription
         if sub.kind == "assign":
             return list(sub.assignment)
         if sub.kind == "subscribe":
             topics = list(sub.topics)
         else:
-            topics = self.client.match_topics(sub.pattern)
-        result = []
+            # match_topics fetched every topic's metadata: the cache below is fresh.
+            topics = self._with_retries(lambda: self.client.match_topics(sub.pattern),
+                                        "Metadata")
+            max_age_ms = max(max_age_ms, 1000)
+        found = self._with_retries(
+            lambda: self.client.partitions_of_topics(topics, max_age_ms), "Metadata",
+            topics=topics)
         for topic in topics:
-            try:
-                partitions = self.client.topic_partitions(topic, refresh=True)
-            except KafkaError as exc:
-                if isinstance(exc, UnknownTopicOrPartition):
-                    # Spark's source reads nothing from a subscribed topic that does not exist.
-                    log.warning("subscribed topic %r does not exist: %s", topic, exc)
-                    continue
-                raise
-            result.extend((topic, p) for p in partitions)
-        return sorted(result)
+            if topic not in found:
+                # Spark's source reads nothing from a subscribed topic that does not exist.
+                log.warning("subscribed topic %r does not exist", topic)
+        return sorted((topic, p) for topic, partitions in found.items() for p in partitions)
 
     def list_offsets(self, requests: dict, isolation=None) -> dict:
         if not requests:
             return {}
         level = 1 if (self.opts.read_committed if isolation is None else isolation) else 0
-        found = self._with_retries(
-            lambda: self.client.list_offsets(requests, isolation_level=level), "ListOffsets")
+        # KafkaClient.list_offsets retries under the same policy itself. Partitions of a
+        # topic deleted meanwhile are left out (the caller reports them).
+        found = self.client.list_offsets(requests, isolation_level=level, missing_ok=True)
         if self.opts.latest_via_fetch:
             for tp, wanted in requests.items():
-                if wanted == LATEST:
+                if wanted == LATEST and tp in found:
                     found[tp] = (self._fetch_latest(tp, found[tp][0], level), found[tp][1])
         return found
 
@@ -131,7 +131,7 @@ class OffsetPlanner:
         part = self._with_retries(
             lambda: self.client.fetch(tp[0], tp[1], max(listed, 0), max_bytes=1 << 20,
                                       max_wait_ms=1, min_bytes=0, isolation_level=level),
-            "Fetch")
+            f"Fetch {tp[0]}-{tp[1]}", topics=[tp[0]])
         end = part["last_stable_offset"] if level and part.get("last_stable_offset", -1) >= 0 \
             else part["high_watermark"]
         return max(listed, end)
@@ -154,7 +154,7 @@ class OffsetPlanner:
         """{(topic, partition): offset} for specific offsets (-2 earliest, -1 latest), which
         must name every partition of ``tps``.  ``keep_latest``: -1 stays the LATEST marker
         (a stream pins it when it plans its first batch)."""
-        given = spec.as_dict()
+        given = spec.for_partitions(tps)     # topic-level values expanded (SPARK-58774)
         missing = [tp for tp in tps if tp not in given]
         extra = [tp for tp in given if tp not in set(tps)]
         if missing or extra:
@@ -163,10 +163,12 @@ class OffsetPlanner:
                 details.append(f"partitions without an offset: {missing}")
             if extra:
                 details.append(f"partitions that are not subscribed: {extra}")
+            where = "start" if spec.option.lower().startswith("starting") else "end"
             raise ConfigurationError(
-                f"Option '{spec.option}' gives specific offsets, so it must name every "
-                f"subscribed partition exactly; {'; '.join(details)}. Use -2 for earliest "
-                "and -1 for latest.")
+                f"Partitions specified for Kafka {where} offsets don't match what are "
+                f"assigned: option '{spec.option}' gives specific offsets, so it must name "
+                f"every subscribed partition exactly; {'; '.join(details)}. Use -2 for "
+                'earliest and -1 for latest, or "earliest"/"latest" for a whole topic.')
         markers = {tp: off for tp, off in given.items()
                    if off == EARLIEST or (off == LATEST and not keep_latest)}
         resolved = self._offsets_at(markers)
@@ -191,6 +193,7 @@ class OffsetPlanner:
             else:
                 wanted = {tp: spec.timestamp for tp in tps}
             found = self.list_offsets({tp: wanted[tp] for tp in tps})
+            tps = [tp for tp in tps if tp in found]   # a deleted topic's are left out
             result = {}
             unmatched = [tp for tp in tps if found[tp][0] < 0]
             latest = {}
@@ -201,8 +204,9 @@ class OffsetPlanner:
                 if offset < 0:
                     if start and self.opts.timestamp_strategy == "error":
                         raise DataLossError(
-                            f"No offset of {tp[0]}-{tp[1]} has a timestamp at or after "
-                            f"{wanted[tp]} (option '{spec.option}'). Set "
+                            f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} "
+                            f"and timestamp {wanted[tp]}: no offset of {tp[0]}-{tp[1]} has a "
+                            f"timestamp at or after it (option '{spec.option}'). Set "
                             "'startingOffsetsByTimestampStrategy' to 'latest' to start at the "
                             "latest offset instead.")
                     offset = latest[tp]
@@ -210,22 +214,34 @@ class OffsetPlanner:
             return result
         raise ConfigurationError(f"Option '{spec.option}'={spec.kind} is not valid here")
 
-    def plan_batch(self) -> list[OffsetRange]:
+    def batch_ranges(self) -> list[OffsetRange]:
+        """One unsplit range per subscribed partition (empty ones included)."""
         tps = self.topic_partitions()
         if not tps:
             return []
         starts = self.resolve(self.opts.starting, tps, start=True)
         ends = self.resolve(self.opts.ending, tps, start=False)
         ranges = []
+        gone = [tp for tp in tps if tp not in starts or tp not in ends]
+        if gone:
+            _data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
+                       + " disappeared while the read was planned (topic deleted?)")
         for topic, partition in tps:
+            if (topic, partition) not in starts or (topic, partition) not in ends:
+                continue
             begin, finish = starts[(topic, partition)], ends[(topic, partition)]
             if begin > finish:
                 raise DataLossError(
-                    f"Starting offset {begin} is after the ending offset {finish} for "
-                    f"{topic}-{partition}: check options 'startingOffsets'/'endingOffsets' "
-                    "(or their timestamp forms); the topic may also have been truncated.")
+                    f"The resolved start offset {begin} is greater than the resolved end offset "
+                    f"{finish} for topic {topic} partition {partition}: check options "
+                    "'startingOffsets'/'endingOffsets' (or their timestamp forms); the topic "
+                    "may also have been truncated.")
             ranges.append(OffsetRange(topic, partition, begin, finish))
-        return split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
+        return ranges
+
+    def plan_batch(self) -> list[OffsetRange]:
+        return split_ranges(self.batch_ranges(), self.opts.min_partitions,
+                            self.opts.max_records_per_partition)
 
 
 def _divide(rng: OffsetRange, parts: int) -> list[OffsetRange]:
@@ -257,7 +273,8 @@ def split_ranges(ranges, min_partitions=None, max_records=None) -> list[OffsetRa
     total = sum(r.size for r in ranges)
 
     def part_count(size, total_size, min_parts):
-        return max(round(size / total_size * min_parts), 1)
+        # Scala's math.round rounds half up (Python's round() would round half to even).
+        return max(math.floor(size / total_size * min_parts + 0.5), 1)
 
     unsplit = [r for r in ranges if part_count(r.size, total, min_partitions) == 1]
     unsplit_ids = {id(r) for r in unsplit}
@@ -287,6 +304,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
     import pyarrow as pa
 
     from .protocol.records import decode_records
+    from .record_timestamps import check_timestamps
 
     if not hasattr(rng, "topic"):
         # Spark runs one placeholder InputPartition when a reader plans none.
@@ -328,6 +346,8 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 records, topic=topic, partition=partition, fetch_offset=offset,
                 include_headers=opts.include_headers, read_committed=opts.read_committed,
                 aborted_transactions=aborted)
+            if result.batch is not None and result.batch.num_rows:
+                check_timestamps(result.batch, records, topic, partition, end)
             # The decoded columns own copies of the bytes they need: let the response
             # frame (up to the fetch size) go before the batch is handed out, and hold
             # no reference to the batch while the next fetch is received.
@@ -398,7 +418,11 @@ def _fetch_with_retries(client, opts, topic, partition, offset, fetch_bytes, lev
         return part
 
     try:
-        return client.retrying(attempt, f"Fetch {topic}-{partition}")
+        # Each Fetch may take up to kafkaConsumer.pollTimeoutMs of retries (a leader
+        # failover or a rolling restart), as the JVM source's poll does.
+        return client.retrying(attempt, f"Fetch {topic}-{partition} at offset {offset}",
+                               topics=[topic], budget_ms=opts.poll_timeout_ms,
+                               budget_option="kafkaConsumer.pollTimeoutMs")
     except KafkaError as exc:
         if isinstance(exc, (UnknownTopicOrPartition, UnknownTopicId)):
             _data_loss(opts, f"{topic}-{partition} no longer exists (was the topic deleted?) "
@@ -416,10 +440,86 @@ class KafkaBatchReader(DataSourceReader):
     def partitions(self):
         client = make_client(self.opts)
         try:
-            ranges = OffsetPlanner(self.opts, client).plan_batch()
+            planner = OffsetPlanner(self.opts, client)
+            ranges = planner.batch_ranges()
+            tps = [(r.topic, r.partition) for r in ranges]
+            late_start = late_offsets(self.opts.starting, tps, EARLIEST)
+            late_end = late_offsets(self.opts.ending, tps, LATEST)
         finally:
             client.close()
-        return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+        return plan_late_bound(ranges, late_start, late_end, self.opts.min_partitions,
+                               self.opts.max_records_per_partition)
 
     def read(self, partition):
-        yield from read_range(self.opts, partition)
+        if not getattr(partition, "late_start", False) and not getattr(partition, "late_end",
+                                                                         False):
+            yield from read_range(self.opts, partition)
+            return
+        client = make_client(self.opts)
+        try:
+            rng = rebind(self.opts, client, partition)
+            if rng is not None:
+                yield from read_range(self.opts, rng, client)
+        finally:
+            client.close()
+
+
+def late_offsets(spec: OffsetSpec, tps, marker: int) -> set:
+    """Partitions whose offset ``spec`` gives as ``marker`` (EARLIEST or LATEST), i.e. to be
+    resolved again when the scan runs."""
+    if spec.kind == ("earliest" if marker == EARLIEST else "latest"):
+        return set(tps)
+    if spec.kind == "specific":
+        return {tp for tp, off in spec.for_partitions(tps).items() if off == marker}
+    return set()
+
+
+def plan_late_bound(ranges, late_start: set, late_end: set, min_partitions, max_records):
+    """Split like Spark, then flag the first piece of a partition whose start is "earliest"
+    and the last piece of one whose end is "latest". A partition empty now but with a
+    "latest" end keeps one (empty) task: records produced before a later action are read."""
+    pieces = split_ranges(ranges, min_partitions, max_records)
+    first, last = {}, {}
+    for i, r in enumerate(pieces):
+        tp = (r.topic, r.partition)
+        first.setdefault(tp, i)
+        last[tp] = i
+    out = [KafkaInputPartition(r.topic, r.partition, r.start, r.end,
+                               late_start=(r.topic, r.partition) in late_start
+                               and first[(r.topic, r.partition)] == i,
+                               late_end=(r.topic, r.partition) in late_end
+                               and last[(r.topic, r.partition)] == i)
+           for i, r in enumerate(pieces)]
+    for r in ranges:
+        tp = (r.topic, r.partition)
+        if tp not in first and tp in late_end:
+            out.append(KafkaInputPartition(r.topic, r.partition, r.start, r.end,
+                                           late_start=tp in late_start, late_end=True))
+    return out
+
+
+def rebind(opts: ReadOptions, client: KafkaClient, piece):
+    """``piece`` with its "earliest" start / "latest" end resolved now (None: nothing to
+    read). Runs in the task, so each Spark action reads up to the offsets of its time."""
+    tp = (piece.topic, piece.partition)
+    planner = OffsetPlanner(opts, client)
+    begin, finish = piece.start, piece.end
+    try:
+        if piece.late_start:
+            begin = planner.earliest([tp])[tp]
+        if piece.late_end:
+            finish = planner.latest([tp])[tp]
+    except (UnknownTopicOrPartition, UnknownTopicId) as exc:
+        _data_loss(opts, f"{tp[0]}-{tp[1]} no longer exists (was the topic deleted?): {exc}")
+        return None
+    if piece.late_start and not piece.late_end:
+        # Later pieces of this partition start at the planned end: never read past it.
+        begin = min(begin, piece.end)
+    if piece.late_end and not piece.late_start:
+        if finish < begin:
+            _data_loss(opts, f"{tp[0]}-{tp[1]} now ends at offset {finish}, before the planned "
+                       f"start {begin} (records were deleted or the topic re-created)")
+            return None
+    if finish <= begin:
+        return None
+    return OffsetRange(piece.topic, piece.partition, begin, finish)

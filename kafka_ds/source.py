@@ -37,9 +37,15 @@ class KafkaDataSource(DataSource):
         return spark_schema(self._include_headers())
 
     def streamReader(self, schema):
-        from .stream import KafkaStreamReader
-        opts = parse_read_options(self.options, streaming=True)
-        _check_schema(schema, opts.include_headers)
+        from .stream import InvalidOptionsStreamReader, KafkaStreamReader
+        try:
+            opts = parse_read_options(self.options, streaming=True)
+            _check_schema(schema, opts.include_headers)
+        except ConfigurationError as exc:
+            # Raised from here, PySpark's runner would hide it behind an UnboundLocalError
+            # (see InvalidOptionsStreamReader); raised from the reader's first call, the
+            # message reaches the user as the query's error.
+            return InvalidOptionsStreamReader(exc)
         return KafkaStreamReader(opts, self.options)
 
     def reader(self, schema) -> DataSourceReader:

@@ -111,8 +111,21 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
     """Partitions of ``topic``; a clear error when it does not exist (we never create it)."""
     attempts = 4   # a topic created a moment ago may take a little to show up everywhere
     for attempt in range(attempts):
+        def lookup(refresh=attempt > 0):
+            # Connection failures (a broker restarting) retry under the client's policy;
+            # an unknown topic comes back here (it is retriable, but the loop below
+            # gives a topic created a moment ago only a short grace).
+            try:
+                return client.topic_partitions(topic, refresh=refresh)
+            except BrokerError as exc:
+                if isinstance(exc, UnknownTopicOrPartition):
+                    return exc
+                raise
+
         try:
-            partitions = client.topic_partitions(topic, refresh=attempt > 0)
+            partitions = client.retrying(lookup, f"Metadata of topic '{topic}'")
+            if isinstance(partitions, BrokerError):
+                raise partitions
             if partitions:
                 return len(partitions)
         except BrokerError as exc:

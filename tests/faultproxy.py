@@ -9,6 +9,18 @@ correlation id, so the proxy knows which response answers a Produce.
 for the next ``count`` Produce requests forward the request, wait until the broker
 answered (so the broker has appended the records), discard the answer and close both
 sockets -- the client sees its connection lost with the outcome unknown.
+
+``inject(api_key, kind, count=1, seconds=0.0)``: the next ``count`` responses to
+requests of ``api_key`` (the request always reaches the broker) are damaged:
+
+* ``"drop"``     -- nothing of the response is sent; both sockets are closed.
+* ``"truncate"`` -- only the first half of the response frame is sent, then closed
+  (a drop in the middle of a response).
+* ``"stall"``    -- the response is held for ``seconds`` before it goes (a slow
+  broker; longer than the client's request timeout, a timeout).
+* ``"reset"``    -- the connection is reset (TCP RST, SO_LINGER 0) instead of the answer.
+
+``counters``: requests seen per API key (``by_api``), for the idle-cost benchmark.
 """
 from __future__ import annotations
 
@@ -16,6 +28,8 @@ import socket
 import struct
 import sys
 import threading
+import time
+from collections import Counter, deque
 
 from kafka_ds.client import KafkaClient
 from kafka_ds.protocol import messages as m
@@ -103,6 +117,8 @@ class _Pair:
                     self.requests[correlation_id] = (api_key, version)
                 if api_key == PRODUCE:
                     self.proxy._count("produce_requests")
+                with self.proxy.lock:
+                    self.proxy.by_api[api_key] += 1
                 self.server.sendall(frame)
         except OSError:
             pass
@@ -121,6 +137,21 @@ class _Pair:
                     # The broker answered: it has appended the batch. The client never
                     # learns that.
                     break
+                fault = self.proxy._take_fault(api_key)
+                if fault is not None:
+                    kind, seconds = fault
+                    if kind == "stall":
+                        time.sleep(seconds)
+                    elif kind == "truncate":
+                        self.client.sendall(frame[:max(len(frame) // 2, 5)])
+                        break
+                    elif kind == "reset":
+                        self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack("ii", 1, 0))
+                        self.client.close()
+                        break
+                    else:   # drop
+                        break
                 if api_key == METADATA:
                     frame = self.proxy._rewrite_metadata(version, frame)
                 self.client.sendall(frame)
@@ -137,6 +168,9 @@ class FaultProxy:
         self.counters = {"produce_requests": 0, "dropped_produce_replies": 0}
         self._skip = 0
         self._drop = 0
+        self.by_api: Counter = Counter()
+        self._faults: deque = deque()   # [api_key, kind, remaining, seconds]
+        self.injected: Counter = Counter()   # kind -> faults applied
         self._listeners: dict[tuple[str, int], _Listener] = {}
         client = KafkaClient(bootstrap_servers)
         try:
@@ -164,6 +198,25 @@ class FaultProxy:
         with self.lock:
             self._skip = skip
             self._drop = count
+
+    def inject(self, api_key: int, kind: str, count: int = 1, seconds: float = 0.0) -> None:
+        if kind not in ("drop", "truncate", "stall", "reset"):
+            raise ValueError(f"unknown fault {kind!r}")
+        with self.lock:
+            self._faults.append([api_key, kind, count, seconds])
+
+    def _take_fault(self, api_key):
+        with self.lock:
+            for entry in self._faults:
+                if entry[0] == api_key and entry[2] > 0:
+                    entry[2] -= 1
+                    self.injected[entry[1]] += 1
+                    return entry[1], entry[3]
+            return None
+
+    def pending_faults(self) -> int:
+        with self.lock:
+            return sum(entry[2] for entry in self._faults)
 
     def _take_drop(self) -> bool:
         with self.lock:

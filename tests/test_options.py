@@ -41,16 +41,16 @@ def test_keys_are_case_insensitive():
 
 @pytest.mark.parametrize("options, fragment", [
     ({"subscribe": "t"}, "kafka.bootstrap.servers"),
-    ({**BS}, "Exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"),
+    ({**BS}, "One of the following options must be specified for Kafka source"),
     ({**BS, "subscribe": "t", "assign": '{"t":[0]}'}, "got subscribe, assign"),
-    ({**BS, "subscribe": " , "}, "Option 'subscribe' is empty"),
+    ({**BS, "subscribe": " , "}, "No topics to subscribe to as specified value for option 'subscribe'"),
     ({**BS, "subscribePattern": "("}, "Option 'subscribePattern' is not a valid regex"),
-    ({**BS, "assign": "[1,2]"}, "Option 'assign' must be a JSON object"),
+    ({**BS, "assign": "[1,2]"}, "No topicpartitions to assign as specified value for option 'assign'"),
     ({**BS, "assign": "{bad json"}, "Option 'assign' is not valid JSON"),
     ({**BS, "subscribe": "t", "startingOffsets": "latest"}, "cannot be 'latest' for a batch"),
     ({**BS, "subscribe": "t", "endingOffsets": "earliest"}, "cannot be 'earliest'"),
-    ({**BS, "subscribe": "t", "startingOffsets": '{"t":{"0":-1}}'}, "latest offset (-1) is not allowed"),
-    ({**BS, "subscribe": "t", "endingOffsets": '{"t":{"0":-2}}'}, "earliest offset (-2) is not allowed"),
+    ({**BS, "subscribe": "t", "startingOffsets": '{"t":{"0":-1}}'}, "can't be latest for batch queries on Kafka"),
+    ({**BS, "subscribe": "t", "endingOffsets": '{"t":{"0":-2}}'}, "can't be earliest for batch queries on Kafka"),
     ({**BS, "subscribe": "t", "startingOffsets": "middle"}, "Option 'startingOffsets' must be"),
     ({**BS, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "startingOffsets"),
     ({**BS, "subscribe": "t", "kafka.key.deserializer": "x"}, "kafka.key.deserializer"),
@@ -164,7 +164,10 @@ def test_bounds(option):
 def test_defaults_are_stated_once_in_the_client_settings():
     read = parse_read_options({**BS, "subscribe": "t"}, streaming=False)
     write = parse_write_options(BS)
-    assert read.client == ClientConfig() and write.client == ClientConfig()
+    assert read.client == ClientConfig()
+    # A write's metadata and InitProducerId calls retry within the write's budget.
+    assert write.client == ClientConfig(
+        default_api_timeout_ms=ProducerConfig().delivery_timeout_ms)
     assert write.producer == ProducerConfig()
     # the option objects' own defaults are the declared ones
     assert read == ReadOptions(read.bootstrap_servers, read.subscription, read.starting,
@@ -185,10 +188,12 @@ def test_kafka_settings_reach_the_client_settings_built_on_the_driver():
                                        retry_backoff_ms=7, metadata_max_age_ms=60000,
                                        connect_timeout_ms=999)
     write = parse_write_options({**BS, **options})
-    # kafka.retries is the producer's budget; the client keeps its own for metadata calls
-    assert write.client == ClientConfig(client_id="me", request_timeout_ms=1234,
+    # A write's metadata calls retry within the write's budget: kafka.retries and
+    # kafka.delivery.timeout.ms (kafka_ds/client/retry.py).
+    assert write.client == ClientConfig(client_id="me", request_timeout_ms=1234, retries=2,
                                         retry_backoff_ms=7, metadata_max_age_ms=60000,
-                                        connect_timeout_ms=999)
+                                        connect_timeout_ms=999,
+                                        default_api_timeout_ms=120000)
     assert (write.producer.request_timeout_ms, write.producer.retries,
             write.producer.retry_backoff_ms) == (1234, 2, 7)
     # What executors get is a pickled copy of the driver's objects, used as is.
@@ -215,8 +220,11 @@ def test_kafka_settings_reach_the_client_settings_built_on_the_driver():
 def test_settings_spark_rejects_are_rejected(forbidden, caplog):
     for modes in (frozenset({BATCH}), frozenset({STREAM}), frozenset({WRITE})):
         if modes & forbidden.applies:
-            with pytest.raises(ConfigurationError, match=rf"Kafka option '{forbidden.name}' is "
-                                                         r"not supported.*: \w"):
+            # Spark's words name the setting without the "kafka." prefix; ours add the option.
+            short = forbidden.name[len("kafka."):]
+            with pytest.raises(ConfigurationError, match=rf"Kafka option '{short}' is not "
+                                                         rf"supported.*\(option "
+                                                         rf"'{forbidden.name}'\): \w"):
                 parse_for(modes, {forbidden.name: "x"})
         else:   # a consumer setting on a write (or the reverse) is only unused
             with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):

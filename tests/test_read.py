@@ -157,18 +157,18 @@ def test_empty_topic_and_empty_range_give_empty_dataframes(spark, data):
 # --- planned errors ---------------------------------------------------------------------------
 
 BAD_OPTIONS = [
-    ({}, "Exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"),
-    ({"subscribe": "x", "assign": '{"x":[0]}'}, "Exactly one of the options"),
-    ({"assign": "[1,2]"}, "Option 'assign' must be a JSON object"),
+    ({}, "One of the following options must be specified for Kafka source"),
+    ({"subscribe": "x", "assign": '{"x":[0]}'}, "Only one of the following options can be specified"),
+    ({"assign": "[1,2]"}, "No topicpartitions to assign as specified value for option 'assign'"),
     ({"subscribePattern": "("}, "Option 'subscribePattern' is not a valid regex"),
     ({"subscribe": "x", "startingOffsets": "latest"}, "cannot be 'latest' for a batch query"),
     ({"subscribe": "x", "endingOffsets": "earliest"}, "Option 'endingOffsets' cannot be 'earliest'"),
     ({"subscribe": "x", "startingOffsets": "{bad"}, "Option 'startingOffsets' is not valid JSON"),
     ({"subscribe": "x", "kafka.auto.offset.reset": "earliest"},
-     "'kafka.auto.offset.reset' is not supported"),
-    ({"subscribe": "x", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer' is not supported"),
-    ({"subscribe": "x", "kafka.enable.auto.commit": "true"}, "'kafka.enable.auto.commit' is not supported"),
-    ({"subscribe": "x", "kafka.interceptor.classes": "x"}, "'kafka.interceptor.classes' is not supported"),
+     "Kafka option 'auto.offset.reset' is not supported"),
+    ({"subscribe": "x", "kafka.value.deserializer": "x"}, "Kafka option 'value.deserializer' is not supported"),
+    ({"subscribe": "x", "kafka.enable.auto.commit": "true"}, "Kafka option 'enable.auto.commit' is not supported"),
+    ({"subscribe": "x", "kafka.interceptor.classes": "x"}, "Kafka option 'interceptor.classes' is not supported"),
     ({"subscribe": "x", "minPartitions": "0"}, "minPartitions"),
     ({"subscribe": "x", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
     ({"subscribe": "x", "kafka.request.timeout.ms": "30s"},
@@ -299,8 +299,10 @@ def _lookup(ts):
       "endingOffsetsByTimestamp": json.dumps({"ts": {"0": BASE_TS + 3_000,
                                                      "1": BASE_TS + 999_000}})},
      [("ts", 0, 0, 3), ("ts", 1, 50, 100)]),     # no record after the end: latest
+    # Start at latest: empty now, but their end is "latest", resolved again by every
+    # action (as Spark plans per action), so each keeps one task.
     ({"startingTimestamp": BASE_TS + 999_000, "startingOffsetsByTimestampStrategy": "latest"},
-     []),                                        # start at latest: empty ranges dropped
+     [("ts", 0, 100, 100), ("ts", 1, 100, 100)]),
 ])
 def test_timestamp_offsets_are_planned_from_list_offsets(options, ranges):
     fake = _timestamp_cluster(_lookup)

@@ -442,7 +442,7 @@ def test_reader_min_offsets_waits_until_max_trigger_delay(broker, new_topic):
     topic = new_topic(partitions=1, prefix="min")
     produce(broker, topic, numbered("a", 3), partition=0)
     reader = reader_for(broker, subscribe=topic, startingOffsets="earliest",
-                        minOffsetsPerTrigger=5, maxTriggerDelay="1s")
+                        minOffsetsPerTrigger=5, maxTriggerDelay="1s", idlePollIntervalMs="0")
     try:
         start = reader.initialOffset()
         limit = reader.getDefaultReadLimit()
@@ -458,13 +458,43 @@ def test_reader_min_offsets_waits_until_max_trigger_delay(broker, new_topic):
         reader.stop()
 
 
+def test_idle_reader_asks_the_brokers_at_most_every_idle_poll_interval(broker, new_topic):
+    topic = new_topic(partitions=2, prefix="idle")
+    produce(broker, topic, numbered("a", 3), partition=0)
+    reader = reader_for(broker, subscribe=topic, startingOffsets="earliest",
+                        idlePollIntervalMs="400")
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, None)
+        assert end == {topic: {"0": 3, "1": 0}}
+        asked = []
+        original = reader.client.list_offsets
+        reader.client.list_offsets = lambda *a, **k: asked.append(1) or original(*a, **k)
+        assert reader.latestOffset(end, None) == end            # nothing new: brokers asked
+        assert len(asked) == 1
+        produce(broker, topic, numbered("b", 2), partition=1)
+        for _ in range(20):                                     # Spark's ~10 ms idle loop
+            assert reader.latestOffset(end, None) == end
+        assert len(asked) == 1, "no request within idlePollIntervalMs"
+        time.sleep(0.45)
+        assert reader.latestOffset(end, None) == {topic: {"0": 3, "1": 2}}
+        assert len(asked) == 2
+    finally:
+        reader.stop()
+
+
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
 def test_reader_data_loss_when_offsets_go_back_or_partitions_vanish(broker, new_topic,
                                                                     fail_on_data_loss):
     topic = new_topic(partitions=2, prefix="loss")
     produce(broker, topic, numbered("a", 3, partition=0) + numbered("b", 3, partition=1))
+    # Metadata max age 0: the partition count is looked up every trigger. (By default
+    # it is reused for kafka.metadata.max.age.ms; Kafka then answers ListOffsets for a
+    # vanished partition with UNKNOWN_TOPIC_OR_PARTITION and the reader refreshes, but
+    # Tansu answers offset 0.)
     reader = reader_for(broker, subscribe=topic, startingOffsets="earliest",
-                        failOnDataLoss=str(fail_on_data_loss).lower())
+                        failOnDataLoss=str(fail_on_data_loss).lower(),
+                        **{"kafka.metadata.max.age.ms": "0"})
     try:
         start = reader.initialOffset()
         end = reader.latestOffset(start, reader.getDefaultReadLimit())

@@ -307,9 +307,9 @@ def test_schema_validation_accepts_spark_kafka_sink_columns():
 
 
 @pytest.mark.parametrize("options,message", [
-    ({"kafka.key.serializer": "x"}, r"'kafka.key.serializer' is not supported.*binary or string"),
-    ({"kafka.value.serializer": "x"}, r"'kafka.value.serializer' is not supported"),
-    ({"kafka.transactional.id": "x"}, r"kafka.transactional.id.*deliveryGuarantee.*exactly-once"),
+    ({"kafka.key.serializer": "x"}, r"Kafka option 'key.serializer' is not supported.*binary or string"),
+    ({"kafka.value.serializer": "x"}, r"Kafka option 'value.serializer' is not supported"),
+    ({"kafka.transactional.id": "x"}, r"transactional.id.*deliveryGuarantee.*exactly-once"),
     ({"kafka.partitioner.class": "x"}, r"compute a 'partition' column"),
     ({"kafka.acks": "2"}, r"'kafka.acks' must be '0', '1' or 'all'"),
     ({"kafka.compression.type": "brotli"}, r"'kafka.compression.type' must be one of"),

@@ -26,6 +26,7 @@ from ..protocol.errors import (
 )
 from .config import ClientConfig
 from .connection import BrokerConnection, parse_bootstrap
+from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,11 @@ class KafkaClient:
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata_time = 0.0
+        self._topic_time: dict[str, float] = {}   # when each topic's metadata was fetched
         self._coordinators: dict[str, int] = {}
+        self.retries = 0            # retried attempts, all operations
+        self.requests = 0           # requests sent by this client's own calls (metadata,
+        #                             ListOffsets, Fetch), for the idle-cost benchmark
 
     # --- connections -----------------------------------------------------------
 
@@ -134,22 +139,39 @@ class KafkaClient:
 
     # --- retries -----------------------------------------------------------------
 
-    def retrying(self, operation, what: str):
-        """Run ``operation()``; on a retriable error refresh metadata and try again."""
-        attempts = self.config.retries + 1
-        backoff = self.config.retry_backoff_ms / 1000.0
-        for attempt in range(attempts):
-            try:
-                return operation()
-            except RetriableError as exc:
-                if attempt + 1 >= attempts:
-                    raise
-                log.info("%s failed (%s); retry %d/%d", what, exc, attempt + 1, attempts - 1)
-                time.sleep(min(backoff * (2 ** attempt), 2.0))
-                try:
-                    self.refresh_metadata()
-                except (KafkaConnectionError, KafkaTimeoutError) as refresh_exc:
-                    log.info("metadata refresh failed: %s", refresh_exc)
+    def retry_policy(self, budget_ms: float | None = None, budget_option: str = "",
+                     **kwargs) -> RetryPolicy:
+        """The client's retry policy: ``budget_ms`` (default
+        ``kafka.default.api.timeout.ms``), ``kafka.retries`` when set,
+        ``kafka.retry.backoff.ms`` .. ``kafka.retry.backoff.max.ms``."""
+        config = self.config
+        if budget_ms is None:
+            budget_ms = config.default_api_timeout_ms
+            budget_option = budget_option or "kafka.default.api.timeout.ms"
+        retries = config.retries
+        return RetryPolicy(
+            budget_ms, max_attempts=None if retries is None else retries + 1,
+            backoff_ms=config.retry_backoff_ms,
+            backoff_max_ms=max(config.retry_backoff_max_ms, config.retry_backoff_ms),
+            budget_option=budget_option, attempts_option="kafka.retries", **kwargs)
+
+    def retrying(self, operation, what: str, *, topics=None, budget_ms: float | None = None,
+                 budget_option: str = ""):
+        """Run ``operation()`` under the retry policy (kafka_ds/client/retry.py). On an
+        invalid-metadata error the metadata of ``topics`` only is refreshed (none given:
+        just the broker list)."""
+        def refresh(_exc):
+            wanted = sorted(set(topics() if callable(topics) else topics or ()))
+            self.refresh_metadata(wanted)
+
+        policy = self.retry_policy(budget_ms, budget_option)
+        try:
+            return policy.run(operation, what, refresh=refresh)
+        finally:
+            self.retry_stats_add(policy)
+
+    def retry_stats_add(self, policy: RetryPolicy) -> None:
+        self.retries += policy.stats.retries
 
     # --- metadata ----------------------------------------------------------------
 
@@ -184,17 +206,40 @@ class KafkaClient:
                     topic["name"], part["partition_index"], part["leader_id"],
                     part.get("leader_epoch", -1), part["error_code"])
             seen[topic["name"]] = info
+        now = time.monotonic()
         if topics is None:
             self.topics = {name: info for name, info in seen.items() if info.error_code == 0}
+            self._topic_time = {name: now for name in self.topics}
         else:
             for name in topics:
                 info = seen.get(name)
                 if info is None or info.error_code:
                     self.topics.pop(name, None)
+                    self._topic_time.pop(name, None)
                 else:
                     self.topics[name] = info
-        self._metadata_time = time.monotonic()
+                    self._topic_time[name] = now
+        self._metadata_time = now
         return seen
+
+    def partitions_of_topics(self, topics, max_age_ms: float | None = None) -> dict[str, list[int]]:
+        """{topic: partition ids} of the ``topics`` that exist, from cached metadata when
+        every one of them was fetched less than ``max_age_ms`` ago (default
+        ``kafka.metadata.max.age.ms``), else from one Metadata request for all of them.
+        A topic the cluster does not have is left out."""
+        topics = list(dict.fromkeys(topics))
+        if max_age_ms is None:
+            max_age_ms = self.config.metadata_max_age_ms
+        now = time.monotonic()
+        stale = [t for t in topics
+                 if t not in self.topics or now - self._topic_time.get(t, 0.0) >= max_age_ms / 1000.0]
+        if stale:
+            seen = self.refresh_metadata(topics)
+            for topic in topics:
+                info = seen.get(topic)
+                if info is not None and info.error_code and info.error_code != 3:
+                    raise error_for_code(info.error_code)(f"Metadata of topic {topic!r}")
+        return {t: sorted(self.topics[t].partitions) for t in topics if t in self.topics}
 
     def topic_partitions(self, topic: str, refresh: bool = False) -> list[int]:
         """Partition ids of ``topic``; raises the broker's error if it does not exist."""
@@ -238,15 +283,27 @@ class KafkaClient:
     # --- offsets -----------------------------------------------------------------
 
     def list_offsets(self, requests: dict[tuple[str, int], int],
-                     isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], tuple[int, int]]:
+                     isolation_level: int = READ_UNCOMMITTED, *,
+                     missing_ok: bool = False) -> dict[tuple[str, int], tuple[int, int]]:
         """{(topic, partition): timestamp | EARLIEST | LATEST} -> {(t, p): (offset, timestamp)}.
 
         For a timestamp with no record at or after it, Kafka answers offset -1.
+        One request per leader. ``missing_ok``: partitions that fresh metadata no longer
+        lists (topic deleted) are left out of the answer instead of retried.
         """
         results: dict[tuple[str, int], tuple[int, int]] = {}
         remaining = dict(requests)
 
         def attempt():
+            if missing_ok:
+                unknown = sorted({t for t, p in remaining if t not in self.topics
+                                  or p not in self.topics[t].partitions})
+                if unknown:
+                    self.refresh_metadata(unknown)
+                    for t, p in list(remaining):
+                        if t not in self.topics or p not in self.topics[t].partitions:
+                            log.info("ListOffsets: %s-%d is not in the metadata any more", t, p)
+                            remaining.pop((t, p))
             failures = []
             for leader, tps in self.group_by_leader(list(remaining)).items():
                 conn = self.connection(leader)
@@ -278,7 +335,8 @@ class KafkaClient:
                 raise failures[0]
 
         if remaining:
-            self.retrying(attempt, "ListOffsets")
+            self.retrying(attempt, "ListOffsets",
+                          topics=lambda: {topic for topic, _p in remaining})
         return results
 
     # --- fetch -------------------------------------------------------------------
@@ -301,7 +359,8 @@ class KafkaClient:
                 "partition": partition, "fetch_offset": offset,
                 "partition_max_bytes": max_bytes}]}]))
         if response.get("error_code"):
-            raise error_for_code(response["error_code"])(f"Fetch {topic}-{partition}")
+            raise error_for_code(response["error_code"])(
+                f"Fetch {topic}-{partition} at offset {offset}")
         for topic_response in response["responses"]:
             for part in topic_response["partitions"]:
                 if part["partition_index"] == partition:

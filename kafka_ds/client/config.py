@@ -18,12 +18,15 @@ class ClientConfig:
     client_id: str = "kafka-ds"                 # client.id
     request_timeout_ms: int = 30000             # request.timeout.ms
     connect_timeout_ms: int = 10000             # socket.connection.setup.timeout.ms
-    retries: int = 5                            # retries: attempts after the first
+    # retries: attempts after the first; None: only the time budget (default_api_timeout_ms
+    # or the caller's, kafka_ds/client/retry.py) limits them.
+    retries: int | None = None
     retry_backoff_ms: int = 100                 # retry.backoff.ms
-    # metadata.max.age.ms: validated and carried, not read yet -- the client refreshes
-    # metadata on errors only; reusing cached metadata up to this age is the reliability
-    # work's to add.
+    retry_backoff_max_ms: int = 1000            # retry.backoff.max.ms
+    # metadata.max.age.ms: cached leaders and partitions of subscribed topics are reused
+    # this long (refreshed earlier on invalid-metadata errors).
     metadata_max_age_ms: int = 300000
+    default_api_timeout_ms: int = 60000         # default.api.timeout.ms: driver-side budget
     # TLS/SASL: kafka_ds.client.security.SecuritySettings (frozen, secrets hidden from
     # repr), parsed from kafka.security.protocol / kafka.ssl.* / kafka.sasl.*; None is
     # PLAINTEXT.
@@ -47,7 +50,7 @@ class ProducerConfig:
     max_in_flight: int = 5
     retries: int = 2147483647
     retry_backoff_ms: int = _CLIENT.retry_backoff_ms
-    retry_backoff_max_ms: int = 1000
+    retry_backoff_max_ms: int = _CLIENT.retry_backoff_max_ms
     transactional_id: str | None = None   # set: Produce requests carry it (see transactions.py)
 
 

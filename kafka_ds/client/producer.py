@@ -37,6 +37,7 @@ from ..protocol.errors import (
     error_for_code,
 )
 from .config import ProducerConfig  # noqa: F401  (defined with the other settings)
+from .retry import RetryPolicy, needs_metadata_refresh
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,11 @@ class Producer:
         self._acks0_leaders: set[int] = set()   # brokers sent acks=0 requests since flush
         self._refresh_needed = False
         self._rotation = 0
+        # The shared policy's back-off (exponential, jittered); the limits are per batch:
+        # its delivery deadline and kafka.retries, checked in _retry.
+        self._policy = RetryPolicy(self.config.delivery_timeout_ms,
+                                   backoff_ms=self.config.retry_backoff_ms,
+                                   backoff_max_ms=self.config.retry_backoff_max_ms)
 
     # --- identity ------------------------------------------------------------------
 
@@ -424,8 +430,7 @@ class Producer:
         batch.attempts += 1
         batch.last_error = exc
         now = time.monotonic()
-        backoff = min(self.config.retry_backoff_ms * (2 ** min(batch.attempts - 1, 16)),
-                      self.config.retry_backoff_max_ms) / 1000.0
+        backoff = self._policy.backoff(batch.attempts)
         name = getattr(exc, "name", type(exc).__name__)
         self.stats.errors[name] = self.stats.errors.get(name, 0) + 1
         if batch.attempts > self.config.retries:
@@ -446,7 +451,10 @@ class Producer:
         batch.retry_at = now + backoff
         state = self._partitions[(batch.topic, batch.partition)]
         heapq.heappush(state.queue, (batch.ordinal, batch))
-        self._refresh_needed = True
+        if needs_metadata_refresh(exc):
+            # Only when the leader may have moved (a throttled or busy broker, or an
+            # out-of-order resend, costs no Metadata request).
+            self._refresh_needed = True
 
     def _fail(self, batch: ProducerBatch, exc: Exception, part: dict) -> None:
         code = part["error_code"]

@@ -168,7 +168,7 @@ def _check_chains(c, nx, S, E, counts):
     head = np.minimum(ia, len(c) - 1)
     ok = (((ib - ia) == counts)
           & (c[head] == S)
-          & (link_bad[last] == link_bad[ia])
+          & (link_bad[last] == link_bad[head])   # ia may be len(c): clamped (fuzzing)
           & (nx[last] == E))
     return ok, ia
 
