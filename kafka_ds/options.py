@@ -42,10 +42,11 @@ OPTIONS = [
     ("endingTimestamp", "batch read", "", "Like `startingTimestamp`, for the end."),
     ("startingOffsetsByTimestampStrategy", "read", "`error`",
      "`error` fails when no offset matches a timestamp; `latest` uses the latest offset instead."),
-    ("latestOffsetsVia", "read", "`listOffsets`",
-     "How `latest` offsets are looked up: `listOffsets` (ListOffsets, as Spark does) or "
-     "`fetch` (the high watermark of a Fetch; for brokers whose ListOffsets lags, e.g. Tansu "
-     "0.6 after multi-record batches)."),
+    ("latestOffsetsVia", "read", "`auto`",
+     "How `latest` offsets are looked up: `auto` (ListOffsets, as Spark does, checked against "
+     "the high watermark of one small Fetch per broker; the larger wins, so brokers whose "
+     "ListOffsets lags, e.g. Tansu 0.6 after multi-record batches, still read every record), "
+     "`listOffsets` (ListOffsets only, one request fewer) or `fetch` (same as `auto`)."),
     ("failOnDataLoss", "read", "`true`",
      "Fail when requested offsets are gone (aged out, topic deleted); `false` logs and reads "
      "what is left."),
@@ -427,10 +428,11 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
         raise ConfigurationError(
             "Option 'kafka.isolation.level' must be 'read_uncommitted' or 'read_committed', "
             f"got {params['isolation.level']!r}")
-    latest_via = options.get("latestoffsetsvia", "listOffsets").strip().lower()
-    if latest_via not in ("listoffsets", "fetch"):
+    latest_via = options.get("latestoffsetsvia", "auto").strip().lower()
+    if latest_via not in ("auto", "listoffsets", "fetch"):
         raise ConfigurationError(
-            f"Option 'latestOffsetsVia' must be 'listOffsets' or 'fetch', got {latest_via!r}")
+            f"Option 'latestOffsetsVia' must be 'auto', 'listOffsets' or 'fetch', got "
+            f"{latest_via!r}")
     min_partitions = parse_int(options, "minPartitions", minimum=1)
     max_records = parse_int(options, "maxRecordsPerPartition", minimum=1)
     max_offsets = parse_int(options, "maxOffsetsPerTrigger", minimum=1)
@@ -476,7 +478,7 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
         max_partition_fetch_bytes=parse_int(options, "kafka.max.partition.fetch.bytes", 8 << 20,
                                             minimum=1024),
         fetch_max_wait_ms=parse_int(options, "kafka.fetch.max.wait.ms", 500, minimum=0),
-        latest_via_fetch=latest_via == "fetch",
+        latest_via_fetch=latest_via != "listoffsets",
         client=params,
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,

@@ -338,6 +338,60 @@ class KafkaClient:
                     return part
         raise error_for_code(3)(f"Fetch response had no {topic}-{partition}")
 
+    def fetch_watermarks(self, offsets: dict[tuple[str, int], int],
+                         isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], tuple[int, int]]:
+        """{(topic, partition): fetch_offset} -> {(t, p): (high_watermark, last_stable_offset)}
+        from one Fetch per leader carrying all its partitions.
+
+        Fetching at an offset at or near the end keeps the answers small (Kafka sends
+        nothing at the high watermark; brokers that send the batch around ``fetch_offset``
+        anyway send at most that one). min_bytes=0 answers at once; max_wait_ms=1 since
+        Tansu answers a 0 ms wait with no partitions at all. A partition missing from an
+        answer, or answered with an error, raises: callers must not guess an end.
+        """
+        results: dict[tuple[str, int], tuple[int, int]] = {}
+        remaining = dict(offsets)
+
+        def attempt():
+            failures = []
+            for leader, tps in self.group_by_leader(list(remaining)).items():
+                by_topic = defaultdict(list)
+                for topic, partition in tps:
+                    by_topic[topic].append({
+                        "partition": partition, "current_leader_epoch": -1,
+                        "fetch_offset": max(remaining[(topic, partition)], 0),
+                        "last_fetched_epoch": -1, "log_start_offset": -1,
+                        "partition_max_bytes": 1})
+                response = self.connection(leader).request(m.FETCH, {
+                    "replica_id": -1, "max_wait_ms": 1, "min_bytes": 0, "max_bytes": 1,
+                    "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                    "forgotten_topics_data": [], "rack_id": ""})
+                if response.get("error_code"):
+                    raise error_for_code(response["error_code"])(f"Fetch from broker {leader}")
+                for topic_response in response["responses"]:
+                    for part in topic_response["partitions"]:
+                        key = (topic_response["topic"], part["partition_index"])
+                        # OFFSET_OUT_OF_RANGE still carries the high watermark.
+                        if part["error_code"] and part["error_code"] != 1:
+                            failures.append(error_for_code(part["error_code"])(
+                                f"Fetch {key[0]}-{key[1]}"))
+                            continue
+                        if key in remaining:
+                            results[key] = (part["high_watermark"],
+                                            part.get("last_stable_offset", -1))
+                            remaining.pop(key)
+            if remaining:
+                retriable = [f for f in failures if f.retriable]
+                if retriable or not failures:
+                    raise retriable[0] if retriable else error_for_code(3)(
+                        f"no Fetch answer for {sorted(remaining)}")
+                raise failures[0]
+
+        if remaining:
+            self.retrying(attempt, "Fetch (high watermarks)")
+        return results
+
     # --- groups ------------------------------------------------------------------
 
     def coordinator(self, group_id: str, refresh: bool = False) -> BrokerConnection:
