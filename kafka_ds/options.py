@@ -101,6 +101,10 @@ OPTIONS = [
      "Longest time a record may take from the write to its acknowledgement, retries included."),
     ("kafka.max.in.flight.requests.per.connection", "write", "`5`",
      "Produce requests pipelined to one broker."),
+    ("kafka.allow.auto.create.topics", "write", "`true`",
+     "Ask for metadata with auto-creation allowed, as the Java producer does: brokers with "
+     "`auto.create.topics.enable=true` create a missing topic (with their default partition "
+     "count); `false` fails the write on a missing topic."),
 ]
 
 # Kafka consumer/producer settings that Spark's own Kafka source rejects, with the fix.

@@ -135,14 +135,26 @@ def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
 
 def check_topic_exists(opts: WriteOptions) -> None:
     """Fail on the driver, before any task runs, when the 'topic' option names a topic the
-    cluster does not have."""
+    cluster does not have (and, with ``kafka.allow.auto.create.topics``, does not create)."""
+    allow_auto_create = auto_create(opts)   # a bad value fails here, not in a task
     if opts.topic is None:
         return
     client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
     try:
-        _partition_count(client, opts.topic, opts.bootstrap_servers)
+        _partition_count(client, opts.topic, opts.bootstrap_servers, allow_auto_create)
     finally:
         client.close()
+
+
+def auto_create(opts: WriteOptions) -> bool:
+    """``kafka.allow.auto.create.topics`` (default true, as the Java producer): ask for
+    metadata with AllowAutoTopicCreation, so brokers with auto.create.topics.enable
+    create a missing topic as they do for Spark's ``format("kafka")`` sink."""
+    raw = str((opts.client or {}).get("allow.auto.create.topics", "true")).strip().lower()
+    if raw not in ("true", "false"):
+        raise ConfigurationError(
+            f"Option 'kafka.allow.auto.create.topics' must be 'true' or 'false', got {raw!r}")
+    return raw == "true"
 
 
 def _client_config(opts: WriteOptions) -> ClientConfig:
@@ -153,27 +165,40 @@ def _client_config(opts: WriteOptions) -> ClientConfig:
     return config
 
 
-def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
-    """Partitions of ``topic``; a clear error when it does not exist (we never create it)."""
-    attempts = 4   # a topic created a moment ago may take a little to show up everywhere
-    for attempt in range(attempts):
+def _partition_count(client: KafkaClient, topic: str, bootstrap: str,
+                     allow_auto_create: bool = True) -> int:
+    """Partitions of ``topic``; a clear error when it does not exist (and was not created:
+    a topic a broker creates on request shows up after LEADER_NOT_AVAILABLE answers)."""
+    deadline = time.monotonic() + (10.0 if allow_auto_create else 1.0)
+    attempt = 0
+    while True:
         try:
-            partitions = client.topic_partitions(topic, refresh=attempt > 0)
+            partitions = client.topic_partitions(
+                topic, refresh=attempt > 0, allow_auto_topic_creation=allow_auto_create)
             if partitions:
                 return len(partitions)
         except BrokerError as exc:
             if exc.code != 3 and not exc.retriable:
                 raise ConfigurationError(
                     f"Cannot write to topic '{topic}': {exc}") from exc
-            if attempt + 1 == attempts:
+            if time.monotonic() >= deadline or (exc.code == 3 and attempt >= 3):
                 if exc.code == 3:
                     break
                 raise
-        time.sleep(0.1 * (attempt + 1))
+        attempt += 1
+        time.sleep(min(0.1 * attempt, 1.0))
+    if allow_auto_create:
+        how = ("The cluster did not create it on request (as for Spark's format('kafka') "
+               "sink, a missing topic is created only by brokers with "
+               "auto.create.topics.enable=true): create it first (e.g. kafka-topics.sh "
+               "--create), or fix the 'topic' option / topic column.")
+    else:
+        how = ("The pykafka sink does not create topics with "
+               "'kafka.allow.auto.create.topics'=false: create it first (e.g. kafka-topics.sh "
+               "--create), or fix the 'topic' option / topic column.")
     raise ConfigurationError(
         f"Topic '{topic}' does not exist on the cluster at kafka.bootstrap.servers={bootstrap}. "
-        "The pykafka sink does not create topics: create it first (e.g. kafka-topics.sh "
-        "--create), or fix the 'topic' option / topic column.")
+        + how)
 
 
 # --- commit messages -----------------------------------------------------------------------
@@ -372,7 +397,8 @@ class TaskWriter:
     def _topic(self, name: str) -> _TopicState:
         state = self.topics.get(name)
         if state is None:
-            count = _partition_count(self.client, name, self.opts.bootstrap_servers)
+            count = _partition_count(self.client, name, self.opts.bootstrap_servers,
+                                     auto_create(self.opts))
             state = self.topics[name] = _TopicState(name, count, self.opts.batch_size)
         return state
 

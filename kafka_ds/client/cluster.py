@@ -176,8 +176,13 @@ class KafkaClient:
 
     # --- metadata ----------------------------------------------------------------
 
-    def refresh_metadata(self, topics: list[str] | None = None) -> dict[str, TopicInfo]:
-        """Fetch metadata (all topics when ``topics`` is None) and update the cache."""
+    def refresh_metadata(self, topics: list[str] | None = None, *,
+                         allow_auto_topic_creation: bool = False) -> dict[str, TopicInfo]:
+        """Fetch metadata (all topics when ``topics`` is None) and update the cache.
+
+        ``allow_auto_topic_creation`` asks brokers with ``auto.create.topics.enable`` to
+        create the named topics, as the Java producer does (Metadata v4+; v0-3 brokers
+        always decide by their own setting)."""
         conn = self.any_connection()
         version = conn.version_for(m.METADATA)
         if topics is None:
@@ -188,7 +193,7 @@ class KafkaClient:
         try:
             response = conn.request(m.METADATA, {
                 "topics": topic_list,
-                "allow_auto_topic_creation": False,
+                "allow_auto_topic_creation": bool(allow_auto_topic_creation and topics),
                 "include_cluster_authorized_operations": False,
                 "include_topic_authorized_operations": False,
             }, version=version)
@@ -223,10 +228,12 @@ class KafkaClient:
         self._metadata_time = time.monotonic()
         return seen
 
-    def topic_partitions(self, topic: str, refresh: bool = False) -> list[int]:
+    def topic_partitions(self, topic: str, refresh: bool = False, *,
+                         allow_auto_topic_creation: bool = False) -> list[int]:
         """Partition ids of ``topic``; raises the broker's error if it does not exist."""
         if refresh or topic not in self.topics:
-            seen = self.refresh_metadata([topic])
+            seen = self.refresh_metadata(
+                [topic], allow_auto_topic_creation=allow_auto_topic_creation)
             info = seen.get(topic)
             if info is None:
                 raise error_for_code(3)(f"topic {topic!r} not in metadata")
