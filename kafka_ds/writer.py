@@ -24,11 +24,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
     WriterCommitMessage,
 )
 
 from .client import ClientConfig, KafkaClient
+from .compat import DataSourceStreamArrowWriter
 from .client.producer import Producer, ProducerConfig
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
@@ -707,7 +708,7 @@ class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
                     self.summary.describe())
 
 
-class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter):
+class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceStreamWriter):
     """Streaming sink: every micro-batch is written like a batch write (at least once:
     a micro-batch Spark re-runs after a failure is written again)."""
 

@@ -22,6 +22,27 @@ import tempfile
 import time
 
 
+def _java_ancestor(_rows):
+    """PID of the JVM this Python worker runs under (its nearest ``java`` ancestor)."""
+    import os
+    import time
+    time.sleep(0.5)   # keep each task busy a moment, so both executors get some
+    pid = os.getpid()
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)
+        if fields[0].split("(", 1)[1] == "java":
+            yield pid
+            return
+        pid = int(fields[1].split()[1])
+    yield -1
+
+
+def executor_jvms(spark) -> int:
+    pids = spark.sparkContext.parallelize(range(8), 8).mapPartitions(_java_ancestor).collect()
+    return len(set(pids) - {-1})
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", required=True)
@@ -29,6 +50,8 @@ def main(argv=None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--remote", help="Spark Connect: e.g. local[2] (starts a local server)")
     parser.add_argument("--conf", action="append", default=[], help="key=value")
+    parser.add_argument("--count-executor-jvms", action="store_true",
+                        help="report how many distinct JVMs ran the Python tasks of a job")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -70,6 +93,8 @@ def main(argv=None) -> int:
          .option("topic", args.topic).mode("append").save())
 
     try:
+        if args.count_executor_jvms:
+            seen["executor_jvms"] = executor_jvms(spark)
         write(0, 300)
         lap("write")
         back = (spark.read.format("pykafka").option("kafka.bootstrap.servers", args.bootstrap)
