@@ -38,7 +38,7 @@ def check_outputs(nb):
     table = re.search(r"batch\s+rows\s+end offset \(sum\)\s+latest offset \(sum\)\s+lag after "
                       r"batch\n((?:\d+\s+\d+\s+\d+\s+\d+\s+\d+\s+\d+\n?)+)", text)
     assert table, text[-3000:]
-    rows = [list(map(int, line.split()[1:])) for line in table.group(1).strip().splitlines()]
+    rows = [list(map(int, line.split()[2:])) for line in table.group(1).strip().splitlines()]
     assert all(0 < r[0] <= 250 for r in rows) and sum(r[0] for r in rows) == 1000, rows
     lags = [r[3] for r in rows]
     assert lags == sorted(lags, reverse=True) and lags[-1] == 0, rows
