@@ -3,6 +3,20 @@
 ``spark.read.format("pykafka")`` / ``readStream`` / ``df.write.format("pykafka")``.
 Heavy imports (pyspark, pyarrow) happen only where they are needed.
 """
+from .errors import (  # noqa: F401  (the public exceptions; see kafka_ds.errors)
+    AuthenticationError,
+    BrokerError,
+    ConfigurationError,
+    CorruptRecordError,
+    DataLossError,
+    KafkaError,
+    KafkaProtocolError,
+    ProduceError,
+    RetriableError,
+    SecurityProtocolMismatchError,
+    TlsError,
+)
+
 __version__ = "0.1.0"
 
 

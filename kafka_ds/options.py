@@ -1,144 +1,487 @@
-"""User-facing options: one table describes them all (README tables are made from it),
-and the parsers turn a Spark options map into validated settings.
+"""User-facing options. Each option is declared once, below, as an :class:`Option`: its
+name, the queries it applies to, its default, its parser and bounds, and its doc. The
+declarations drive parsing and validation and make the README's option tables
+(``python -m kafka_ds.options --write-readme`` rewrites them).
 
-Every error here is a :class:`ConfigurationError` raised on the driver at
-planning time, naming the option and the fix.
+Every error here is a :class:`ConfigurationError` raised on the driver at planning time,
+naming the option and the fix. The client's and producer's settings are built here, once,
+on the driver, as frozen values (:mod:`kafka_ds.client.config`) that executors use as is.
+
+Adding an option: declare it in ``OPTIONS`` (its ``field`` is the attribute it fills on
+``ReadOptions``, ``WriteOptions``, ``ClientConfig`` or ``ProducerConfig`` -- add that
+attribute there), then run ``python -m kafka_ds.options --write-readme``.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass, fields
+from typing import Any, Callable
 
+from .client.config import DEFAULT_CLIENT_CONFIG as CLIENT
+from .client.config import DEFAULT_PRODUCER_CONFIG as PRODUCER
+from .client.config import ClientConfig, ProducerConfig
+from .client.connection import parse_bootstrap
+from .client.security import SECURITY_OPTION_NAMES, SecuritySettings
 from .protocol.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
+INT32_MAX = 2147483647
 
-# (option, applies to, default, description). "read" covers batch and streaming reads.
-OPTIONS = [
-    ("kafka.bootstrap.servers", "read, write", "(required)",
-     "Comma-separated `host:port` list of brokers to bootstrap from."),
-    ("subscribe", "read", "",
-     "Comma-separated topic list. Exactly one of `subscribe`, `subscribePattern`, `assign`."),
-    ("subscribePattern", "read", "",
-     "Java regex; every topic whose whole name matches is read (re-evaluated every trigger "
-     "when streaming)."),
-    ("assign", "read", "",
-     'JSON of the partitions to read, e.g. `{"topicA":[0,1],"topicB":[2,4]}`.'),
-    ("startingOffsets", "read", "batch: `earliest`, streaming: `latest`",
-     '`earliest`, `latest` (streaming only), `group` (streaming, from the consumer group\'s '
-     'committed offsets) or JSON `{"topicA":{"0":23,"1":-2}}` (-2 earliest, -1 latest).'),
-    ("startingOffsetsFallback", "streaming read", "`earliest`",
-     "With `startingOffsets=group`: where partitions without a committed offset start "
-     "(`earliest` or `latest`)."),
-    ("endingOffsets", "batch read", "`latest`",
-     '`latest` or JSON `{"topicA":{"0":50,"1":-1}}` (-1 latest).'),
-    ("startingOffsetsByTimestamp", "read", "",
-     'JSON `{"topicA":{"0":1700000000000}}`: start of each partition at the first offset whose '
-     'timestamp is at or after the given epoch milliseconds.'),
-    ("startingTimestamp", "read", "",
-     "Epoch milliseconds applied to every partition; wins over the other starting options."),
-    ("endingOffsetsByTimestamp", "batch read", "", "Like `startingOffsetsByTimestamp`, for the end."),
-    ("endingTimestamp", "batch read", "", "Like `startingTimestamp`, for the end."),
-    ("startingOffsetsByTimestampStrategy", "read", "`error`",
-     "`error` fails when no offset matches a timestamp; `latest` uses the latest offset instead."),
-    ("latestOffsetsVia", "read", "`auto`",
-     "How `latest` offsets are looked up: `auto` (ListOffsets, as Spark does, checked against "
-     "the high watermark of one small Fetch per broker; the larger wins, so brokers whose "
-     "ListOffsets lags, e.g. Tansu 0.6 after multi-record batches, still read every record), "
-     "`listOffsets` (ListOffsets only, one request fewer) or `fetch` (same as `auto`)."),
-    ("failOnDataLoss", "read", "`true`",
-     "Fail when requested offsets are gone (aged out, topic deleted); `false` logs and reads "
-     "what is left."),
-    ("minPartitions", "read", "",
-     "Minimum number of Spark partitions; large offset ranges are split in proportion to size."),
-    ("maxRecordsPerPartition", "read", "",
-     "Split offset ranges so no Spark partition reads more records than this."),
-    ("includeHeaders", "read", "`false`", "Add the `headers` column."),
-    ("fetchOffset.numRetries", "read", "`3`", "Attempts to look up offsets before failing."),
-    ("fetchOffset.retryIntervalMs", "read", "`1000`", "Wait between those attempts (ms)."),
-    ("maxOffsetsPerTrigger", "streaming read", "",
-     "Upper bound of records per micro-batch, split over partitions in proportion to backlog."),
-    ("minOffsetsPerTrigger", "streaming read", "",
-     "Wait for at least this many new records before a micro-batch (see `maxTriggerDelay`)."),
-    ("maxTriggerDelay", "streaming read", "`15m`",
-     "Longest wait for `minOffsetsPerTrigger` before a batch runs anyway."),
-    ("groupIdPrefix", "streaming read", "`spark-kafka-source`",
-     "Set explicitly (and no `kafka.group.id`): the query commits its progress to a generated "
-     "group `<prefix>-<uuid>`, new for every run. Unset, nothing is committed."),
-    ("kafka.group.id", "streaming read", "",
-     "Consumer group the query commits its progress to: the end offsets of every finished "
-     "micro-batch (docs/streaming.md); also the group `startingOffsets=group` starts from."),
-    ("kafka.isolation.level", "read", "`read_uncommitted`",
-     "`read_committed` skips aborted transactions and reads up to the last stable offset."),
-    ("kafka.max.partition.fetch.bytes", "read", "`8388608`",
-     "Bytes asked per partition per Fetch; bounds executor memory."),
-    ("kafka.fetch.max.wait.ms", "read", "`500`", "Longest time the broker may hold a Fetch."),
-    ("kafka.request.timeout.ms", "read, write", "`30000`", "Per-request timeout."),
-    ("kafka.retries", "read, write", "read: `5`, write: `2147483647`",
-     "Retries of retriable errors (after a metadata refresh). Writes retry until "
-     "`kafka.delivery.timeout.ms` by default, like the Java producer."),
-    ("kafka.retry.backoff.ms", "read, write", "`100`", "Initial back-off between retries."),
-    ("kafka.client.id", "read, write", "`kafka-ds`", "Client id sent with every request."),
-    ("topic", "write", "",
-     "Topic for every row; overrides the `topic` column. Required if there is no topic column."),
-    ("kafka.acks", "write", "`all`", "`0`, `1` or `all` (`-1`)."),
-    ("kafka.compression.type", "write", "`none`", "`none`, `gzip`, `snappy`, `lz4` or `zstd`."),
-    ("kafka.enable.idempotence", "write", "`true`",
-     "Producer id, epoch and sequence numbers so retried requests never duplicate records."),
-    ("kafka.batch.size", "write", "`1048576`",
-     "Largest record batch per partition (bytes, before compression, header included); a "
-     "single larger record gets a batch of its own. Also the size of a sticky run of "
-     "null-key records in one partition."),
-    ("kafka.max.request.size", "write", "`1048576`",
-     "Largest Produce request (bytes; one batch per partition per request, at least one "
-     "batch). A record larger than this fails the write, naming topic, partition and row."),
-    ("kafka.linger.ms", "write", "`0`",
-     "How long rows may wait in a partition's buffer for rows of the following Arrow batches "
-     "before they are sent; `0` sends the rows of each Arrow batch at once (in batches of at "
-     "most `kafka.batch.size`)."),
-    ("kafka.delivery.timeout.ms", "write", "`120000`",
-     "Longest time a record may take from the write to its acknowledgement, retries included."),
-    ("kafka.max.in.flight.requests.per.connection", "write", "`5`",
-     "Produce requests pipelined to one broker."),
-    ("kafka.allow.auto.create.topics", "write", "`true`",
-     "Ask for metadata with auto-creation allowed, as the Java producer does: brokers with "
-     "`auto.create.topics.enable=true` create a missing topic (with their default partition "
-     "count); `false` fails the write on a missing topic."),
-]
+# --- value parsers: text -> value, or ValueError(what was expected) ----------------------
 
-# Kafka consumer/producer settings that Spark's own Kafka source rejects, with the fix.
-REJECTED_READ = {
-    "auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or 'latest' "
-                         "(or 'group') instead",
-    "key.deserializer": "keys are always returned as binary; cast or use a UDF on the key column",
-    "value.deserializer": "values are always returned as binary; cast or use a UDF on the value "
-                          "column",
-    "enable.auto.commit": "the source does not commit through the consumer; set 'kafka.group.id' "
-                          "and it commits each finished streaming batch itself",
-    "interceptor.classes": "interceptors are not supported; transform the DataFrame instead",
-}
-REJECTED_WRITE = {
-    "key.serializer": "the key column must be binary or string; cast it before writing",
-    "value.serializer": "the value column must be binary or string; cast it before writing",
-    "interceptor.classes": "interceptors are not supported; transform the DataFrame instead",
-    "partitioner.class": "custom partitioners are not supported; compute a 'partition' column "
-                         "instead (rows with a null partition use the Java default partitioner)",
-    "transactional.id": "transactions are not supported; the idempotent producer "
-                        "('kafka.enable.idempotence', on by default) already keeps retried "
-                        "requests from duplicating records",
-}
+
+def text(raw) -> str:
+    return str(raw)
+
+
+def integer(raw) -> int:
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise ValueError("an integer") from None
+
+
+def boolean(raw) -> bool:
+    value = str(raw).strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError("'true' or 'false'")
+
+
+_DURATION_UNITS = (("ms", 1), ("s", 1000), ("m", 60000), ("h", 3600000), ("d", 86400000))
+
+
+def duration_ms(raw) -> int:
+    """'15m', '30s', '500ms', '2h' or plain milliseconds."""
+    value = str(raw).strip().lower()
+    for suffix, factor in _DURATION_UNITS:
+        number = value[:-len(suffix)].strip()
+        if value.endswith(suffix) and number.replace(".", "", 1).isdigit():
+            return int(float(number) * factor)
+    if value.isdigit():
+        return int(value)
+    raise ValueError("a duration like '15m', '30s' or '500ms'")
+
+
+def choice(mapping: dict, expected: str = "") -> Callable[[Any], Any]:
+    """One of ``mapping``'s keys (any case) -> its value."""
+    lowered = {key.lower(): value for key, value in mapping.items()}
+    names = [f"'{key}'" for key in mapping]
+    expected = expected or (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1
+                            else names[0])
+
+    def parse(raw):
+        key = str(raw).strip().lower()
+        if key not in lowered:
+            raise ValueError(expected)
+        return lowered[key]
+    return parse
+
+
+# --- declarations ----------------------------------------------------------------------
+
+BATCH, STREAM, WRITE = "batch read", "streaming read", "write"
+READ = frozenset({BATCH, STREAM})
+READ_WRITE = READ | {WRITE}
+
+
+@dataclass(frozen=True)
+class ByMode:
+    """A default that differs between reads and writes."""
+
+    read: Any
+    write: Any
+
+
+@dataclass(frozen=True)
+class Option:
+    """One user-facing option.
+
+    ``default`` is the value when the option is not set: a ``str`` is written as a user
+    would write it and goes through ``parse``; ``None`` means unset. ``parse=None``: a
+    dedicated function parses it (subscription, offsets), declared for docs and checks.
+    ``field``: the attribute the value fills (see the module docstring).
+    """
+
+    name: str
+    applies: frozenset
+    doc: str
+    parse: Callable[[Any], Any] | None = None
+    default: Any = None
+    field: str | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    example: str | None = None         # a valid value, shown in errors
+    shown_default: str | None = None   # README default when not simply `default`
+
+    def __post_init__(self):
+        if self.parse is integer and self.name.startswith("kafka.") and self.maximum is None:
+            # Kafka's int settings; they end up in int32 wire fields.
+            object.__setattr__(self, "maximum", INT32_MAX)
+
+    def default_for(self, modes: frozenset):
+        default = self.default
+        if isinstance(default, ByMode):
+            default = default.write if WRITE in modes else default.read
+        if isinstance(default, str) and self.parse is not None:
+            default = self.parse(default)
+        return default
+
+    def value(self, options: dict, modes: frozenset):
+        """The parsed, checked value in ``options`` (lower-cased keys), else the default."""
+        raw = options.get(self.name.lower())
+        return self.default_for(modes) if raw is None else self.check(raw)
+
+    def check(self, raw):
+        try:
+            value = self.parse(raw)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"Option '{self.name}' must be {exc}, got {raw!r}{self._fix()}") from None
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigurationError(
+                f"Option '{self.name}' must be at least {self.minimum}, got {value}{self._fix()}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigurationError(
+                f"Option '{self.name}' must be at most {self.maximum}, got {value}{self._fix()}")
+        return value
+
+    def _fix(self) -> str:
+        default = self.default.read if isinstance(self.default, ByMode) else self.default
+        example = self.example or _plain(default)
+        return f"; e.g. .option(\"{self.name}\", \"{example}\")" if example else ""
+
+    def markdown_default(self) -> str:
+        if self.shown_default is not None:
+            return self.shown_default
+        if isinstance(self.default, ByMode):
+            return f"read: `{_plain(self.default.read)}`, write: `{_plain(self.default.write)}`"
+        return f"`{_plain(self.default)}`" if self.default is not None else ""
+
+    def markdown_applies(self) -> str:
+        if self.applies >= READ:
+            return "read, write" if WRITE in self.applies else "read"
+        return ", ".join(sorted(self.applies))
+
+
+def _plain(value) -> str:
+    if value is None or isinstance(value, ByMode):
+        return ""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("kafka.bootstrap.servers", READ_WRITE,
+           "Comma-separated `host:port` list of brokers to bootstrap from (IPv6: `[::1]:9092`).",
+           shown_default="(required)"),
+    Option("subscribe", READ,
+           "Comma-separated topic list. Exactly one of `subscribe`, `subscribePattern`, `assign`."),
+    Option("subscribePattern", READ,
+           "Java regex; every topic whose whole name matches is read (re-evaluated every "
+           "trigger when streaming)."),
+    Option("assign", READ,
+           'JSON of the partitions to read, e.g. `{"topicA":[0,1],"topicB":[2,4]}`.'),
+    Option("startingOffsets", READ,
+           '`earliest`, `latest` (streaming only), `group` (streaming, from the consumer '
+           'group\'s committed offsets) or JSON `{"topicA":{"0":23,"1":-2}}` (-2 earliest, '
+           '-1 latest).',
+           shown_default="batch: `earliest`, streaming: `latest`"),
+    Option("startingOffsetsFallback", frozenset({STREAM}),
+           "With `startingOffsets=group`: where partitions without a committed offset start "
+           "(`earliest` or `latest`).",
+           choice({"earliest": "earliest", "latest": "latest"}), "earliest",
+           field="group_fallback"),
+    Option("endingOffsets", frozenset({BATCH}),
+           '`latest` or JSON `{"topicA":{"0":50,"1":-1}}` (-1 latest).', default="latest"),
+    Option("startingOffsetsByTimestamp", READ,
+           'JSON `{"topicA":{"0":1700000000000}}`: start of each partition at the first offset '
+           'whose timestamp is at or after the given epoch milliseconds.'),
+    Option("startingTimestamp", READ,
+           "Epoch milliseconds applied to every partition; wins over the other starting "
+           "options."),
+    Option("endingOffsetsByTimestamp", frozenset({BATCH}),
+           "Like `startingOffsetsByTimestamp`, for the end."),
+    Option("endingTimestamp", frozenset({BATCH}), "Like `startingTimestamp`, for the end."),
+    Option("startingOffsetsByTimestampStrategy", READ,
+           "`error` fails when no offset matches a timestamp; `latest` uses the latest offset "
+           "instead.",
+           choice({"error": "error", "latest": "latest"}), "error", field="timestamp_strategy"),
+    Option("latestOffsetsVia", READ,
+           "How `latest` offsets are looked up: `auto` (ListOffsets, as Spark does, checked "
+           "against the high watermark of one small Fetch per broker; the larger wins, so "
+           "brokers whose ListOffsets lags, e.g. Tansu 0.6 after multi-record batches, still "
+           "read every record), `listOffsets` (ListOffsets only, one request fewer) or `fetch` "
+           "(same as `auto`).",
+           choice({"auto": True, "listOffsets": False, "fetch": True}), "auto",
+           field="latest_via_fetch"),
+    Option("failOnDataLoss", READ,
+           "Fail when requested offsets are gone (aged out, topic deleted); `false` logs and "
+           "reads what is left.",
+           boolean, True, field="fail_on_data_loss"),
+    Option("minPartitions", READ,
+           "Minimum number of Spark partitions; large offset ranges are split in proportion to "
+           "size.",
+           integer, field="min_partitions", minimum=1, example="8"),
+    Option("maxRecordsPerPartition", READ,
+           "Split offset ranges so no Spark partition reads more records than this.",
+           integer, field="max_records_per_partition", minimum=1, example="100000"),
+    Option("includeHeaders", READ, "Add the `headers` column.",
+           boolean, False, field="include_headers"),
+    Option("fetchOffset.numRetries", READ, "Attempts to look up offsets before failing.",
+           integer, 3, field="fetch_offset_retries", minimum=0),
+    Option("fetchOffset.retryIntervalMs", READ, "Wait between those attempts (ms).",
+           integer, 1000, field="fetch_offset_retry_interval_ms", minimum=0),
+    Option("maxOffsetsPerTrigger", frozenset({STREAM}),
+           "Upper bound of records per micro-batch, split over partitions in proportion to "
+           "backlog.",
+           integer, field="max_offsets_per_trigger", minimum=1, example="100000"),
+    Option("minOffsetsPerTrigger", frozenset({STREAM}),
+           "Wait for at least this many new records before a micro-batch (see "
+           "`maxTriggerDelay`).",
+           integer, field="min_offsets_per_trigger", minimum=1, example="1000"),
+    Option("maxTriggerDelay", frozenset({STREAM}),
+           "Longest wait for `minOffsetsPerTrigger` before a batch runs anyway.",
+           duration_ms, "15m", field="max_trigger_delay_ms"),
+    Option("groupIdPrefix", frozenset({STREAM}),
+           "Set explicitly (and no `kafka.group.id`): the query commits its progress to a "
+           "generated group `<prefix>-<uuid>`, new for every run. Unset, nothing is committed.",
+           text, "spark-kafka-source", field="group_id_prefix"),
+    Option("kafka.group.id", frozenset({STREAM}),
+           "Consumer group the query commits its progress to: the end offsets of every "
+           "finished micro-batch (docs/streaming.md); also the group `startingOffsets=group` "
+           "starts from.",
+           text, field="group_id"),
+    Option("kafka.isolation.level", READ,
+           "`read_committed` skips aborted transactions and reads up to the last stable "
+           "offset.",
+           choice({"read_uncommitted": False, "read_committed": True}), "read_uncommitted",
+           field="read_committed"),
+    Option("kafka.max.partition.fetch.bytes", READ,
+           "Bytes asked per partition per Fetch; bounds executor memory.",
+           integer, 8 << 20, field="max_partition_fetch_bytes", minimum=1024),
+    Option("kafka.fetch.max.wait.ms", READ, "Longest time the broker may hold a Fetch.",
+           integer, 500, field="fetch_max_wait_ms", minimum=0),
+    Option("kafka.request.timeout.ms", READ_WRITE, "Per-request timeout.",
+           integer, CLIENT.request_timeout_ms, field="request_timeout_ms", minimum=1),
+    Option("kafka.socket.connection.setup.timeout.ms", READ_WRITE,
+           "Longest time to open a connection to a broker.",
+           integer, CLIENT.connect_timeout_ms, field="connect_timeout_ms", minimum=1),
+    Option("kafka.retries", READ_WRITE,
+           "Retries of retriable errors (after a metadata refresh). Writes retry until "
+           "`kafka.delivery.timeout.ms` by default, like the Java producer.",
+           integer, ByMode(read=CLIENT.retries, write=PRODUCER.retries), field="retries",
+           minimum=0),
+    Option("kafka.retry.backoff.ms", READ_WRITE, "Initial back-off between retries.",
+           integer, CLIENT.retry_backoff_ms, field="retry_backoff_ms", minimum=0),
+    Option("kafka.metadata.max.age.ms", READ_WRITE,
+           "Longest time cluster metadata is trusted (validated and carried; metadata is "
+           "refreshed on errors today).",
+           integer, CLIENT.metadata_max_age_ms, field="metadata_max_age_ms", minimum=0),
+    Option("kafka.client.id", READ_WRITE, "Client id sent with every request.",
+           text, CLIENT.client_id, field="client_id"),
+    Option("topic", frozenset({WRITE}),
+           "Topic for every row; overrides the `topic` column. Required if there is no topic "
+           "column."),
+    Option("kafka.acks", frozenset({WRITE}), "`0`, `1` or `all` (`-1`).",
+           choice({"0": 0, "1": 1, "all": -1, "-1": -1}, "'0', '1' or 'all'"), "all",
+           field="acks"),
+    Option("kafka.compression.type", frozenset({WRITE}),
+           "`none`, `gzip`, `snappy`, `lz4` or `zstd`.",
+           choice({c: c for c in ("none", "gzip", "snappy", "lz4", "zstd")},
+                  "one of none, gzip, snappy, lz4, zstd"), "none", field="compression"),
+    Option("kafka.enable.idempotence", frozenset({WRITE}),
+           "Producer id, epoch and sequence numbers so retried requests never duplicate "
+           "records.",
+           boolean, PRODUCER.idempotent, field="idempotent"),
+    Option("kafka.batch.size", frozenset({WRITE}),
+           "Largest record batch per partition (bytes, before compression, header included); "
+           "a single larger record gets a batch of its own. Also the size of a sticky run of "
+           "null-key records in one partition.",
+           integer, 1 << 20, field="batch_size", minimum=1),
+    Option("kafka.max.request.size", frozenset({WRITE}),
+           "Largest Produce request (bytes; one batch per partition per request, at least one "
+           "batch). A record larger than this fails the write, naming topic, partition and row.",
+           integer, PRODUCER.max_request_size, field="max_request_size", minimum=1),
+    Option("kafka.linger.ms", frozenset({WRITE}),
+           "How long rows may wait in a partition's buffer for rows of the following Arrow "
+           "batches before they are sent; `0` sends the rows of each Arrow batch at once (in "
+           "batches of at most `kafka.batch.size`).",
+           integer, 0, field="linger_ms", minimum=0),
+    Option("kafka.delivery.timeout.ms", frozenset({WRITE}),
+           "Longest time a record may take from the write to its acknowledgement, retries "
+           "included (at least `kafka.linger.ms` + `kafka.request.timeout.ms`).",
+           integer, field="delivery_timeout_ms", minimum=1,
+           example=str(PRODUCER.delivery_timeout_ms),
+           shown_default=f"`{PRODUCER.delivery_timeout_ms}`"),
+    Option("kafka.max.in.flight.requests.per.connection", frozenset({WRITE}),
+           "Produce requests pipelined to one broker (at most 5 with idempotence).",
+           integer, PRODUCER.max_in_flight, field="max_in_flight", minimum=1),
+    Option("kafka.allow.auto.create.topics", frozenset({WRITE}),
+           "Ask for metadata with auto-creation allowed, as the Java producer does: brokers "
+           "with `auto.create.topics.enable=true` create a missing topic (with their default "
+           "partition count); `false` fails the write on a missing topic.",
+           boolean, "true", field="allow_auto_create_topics"),
+)
+
+BY_NAME = {option.name.lower(): option for option in OPTIONS}
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """A Kafka client setting Spark's connector rejects (or that cannot work here)."""
+
+    name: str
+    applies: frozenset
+    reason: str    # Spark's words where Spark rejects it
+    fix: str
+
+    def error(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"Kafka option '{self.name}' is not supported{self.reason}: {self.fix}.")
+
+
+FORBIDDEN: tuple[Forbidden, ...] = (
+    # Spark's KafkaSourceProvider rejects these for every source.
+    Forbidden("kafka.auto.offset.reset", READ,
+              "; Structured Streaming manages which offsets are consumed",
+              "set the source option 'startingOffsets' to 'earliest' or 'latest' "
+              "(or 'group') instead"),
+    Forbidden("kafka.key.deserializer", READ,
+              " as keys are deserialized as byte arrays",
+              "keys are always returned as binary; cast or use a UDF on the key column"),
+    Forbidden("kafka.value.deserializer", READ,
+              " as values are deserialized as byte arrays",
+              "values are always returned as binary; cast or use a UDF on the value column"),
+    Forbidden("kafka.enable.auto.commit", READ, "",
+              "the source does not commit through the consumer; set 'kafka.group.id' and it "
+              "commits each finished streaming batch itself"),
+    # (Spark's sink hands this one to its Java producer; there is no JVM here.)
+    Forbidden("kafka.interceptor.classes", READ_WRITE, "",
+              "interceptors are not supported; transform the DataFrame instead"),
+    # Spark's sink rejects these.
+    Forbidden("kafka.key.serializer", frozenset({WRITE}), " as keys are serialized as bytes",
+              "the key column must be binary or string; cast it before writing"),
+    Forbidden("kafka.value.serializer", frozenset({WRITE}), " as values are serialized as bytes",
+              "the value column must be binary or string; cast it before writing"),
+    # Spark hands these Java classes to its producer; there is no JVM here.
+    Forbidden("kafka.partitioner.class", frozenset({WRITE}), "",
+              "custom partitioners are not supported; compute a 'partition' column instead "
+              "(rows with a null partition use the Java default partitioner)"),
+    Forbidden("kafka.transactional.id", frozenset({WRITE}), "",
+              "transactions are not supported; the idempotent producer "
+              "('kafka.enable.idempotence', on by default) already keeps retried requests from "
+              "duplicating records"),
+)
+
+
+def _modes_text(modes: frozenset) -> str:
+    return {frozenset({BATCH}): "batch queries", frozenset({STREAM}): "streaming queries",
+            frozenset({WRITE}): "writes"}.get(modes, "reads")
+
+
+def check_kafka_settings(options: dict, modes: frozenset, *, log_unused: bool = True) -> None:
+    """Reject the forbidden ``kafka.*`` settings; log the ones kafka_ds does not use.
+
+    Spark hands every ``kafka.*`` setting to the Kafka client; kafka_ds is its own client,
+    so a setting it has no use for is accepted and named in a warning (as the Java client
+    warns of configurations it does not know) rather than failing the query.
+    """
+    unused = []
+    for forbidden in FORBIDDEN:
+        if forbidden.applies & modes and forbidden.name.lower() in options:
+            raise forbidden.error()
+    for key in sorted(options):
+        option = BY_NAME.get(key)
+        if key.startswith("kafka.") and not (option and option.applies & modes) \
+                and key not in SECURITY_OPTION_NAMES:
+            unused.append(key)
+    if unused and log_unused:
+        log.warning("kafka_ds does not use these Kafka settings in %s; they have no effect: %s",
+                    _modes_text(modes), ", ".join(unused))
+
+
+def warn_ignored(options: dict, modes: frozenset) -> None:
+    """Like Spark, options of other kinds of query are ignored with a warning."""
+    for key in options:
+        option = BY_NAME.get(key)
+        if option and not key.startswith("kafka.") and not option.applies & modes:
+            log.warning("%s option ignored in %s (it applies to %s)", option.name,
+                        _modes_text(modes), option.markdown_applies())
+
+
+def declared_values(options: dict, modes: frozenset) -> dict[str, Any]:
+    """``field -> value`` of every declared option: parsed and checked when the option
+    applies to ``modes`` (else its default; see :func:`warn_ignored`)."""
+    values = {}
+    for option in OPTIONS:
+        if option.field is None:
+            continue
+        values[option.field] = (option.value(options, modes) if option.applies & modes
+                                else option.default_for(modes))
+    return values
+
+
+def fields_of(cls, values: dict, **overrides) -> dict:
+    """The entries of ``values`` that are fields of the dataclass ``cls``."""
+    picked = {f.name: values[f.name] for f in fields(cls) if f.name in values}
+    return {**picked, **overrides}
+
+
+def default_of(name: str, modes: frozenset = READ):
+    return BY_NAME[name.lower()].default_for(modes)
+
+
+# --- README tables ------------------------------------------------------------------------
+
+README_BEGIN = "<!-- options table: generated by `python -m kafka_ds.options --write-readme` -->"
+README_END = "<!-- end of options table -->"
 
 
 def options_markdown(applies_to_prefix: str = "") -> str:
     """The README's option table, made from OPTIONS."""
     lines = ["| option | applies to | default | meaning |", "| --- | --- | --- | --- |"]
-    for name, applies, default, text in OPTIONS:
+    for option in OPTIONS:
+        applies = option.markdown_applies()
         if applies_to_prefix and applies_to_prefix not in applies:
             continue
-        lines.append(f"| `{name}` | {applies} | {default} | {text} |")
+        lines.append(f"| `{option.name}` | {applies} | {option.markdown_default()} "
+                     f"| {option.doc} |")
     return "\n".join(lines)
 
+
+def forbidden_markdown() -> str:
+    """The README's table of rejected Kafka settings, made from FORBIDDEN."""
+    lines = ["| Kafka setting | rejected for | instead |", "| --- | --- | --- |"]
+    for forbidden in FORBIDDEN:
+        applies = "read, write" if forbidden.applies == READ_WRITE else (
+            "read" if forbidden.applies == READ else "write")
+        lines.append(f"| `{forbidden.name}` | {applies} | {forbidden.fix[0].upper()}"
+                     f"{forbidden.fix[1:]}. |")
+    return "\n".join(lines)
+
+
+def readme_section() -> str:
+    return "\n".join([README_BEGIN, "", options_markdown(), "", forbidden_markdown(), "",
+                      README_END])
+
+
+def _update_readme(path) -> bool:
+    """Replace the generated section of the README at ``path``; True when it changed."""
+    import pathlib
+    path = pathlib.Path(path)
+    old = path.read_text()
+    start, end = old.index(README_BEGIN), old.index(README_END) + len(README_END)
+    new = old[:start] + readme_section() + old[end:]
+    if new != old:
+        path.write_text(new)
+    return new != old
+
+
+# --- helpers ----------------------------------------------------------------------------
 
 def lower_keys(options) -> dict[str, str]:
     """Spark option keys are case-insensitive: normalise to lower case."""
@@ -150,44 +493,35 @@ def kafka_params(options: dict[str, str]) -> dict[str, str]:
     return {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
 
 
-def parse_bool(options, key, default: bool) -> bool:
+def parse_security(options: dict):
+    """TLS/SASL settings from ``kafka.security.protocol``/``kafka.ssl.*``/``kafka.sasl.*``
+    (their table: ``kafka_ds.client.security.SECURITY_OPTIONS``), None for PLAINTEXT.
+    Stores and JAAS entries are read and checked here, on the driver."""
+    params = kafka_params(options)
+    if not any(key.startswith(("security.", "ssl.", "sasl.")) for key in params):
+        return None
+    settings = SecuritySettings.from_params(params)
+    return None if settings.protocol == "PLAINTEXT" else settings
+
+
+def _checked(options, key, parse, default, minimum=None):
     raw = options.get(key.lower())
     if raw is None:
         return default
-    text = str(raw).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise ConfigurationError(f"Option '{key}' must be 'true' or 'false', got {raw!r}")
+    return Option(key, READ_WRITE, "", parse, minimum=minimum).check(raw)
+
+
+def parse_bool(options, key, default: bool) -> bool:
+    return _checked(options, key, boolean, default)
 
 
 def parse_int(options, key, default=None, minimum=None):
-    raw = options.get(key.lower())
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ConfigurationError(f"Option '{key}' must be an integer, got {raw!r}") from None
-    if minimum is not None and value < minimum:
-        raise ConfigurationError(f"Option '{key}' must be at least {minimum}, got {value}")
-    return value
+    return _checked(options, key, integer, default, minimum)
 
 
 def parse_duration_ms(options, key, default_ms):
     """'15m', '30s', '500ms', '2h' or plain milliseconds."""
-    raw = options.get(key.lower())
-    if raw is None:
-        return default_ms
-    text = str(raw).strip().lower()
-    units = [("ms", 1), ("s", 1000), ("m", 60000), ("h", 3600000), ("d", 86400000)]
-    for suffix, factor in units:
-        number = text[:-len(suffix)].strip()
-        if text.endswith(suffix) and number.replace(".", "", 1).isdigit():
-            return int(float(number) * factor)
-    if text.isdigit():
-        return int(text)
-    raise ConfigurationError(
-        f"Option '{key}' must be a duration like '15m', '30s' or '500ms', got {raw!r}")
+    return _checked(options, key, duration_ms, default_ms)
 
 
 def _json(options, key):
@@ -376,77 +710,46 @@ class ReadOptions:
     subscription: Subscription
     starting: OffsetSpec
     ending: OffsetSpec
-    timestamp_strategy: str = "error"
-    fail_on_data_loss: bool = True
+    timestamp_strategy: str = default_of("startingOffsetsByTimestampStrategy")
+    fail_on_data_loss: bool = default_of("failOnDataLoss")
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
-    include_headers: bool = False
-    fetch_offset_retries: int = 3
-    fetch_offset_retry_interval_ms: int = 1000
-    read_committed: bool = False
-    max_partition_fetch_bytes: int = 8 << 20
-    fetch_max_wait_ms: int = 500
-    latest_via_fetch: bool = False
-    client: dict = field(default_factory=dict)   # kafka.* params for ClientConfig
+    include_headers: bool = default_of("includeHeaders")
+    fetch_offset_retries: int = default_of("fetchOffset.numRetries")
+    fetch_offset_retry_interval_ms: int = default_of("fetchOffset.retryIntervalMs")
+    read_committed: bool = default_of("kafka.isolation.level")
+    max_partition_fetch_bytes: int = default_of("kafka.max.partition.fetch.bytes")
+    fetch_max_wait_ms: int = default_of("kafka.fetch.max.wait.ms")
+    latest_via_fetch: bool = default_of("latestOffsetsVia")
+    client: ClientConfig = CLIENT    # built on the driver; executors use it as is
     # streaming
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
-    max_trigger_delay_ms: int = 15 * 60 * 1000
+    max_trigger_delay_ms: int = default_of("maxTriggerDelay")
     group_id: str | None = None
-    group_id_prefix: str = "spark-kafka-source"
-    group_fallback: str = "earliest"
+    group_id_prefix: str = default_of("groupIdPrefix")
+    group_fallback: str = default_of("startingOffsetsFallback")
 
 
 def check_bootstrap(options) -> str:
-    servers = options.get("kafka.bootstrap.servers", "").strip()
-    if not servers:
-        raise ConfigurationError(
-            "Option 'kafka.bootstrap.servers' must be set, e.g. "
-            ".option(\"kafka.bootstrap.servers\", \"host1:9092,host2:9092\")")
-    for server in servers.split(","):
-        host, sep, port = server.strip().rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ConfigurationError(
-                f"Option 'kafka.bootstrap.servers': {server.strip()!r} is not host:port")
+    """The ``kafka.bootstrap.servers`` option, checked by the client's own parser."""
+    servers = str(options.get("kafka.bootstrap.servers", "")).strip()
+    parse_bootstrap(servers)
     return servers
 
 
 def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
     """Validate every read option. ``streaming=None``: the checks common to both modes."""
     options = lower_keys(raw_options)
+    modes = READ if streaming is None else frozenset({STREAM if streaming else BATCH})
     bootstrap = check_bootstrap(options)
-    params = kafka_params(options)
-    for key, fix in REJECTED_READ.items():
-        if key in params:
-            raise ConfigurationError(f"Kafka option 'kafka.{key}' is not supported: {fix}.")
+    check_kafka_settings(options, modes, log_unused=streaming is not None)
     subscription = parse_subscription(options)
     starting = parse_offset_spec(options, start=True, streaming=streaming)
     ending = parse_offset_spec(options, start=False, streaming=streaming)
-    strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
-    if strategy not in ("error", "latest"):
-        raise ConfigurationError(
-            "Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got "
-            f"{options['startingoffsetsbytimestampstrategy']!r}")
-    isolation = params.get("isolation.level", "read_uncommitted").strip().lower()
-    if isolation not in ("read_uncommitted", "read_committed"):
-        raise ConfigurationError(
-            "Option 'kafka.isolation.level' must be 'read_uncommitted' or 'read_committed', "
-            f"got {params['isolation.level']!r}")
-    latest_via = options.get("latestoffsetsvia", "auto").strip().lower()
-    if latest_via not in ("auto", "listoffsets", "fetch"):
-        raise ConfigurationError(
-            f"Option 'latestOffsetsVia' must be 'auto', 'listOffsets' or 'fetch', got "
-            f"{latest_via!r}")
-    min_partitions = parse_int(options, "minPartitions", minimum=1)
-    max_records = parse_int(options, "maxRecordsPerPartition", minimum=1)
-    max_offsets = parse_int(options, "maxOffsetsPerTrigger", minimum=1)
-    min_offsets = parse_int(options, "minOffsetsPerTrigger", minimum=1)
-    if streaming is False:
-        for key in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
-            if key.lower() in options:
-                raise ConfigurationError(
-                    f"Option '{key}' is for streaming queries only; remove it from spark.read")
-    if (max_offsets is not None and min_offsets is not None and min_offsets > max_offsets):
+    values = declared_values(options, modes)
+    max_offsets, min_offsets = values["max_offsets_per_trigger"], values["min_offsets_per_trigger"]
+    if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
         raise ConfigurationError(
             f"Option 'minOffsetsPerTrigger' ({min_offsets}) must not exceed "
             f"'maxOffsetsPerTrigger' ({max_offsets})")
@@ -456,76 +759,53 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
             raise ConfigurationError(
                 f"Option 'startingOffsets' must give an offset for every assigned partition; "
                 f"missing {sorted(missing)} (use -2 for earliest, -1 for latest)")
-    group_id = params.get("group.id")
-    fallback = options.get("startingoffsetsfallback", "earliest").strip().lower()
-    if fallback not in ("earliest", "latest"):
-        raise ConfigurationError(
-            f"Option 'startingOffsetsFallback' must be 'earliest' or 'latest', got {fallback!r}")
-    if starting.kind == "group" and not group_id:
+    if starting.kind == "group" and not values["group_id"]:
         raise ConfigurationError(
             "Option 'startingOffsets'='group' needs option 'kafka.group.id': the group whose "
             "committed offsets the query starts from")
+    if streaming is not None:
+        warn_ignored(options, modes)
+    if streaming and values["group_id"] and "groupidprefix" in options:
+        log.warning("Option groupIdPrefix will be ignored as option kafka.group.id has been set.")
     return ReadOptions(
-        bootstrap_servers=bootstrap,
-        subscription=subscription,
-        starting=starting,
+        bootstrap_servers=bootstrap, subscription=subscription, starting=starting,
         ending=ending,
-        timestamp_strategy=strategy,
-        fail_on_data_loss=parse_bool(options, "failOnDataLoss", True),
-        min_partitions=min_partitions,
-        max_records_per_partition=max_records,
-        include_headers=parse_bool(options, "includeHeaders", False),
-        fetch_offset_retries=parse_int(options, "fetchOffset.numRetries", 3, minimum=0),
-        fetch_offset_retry_interval_ms=parse_int(options, "fetchOffset.retryIntervalMs", 1000,
-                                                 minimum=0),
-        read_committed=isolation == "read_committed",
-        max_partition_fetch_bytes=parse_int(options, "kafka.max.partition.fetch.bytes", 8 << 20,
-                                            minimum=1024),
-        fetch_max_wait_ms=parse_int(options, "kafka.fetch.max.wait.ms", 500, minimum=0),
-        latest_via_fetch=latest_via != "listoffsets",
-        client=params,
-        max_offsets_per_trigger=max_offsets,
-        min_offsets_per_trigger=min_offsets,
-        max_trigger_delay_ms=parse_duration_ms(options, "maxTriggerDelay", 15 * 60 * 1000),
-        group_id=group_id,
-        group_id_prefix=options.get("groupidprefix", "spark-kafka-source"),
-        group_fallback=fallback,
-    )
-
+        client=ClientConfig(**fields_of(ClientConfig, values, security=parse_security(options))),
+        **fields_of(ReadOptions, values))
 
 
 # --- the whole write configuration ---------------------------------------------------
 
-ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
-MAX_RETRIES = 2147483647
+MAX_RETRIES = INT32_MAX
 
 
 @dataclass(frozen=True)
 class WriteOptions:
     bootstrap_servers: str
     topic: str | None = None          # the 'topic' option; overrides the topic column
-    acks: int = -1                    # 0, 1 or -1 (all)
-    compression: str = "none"         # none | gzip | snappy | lz4 | zstd
-    idempotent: bool = True
-    batch_size: int = 1 << 20
-    max_request_size: int = 1 << 20
-    linger_ms: int = 0
-    delivery_timeout_ms: int = 120000
-    request_timeout_ms: int = 30000
-    max_in_flight: int = 5
-    retries: int = MAX_RETRIES
-    retry_backoff_ms: int = 100
-    client: dict = field(default_factory=dict)   # kafka.* params for ClientConfig
+    acks: int = default_of("kafka.acks", frozenset({WRITE}))         # 0, 1 or -1 (all)
+    compression: str = default_of("kafka.compression.type")          # none|gzip|snappy|lz4|zstd
+    idempotent: bool = default_of("kafka.enable.idempotence")
+    batch_size: int = default_of("kafka.batch.size")
+    max_request_size: int = default_of("kafka.max.request.size")
+    linger_ms: int = default_of("kafka.linger.ms")
+    delivery_timeout_ms: int = PRODUCER.delivery_timeout_ms
+    request_timeout_ms: int = default_of("kafka.request.timeout.ms")
+    max_in_flight: int = default_of("kafka.max.in.flight.requests.per.connection")
+    allow_auto_create_topics: bool = default_of("kafka.allow.auto.create.topics")
+    retries: int = default_of("kafka.retries", frozenset({WRITE}))
+    retry_backoff_ms: int = default_of("kafka.retry.backoff.ms")
+    # Built on the driver from the values above; write tasks use them as they are.
+    client: ClientConfig = CLIENT
+    producer: ProducerConfig = PRODUCER
 
 
 def parse_write_options(raw_options) -> WriteOptions:
     """Validate every write option (driver side, before any task runs)."""
     options = lower_keys(raw_options)
+    modes = frozenset({WRITE})
     bootstrap = check_bootstrap(options)
-    params = kafka_params(options)
-    for key, fix in REJECTED_WRITE.items():
-        if key in params:
-            raise ConfigurationError(f"Kafka option 'kafka.{key}' is not supported: {fix}.")
+    check_kafka_settings(options, modes)
     topic = options.get("topic")
     if topic is not None:
         topic = str(topic).strip()
@@ -533,63 +813,62 @@ def parse_write_options(raw_options) -> WriteOptions:
             raise ConfigurationError(
                 "Option 'topic' is empty: give the topic to write to, or leave the option out "
                 "and provide a string 'topic' column")
-    acks_raw = params.get("acks", "all")
-    acks = ACKS.get(str(acks_raw).strip().lower())
-    if acks is None:
-        raise ConfigurationError(f"Option 'kafka.acks' must be '0', '1' or 'all', got {acks_raw!r}")
-    compression = str(params.get("compression.type", "none")).strip().lower()
-    if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+    values = declared_values(options, modes)
+    _resolve_idempotence(values, explicit="kafka.enable.idempotence" in options,
+                         acks_raw=options.get("kafka.acks"))
+    linger_ms, request_timeout_ms = values["linger_ms"], values["request_timeout_ms"]
+    if values["delivery_timeout_ms"] is None:
+        values["delivery_timeout_ms"] = max(PRODUCER.delivery_timeout_ms,
+                                            linger_ms + request_timeout_ms)
+    elif values["delivery_timeout_ms"] < linger_ms + request_timeout_ms:
         raise ConfigurationError(
-            "Option 'kafka.compression.type' must be one of none, gzip, snappy, lz4, zstd, "
-            f"got {params['compression.type']!r}")
-    max_in_flight = parse_int(options, "kafka.max.in.flight.requests.per.connection", 5, minimum=1)
-    retries = parse_int(options, "kafka.retries", MAX_RETRIES, minimum=0)
-    # Like the Java producer: idempotence is on unless asked otherwise, and quietly off when
-    # another setting it needs was changed -- but an explicit 'true' with such a setting
-    # is a contradiction the user must resolve.
-    explicit_idempotence = "kafka.enable.idempotence" in options
-    idempotent = parse_bool(options, "kafka.enable.idempotence", True)
+            f"Option 'kafka.delivery.timeout.ms' ({values['delivery_timeout_ms']}) must be at "
+            f"least 'kafka.linger.ms' + 'kafka.request.timeout.ms' ({linger_ms} + "
+            f"{request_timeout_ms}), so a request can time out and be retried once")
+    warn_ignored(options, modes)
+    # 'kafka.retries' is the producer's budget; metadata and InitProducerId calls keep the
+    # client's own.
+    client = ClientConfig(**fields_of(ClientConfig, values, retries=CLIENT.retries,
+                                      security=parse_security(options)))
+    return WriteOptions(
+        bootstrap_servers=bootstrap, topic=topic, client=client,
+        producer=ProducerConfig(**fields_of(ProducerConfig, values)),
+        **fields_of(WriteOptions, values))
+
+
+def _resolve_idempotence(values: dict, *, explicit: bool, acks_raw) -> None:
+    """Like the Java producer: idempotence is on unless asked otherwise, and quietly off
+    when another setting it needs was changed -- but an explicit 'true' with such a
+    setting is a contradiction the user must resolve."""
     conflicts = []
-    if acks != -1:
+    if values["acks"] != -1:
         conflicts.append(f"'kafka.acks' is {acks_raw!r} (idempotence needs 'all')")
-    if max_in_flight > 5:
-        conflicts.append(f"'kafka.max.in.flight.requests.per.connection' is {max_in_flight} "
-                         "(idempotence allows at most 5)")
-    if retries == 0:
+    if values["max_in_flight"] > 5:
+        conflicts.append(f"'kafka.max.in.flight.requests.per.connection' is "
+                         f"{values['max_in_flight']} (idempotence allows at most 5)")
+    if values["retries"] == 0:
         conflicts.append("'kafka.retries' is 0 (idempotence needs retries)")
-    if idempotent and conflicts:
-        if explicit_idempotence:
+    if values["idempotent"] and conflicts:
+        if explicit:
             raise ConfigurationError(
                 "Option 'kafka.enable.idempotence' is 'true' but " + "; ".join(conflicts)
                 + ". Change those options, or set 'kafka.enable.idempotence' to 'false'.")
-        idempotent = False
-    linger_ms = parse_int(options, "kafka.linger.ms", 0, minimum=0)
-    request_timeout_ms = parse_int(options, "kafka.request.timeout.ms", 30000, minimum=1)
-    delivery_timeout_ms = parse_int(options, "kafka.delivery.timeout.ms", None, minimum=1)
-    if delivery_timeout_ms is None:
-        delivery_timeout_ms = max(120000, linger_ms + request_timeout_ms)
-    elif delivery_timeout_ms < linger_ms + request_timeout_ms:
-        raise ConfigurationError(
-            f"Option 'kafka.delivery.timeout.ms' ({delivery_timeout_ms}) must be at least "
-            f"'kafka.linger.ms' + 'kafka.request.timeout.ms' ({linger_ms} + "
-            f"{request_timeout_ms}), so a request can time out and be retried once")
-    return WriteOptions(
-        bootstrap_servers=bootstrap,
-        topic=topic,
-        acks=acks,
-        compression=compression,
-        idempotent=idempotent,
-        batch_size=parse_int(options, "kafka.batch.size", 1 << 20, minimum=1),
-        max_request_size=parse_int(options, "kafka.max.request.size", 1 << 20, minimum=1),
-        linger_ms=linger_ms,
-        delivery_timeout_ms=delivery_timeout_ms,
-        request_timeout_ms=request_timeout_ms,
-        max_in_flight=max_in_flight,
-        retries=retries,
-        retry_backoff_ms=parse_int(options, "kafka.retry.backoff.ms", 100, minimum=0),
-        client=params,
-    )
+        values["idempotent"] = False
+
+
+def main(argv=None) -> int:
+    """``python -m kafka_ds.options``: print the README's option tables;
+    ``--write-readme [PATH]``: rewrite them in README.md (default: the repository's)."""
+    import pathlib
+    import sys
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--write-readme":
+        path = argv[1] if len(argv) > 1 else pathlib.Path(__file__).parents[1] / "README.md"
+        print(f"{path}: {'updated' if _update_readme(path) else 'already up to date'}")
+    else:
+        print(readme_section())
+    return 0
 
 
 if __name__ == "__main__":
-    print(options_markdown())
+    raise SystemExit(main())

@@ -13,21 +13,21 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .client import EARLIEST, LATEST, ClientConfig, KafkaClient
+from .client import EARLIEST, LATEST, KafkaClient
 from .options import OffsetSpec, ReadOptions
 from .protocol.errors import (
     ConfigurationError,
     DataLossError,
     KafkaError,
+    OffsetOutOfRange,
     RetriableError,
+    UnknownTopicId,
+    UnknownTopicOrPartition,
     error_for_code,
 )
 
 log = logging.getLogger(__name__)
 
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-UNKNOWN_TOPIC_ID = 100
 MAX_FETCH_BYTES_GROWTH = 256 << 20
 
 SPARK_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
@@ -75,7 +75,7 @@ class KafkaInputPartition(InputPartition):
 
 
 def make_client(opts: ReadOptions) -> KafkaClient:
-    return KafkaClient(opts.bootstrap_servers, ClientConfig.from_options(opts.client))
+    return KafkaClient(opts.bootstrap_servers, opts.client)
 
 
 # --- planning (driver) ----------------------------------------------------------------
@@ -113,7 +113,7 @@ class OffsetPlanner:
             try:
                 partitions = self.client.topic_partitions(topic, refresh=True)
             except KafkaError as exc:
-                if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION,):
+                if isinstance(exc, UnknownTopicOrPartition):
                     # Spark's source reads nothing from a subscribed topic that does not exist.
                     log.warning("subscribed topic %r does not exist: %s", topic, exc)
                     continue
@@ -305,7 +305,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
             if part is None:   # topic/partition gone, failOnDataLoss=false
                 return
             code = part["error_code"]
-            if code == OFFSET_OUT_OF_RANGE:
+            if code == OffsetOutOfRange.code:
                 earliest = client.list_offsets({(topic, partition): EARLIEST})[(topic, partition)][0]
                 if offset < earliest:
                     _data_loss(opts, f"Offsets [{offset}, {min(earliest, end)}) of "
@@ -394,14 +394,14 @@ def _fetch_with_retries(client, opts, topic, partition, offset, fetch_bytes, lev
         part = client.fetch(topic, partition, offset, max_bytes=fetch_bytes,
                             max_wait_ms=opts.fetch_max_wait_ms, isolation_level=level)
         code = part["error_code"]
-        if code and code != OFFSET_OUT_OF_RANGE:
+        if code and code != OffsetOutOfRange.code:
             raise error_for_code(code)(f"Fetch {topic}-{partition} at offset {offset}")
         return part
 
     try:
         return client.retrying(attempt, f"Fetch {topic}-{partition}")
     except KafkaError as exc:
-        if getattr(exc, "code", None) in (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID):
+        if isinstance(exc, (UnknownTopicOrPartition, UnknownTopicId)):
             _data_loss(opts, f"{topic}-{partition} no longer exists (was the topic deleted?) "
                        f"while reading from offset {offset}: {exc}")
             return None

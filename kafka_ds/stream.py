@@ -453,7 +453,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = None
 
     def client_timeout_s(self) -> float:
-        return int(self.opts.client.get("request.timeout.ms", 30000)) / 1000.0
+        return self.opts.client.request_timeout_ms / 1000.0
 
 
 def commit_query_progress(query, options: dict) -> dict:

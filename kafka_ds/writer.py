@@ -28,13 +28,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .client import ClientConfig, KafkaClient
+from .client import KafkaClient
+from .client.producer import Producer
 from .compat import DataSourceStreamArrowWriter
-from .client.producer import Producer, ProducerConfig
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
-from .protocol.errors import BrokerError, ConfigurationError
+from .protocol.errors import BrokerError, ConfigurationError, UnknownTopicOrPartition
 from .protocol.records import V2_HEADER_SIZE, encode_record_batch
 
 log = logging.getLogger(__name__)
@@ -137,10 +137,10 @@ def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
 def check_topic_exists(opts: WriteOptions) -> None:
     """Fail on the driver, before any task runs, when the 'topic' option names a topic the
     cluster does not have (and, with ``kafka.allow.auto.create.topics``, does not create)."""
-    allow_auto_create = auto_create(opts)   # a bad value fails here, not in a task
+    allow_auto_create = auto_create(opts)
     if opts.topic is None:
         return
-    client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
+    client = KafkaClient(opts.bootstrap_servers, opts.client)
     try:
         _partition_count(client, opts.topic, opts.bootstrap_servers, allow_auto_create)
     finally:
@@ -151,19 +151,7 @@ def auto_create(opts: WriteOptions) -> bool:
     """``kafka.allow.auto.create.topics`` (default true, as the Java producer): ask for
     metadata with AllowAutoTopicCreation, so brokers with auto.create.topics.enable
     create a missing topic as they do for Spark's ``format("kafka")`` sink."""
-    raw = str((opts.client or {}).get("allow.auto.create.topics", "true")).strip().lower()
-    if raw not in ("true", "false"):
-        raise ConfigurationError(
-            f"Option 'kafka.allow.auto.create.topics' must be 'true' or 'false', got {raw!r}")
-    return raw == "true"
-
-
-def _client_config(opts: WriteOptions) -> ClientConfig:
-    config = ClientConfig.from_options(opts.client)
-    config.request_timeout_ms = opts.request_timeout_ms
-    config.retries = 5   # for metadata and InitProducerId; Produce has its own budget
-    config.retry_backoff_ms = opts.retry_backoff_ms
-    return config
+    return opts.allow_auto_create_topics
 
 
 def _partition_count(client: KafkaClient, topic: str, bootstrap: str,
@@ -179,11 +167,12 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str,
             if partitions:
                 return len(partitions)
         except BrokerError as exc:
-            if exc.code != 3 and not exc.retriable:
+            if not isinstance(exc, UnknownTopicOrPartition) and not exc.retriable:
                 raise ConfigurationError(
                     f"Cannot write to topic '{topic}': {exc}") from exc
-            if time.monotonic() >= deadline or (exc.code == 3 and attempt >= 3):
-                if exc.code == 3:
+            unknown = isinstance(exc, UnknownTopicOrPartition)
+            if time.monotonic() >= deadline or (unknown and attempt >= 3):
+                if unknown:
                     break
                 raise
         attempt += 1
@@ -372,12 +361,9 @@ class TaskWriter:
         self.opts = opts
         self.plan = plan
         self.task = _spark_partition_id() if task is None else task
-        self.client = KafkaClient(opts.bootstrap_servers, _client_config(opts))
-        self.producer = Producer(self.client, ProducerConfig(
-            acks=opts.acks, idempotent=opts.idempotent, max_request_size=opts.max_request_size,
-            request_timeout_ms=opts.request_timeout_ms,
-            delivery_timeout_ms=opts.delivery_timeout_ms, max_in_flight=opts.max_in_flight,
-            retries=opts.retries, retry_backoff_ms=opts.retry_backoff_ms))
+        # Both settings objects were built on the driver (kafka_ds.options).
+        self.client = KafkaClient(opts.bootstrap_servers, opts.client)
+        self.producer = Producer(self.client, opts.producer)
         self.codec = codec_id(opts.compression)
         # A batch must fit the batch size and a request (with the request's own overhead).
         self.batch_limit = max(min(opts.batch_size, opts.max_request_size), V2_HEADER_SIZE + 1)

@@ -21,6 +21,7 @@ from aiokafka.protocol.types import Array, Schema
 from hypothesis import given, settings, strategies as st
 from kafka.protocol import admin as kp_admin, consumer as kp_consumer
 from kafka.protocol import metadata as kp_metadata, producer as kp_producer
+from kafka.protocol import sasl as kp_sasl
 from kafka.protocol.schemas.fields.codecs import BitField
 from kafka.protocol.schemas.load_json import load_json
 
@@ -240,14 +241,14 @@ def test_definition_matches_kafka_json(message, kind):
 
 
 def test_messages_are_indexed():
-    assert set(m.BY_KEY) == {0, 1, 2, 3, 8, 9, 10, 18, 19, 22}
+    assert set(m.BY_KEY) == {0, 1, 2, 3, 8, 9, 10, 17, 18, 19, 22, 36}
     assert all(m.BY_KEY[msg.api_key] is msg for msg in m.ALL_MESSAGES.values())
 
 
 # --- 2a. kafka-python 3.x: same bytes, both directions ---------------------------
 
 def kafka_python_class(message, kind):
-    for module in (kp_metadata, kp_consumer, kp_producer, kp_admin):
+    for module in (kp_metadata, kp_consumer, kp_producer, kp_admin, kp_sasl):
         cls = getattr(module, message.name + kind.capitalize(), None)
         if cls is not None:
             return cls
@@ -340,6 +341,7 @@ AIOKAFKA = {  # our name -> (module, class prefix); classes are <prefix>Request_
     "Produce": ("produce", "Produce"), "FindCoordinator": ("coordination", "FindCoordinator"),
     "OffsetCommit": ("commit", "OffsetCommit"), "OffsetFetch": ("commit", "OffsetFetch"),
     "InitProducerId": ("transaction", "InitProducerId"), "CreateTopics": ("admin", "CreateTopics"),
+    "SaslHandshake": ("admin", "SaslHandShake"), "SaslAuthenticate": ("admin", "SaslAuthenticate"),
 }
 # aiokafka's own mistakes, checked to stay mistakes (strict xfail) so a fix is noticed.
 AIOKAFKA_BUGS = {
@@ -795,3 +797,66 @@ def test_bad_frames_name_the_problem(message, version, body, error):
     with pytest.raises(KafkaProtocolError, match=error):
         decode_response(message, version, data)
     assert time.perf_counter() - start < 0.1
+
+
+# --- strict bodies: a name no version has raises; a name another version has does not ----
+
+def _list_offsets_body(**partition):
+    return {"replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, **partition}]}]}
+
+
+def test_misspelt_top_level_field_raises():
+    from kafka_ds.errors import UnknownFieldError
+    body = _list_offsets_body(timestamp=-2)
+    body["isolation_levle"] = 1
+    with pytest.raises(UnknownFieldError, match=r"ListOffsets v5 request: no field "
+                       r"'isolation_levle' in any version; did you mean 'isolation_level'\?"):
+        encode_request(m.LIST_OFFSETS, 5, 1, "c", body)
+
+
+def test_misspelt_nested_field_raises():
+    from kafka_ds.errors import UnknownFieldError
+    # Before strict bodies this sent timestamp 0 (the default), not -2.
+    body = _list_offsets_body(timestmap=-2)
+    with pytest.raises(UnknownFieldError, match=r"ListOffsets v5 request\.topics\[\]\.partitions"
+                       r"\[\]: no field 'timestmap'.*did you mean 'timestamp'\?"):
+        encode_request(m.LIST_OFFSETS, 5, 1, "c", body)
+    # A nested struct that is not in an array (Fetch v12 response: diverging_epoch).
+    with pytest.raises(UnknownFieldError, match=r"diverging_epoch: no field 'epok'"):
+        compile_codec(m.FETCH, 12, "response")[1](bytearray(), {"responses": [{
+            "topic": "t", "partitions": [{"partition_index": 0,
+                                          "diverging_epoch": {"epok": 1}}]}]})
+    # A name of the wrong nesting level is unknown there too.
+    with pytest.raises(UnknownFieldError, match=r"request: no field 'partition_index'"):
+        encode_request(m.LIST_OFFSETS, 5, 1, "c", {**_list_offsets_body(), "partition_index": 0})
+
+
+def test_field_of_another_version_is_not_an_error():
+    # max_num_offsets exists only in v0, current_leader_epoch only from v4: both are
+    # simply left out of versions that lack them, as before.
+    plain = encode_request(m.LIST_OFFSETS, 1, 1, "c", _list_offsets_body(timestamp=-2))
+    extra = encode_request(m.LIST_OFFSETS, 1, 1, "c", _list_offsets_body(
+        timestamp=-2, max_num_offsets=1, current_leader_epoch=7))
+    assert plain == extra
+
+
+def test_body_checks_names_before_a_version_is_chosen():
+    from kafka_ds.errors import UnknownFieldError
+    body = m.LIST_OFFSETS.body(replica_id=-1, topics=[])
+    assert body == {"replica_id": -1, "topics": []}
+    with pytest.raises(UnknownFieldError, match=r"ListOffsets request: no field 'replica'.*"
+                       r"did you mean 'replica_id'\?"):
+        m.LIST_OFFSETS.body(replica=-1)
+
+
+def test_omitted_fields_are_sent_as_their_defaults():
+    # What callers leave out is what the message definition says, not zero.
+    body = {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "timestamp": -1}]}]}
+    explicit = {"replica_id": 0, "isolation_level": 0, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1,
+         "max_num_offsets": 1}]}]}
+    for version in range(0, 10):
+        assert (encode_request(m.LIST_OFFSETS, version, 1, "c", body)
+                == encode_request(m.LIST_OFFSETS, version, 1, "c", explicit))

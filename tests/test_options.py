@@ -1,8 +1,15 @@
 """Option parsing and range planning: pure functions, no broker."""
 import pytest
 
+import logging
+import pickle
+
+from kafka_ds.client import ClientConfig, KafkaClient, parse_bootstrap
+from kafka_ds.client.producer import ProducerConfig
 from kafka_ds.options import (
-    OPTIONS, options_markdown, parse_duration_ms, parse_read_options,
+    BATCH, FORBIDDEN, INT32_MAX, OPTIONS, READ, STREAM, WRITE, ReadOptions, boolean, choice,
+    default_of, duration_ms, integer, main, options_markdown, parse_duration_ms,
+    parse_read_options, parse_write_options, readme_section,
 )
 from kafka_ds.protocol.errors import ConfigurationError
 from kafka_ds.reader import OffsetRange, split_ranges
@@ -55,7 +62,8 @@ def test_keys_are_case_insensitive():
     ({**BS, "subscribe": "t", "includeHeaders": "yes"}, "Option 'includeHeaders' must be 'true' or 'false'"),
     ({**BS, "subscribe": "t", "startingOffsetsByTimestampStrategy": "x"}, "startingOffsetsByTimestampStrategy"),
     ({**BS, "subscribe": "t", "kafka.isolation.level": "x"}, "kafka.isolation.level"),
-    ({**BS, "subscribe": "t", "maxOffsetsPerTrigger": "5"}, "streaming queries only"),
+    ({**BS, "subscribe": "t", "kafka.request.timeout.ms": "30s"},
+     "Option 'kafka.request.timeout.ms' must be an integer, got '30s'"),
     ({**BS, "assign": '{"t":[0,1]}', "startingOffsets": '{"t":{"0":5}}'}, "every assigned partition"),
     ({**BS, "subscribe": "t", "startingTimestamp": "-5"}, "Option 'startingTimestamp'"),
     ({"kafka.bootstrap.servers": "nohost", "subscribe": "t"}, "is not host:port"),
@@ -96,11 +104,187 @@ def test_duration():
         parse_duration_ms({"x": "soon"}, "x", 0)
 
 
-def test_readme_option_table_matches_code():
+# --- the declarations: one per option, driving parsing, checks and the README ------------
+
+def parse_for(modes, options):
+    """Parse ``options`` as the first query kind in ``modes`` (write, batch or streaming)."""
+    options = {**BS, "subscribe": "t", **options} if WRITE not in modes else {**BS, **options}
+    if WRITE in modes:
+        return parse_write_options(options)
+    return parse_read_options(options, streaming=BATCH not in modes)
+
+
+TYPED = [o for o in OPTIONS if o.parse in (integer, boolean, duration_ms)
+         or getattr(o.parse, "__qualname__", "").startswith(choice.__qualname__)]
+
+
+def test_declarations_are_unique_and_typed():
+    assert len(OPTIONS) == len({o.name.lower() for o in OPTIONS})
+    fields = [o.field for o in OPTIONS if o.field]
+    assert len(fields) == len(set(fields))
+    # every kafka.* option the connector reads (it fills a field) has a typed parser, or
+    # is free text by nature (client id, group id)
+    kafka = [o for o in OPTIONS if o.name.startswith("kafka.") and o.field]
+    assert {o.name for o in kafka if o not in TYPED} == {"kafka.client.id", "kafka.group.id"}
+    assert len(TYPED) >= 25
+
+
+@pytest.mark.parametrize("option", TYPED, ids=[o.name for o in TYPED])
+def test_every_typed_option_rejects_an_ill_typed_value_naming_itself(option):
+    with pytest.raises(ConfigurationError) as info:
+        parse_for(option.applies, {option.name: "30s" if option.parse is not duration_ms
+                                   else "soon"})
+    message = str(info.value)
+    assert f"Option '{option.name}' must be " in message
+    if option.name.startswith("kafka."):
+        assert f'.option("{option.name}", "' in message   # ... and how to write it
+
+
+BOUNDED = [o for o in OPTIONS if o.minimum is not None or o.maximum is not None]
+
+
+@pytest.mark.parametrize("option", BOUNDED, ids=[o.name for o in BOUNDED])
+def test_bounds(option):
+    if option.minimum is not None:
+        with pytest.raises(ConfigurationError, match=rf"'{option.name}' must be at least "
+                                                     rf"{option.minimum}, got {option.minimum - 1}"):
+            parse_for(option.applies, {option.name: str(option.minimum - 1)})
+    if option.maximum is not None:
+        with pytest.raises(ConfigurationError, match=rf"'{option.name}' must be at most"):
+            parse_for(option.applies, {option.name: str(option.maximum + 1)})
+    edge = option.minimum if option.minimum is not None else option.maximum
+    extra = {"kafka.enable.idempotence": "false"} if WRITE in option.applies else {}
+    if option.name == "kafka.delivery.timeout.ms":
+        extra["kafka.request.timeout.ms"] = "1"
+    parse_for(option.applies, {option.name: str(edge), **extra})   # the bound itself is fine
+    if option.name.startswith("kafka.") and option.parse is integer:
+        assert option.maximum == INT32_MAX
+
+
+def test_defaults_are_stated_once_in_the_client_settings():
+    read = parse_read_options({**BS, "subscribe": "t"}, streaming=False)
+    write = parse_write_options(BS)
+    assert read.client == ClientConfig() and write.client == ClientConfig()
+    assert write.producer == ProducerConfig()
+    # the option objects' own defaults are the declared ones
+    assert read == ReadOptions(read.bootstrap_servers, read.subscription, read.starting,
+                               read.ending)
+    assert ClientConfig().client_id == "kafka-ds" == default_of("kafka.client.id")
+    assert default_of("kafka.retries", READ) == ClientConfig().retries
+    assert default_of("kafka.retries", frozenset({WRITE})) == ProducerConfig().retries
+    assert default_of("kafka.acks", frozenset({WRITE})) == ProducerConfig().acks
+
+
+def test_kafka_settings_reach_the_client_settings_built_on_the_driver():
+    options = {"kafka.request.timeout.ms": "1234", "kafka.client.id": "me",
+               "kafka.retries": "2", "kafka.retry.backoff.ms": "7",
+               "kafka.metadata.max.age.ms": "60000",
+               "kafka.socket.connection.setup.timeout.ms": "999"}
+    read = parse_for(frozenset({STREAM}), options)
+    assert read.client == ClientConfig(client_id="me", request_timeout_ms=1234, retries=2,
+                                       retry_backoff_ms=7, metadata_max_age_ms=60000,
+                                       connect_timeout_ms=999)
+    write = parse_write_options({**BS, **options})
+    # kafka.retries is the producer's budget; the client keeps its own for metadata calls
+    assert write.client == ClientConfig(client_id="me", request_timeout_ms=1234,
+                                        retry_backoff_ms=7, metadata_max_age_ms=60000,
+                                        connect_timeout_ms=999)
+    assert (write.producer.request_timeout_ms, write.producer.retries,
+            write.producer.retry_backoff_ms) == (1234, 2, 7)
+    # What executors get is a pickled copy of the driver's objects, used as is.
+    for opts in (read, write):
+        copy = pickle.loads(pickle.dumps(opts))
+        assert copy == opts and copy.client == opts.client
+        with pytest.raises(AttributeError):
+            copy.client.request_timeout_ms = 1   # frozen
+    from kafka_ds.reader import make_client
+    client = make_client(pickle.loads(pickle.dumps(read)))
+    assert client.config == read.client and client.bootstrap == [("127.0.0.1", 9092)]
+    from kafka_ds.writer import ColumnPlan, TaskWriter
+    task = TaskWriter(pickle.loads(pickle.dumps(write)), ColumnPlan(names=("value",), value=0),
+                      task=0)
+    try:
+        assert task.client.config == write.client and task.producer.config == write.producer
+    finally:
+        task.close()
+    from kafka_ds.stream import KafkaStreamReader
+    assert KafkaStreamReader(read, {}).client_timeout_s() == 1.234
+
+
+@pytest.mark.parametrize("forbidden", FORBIDDEN, ids=[f.name for f in FORBIDDEN])
+def test_settings_spark_rejects_are_rejected(forbidden, caplog):
+    for modes in (frozenset({BATCH}), frozenset({STREAM}), frozenset({WRITE})):
+        if modes & forbidden.applies:
+            with pytest.raises(ConfigurationError, match=rf"Kafka option '{forbidden.name}' is "
+                                                         r"not supported.*: \w"):
+                parse_for(modes, {forbidden.name: "x"})
+        else:   # a consumer setting on a write (or the reverse) is only unused
+            with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
+                parse_for(modes, {forbidden.name: "x"})
+            assert forbidden.name in caplog.text
+
+
+def test_unused_kafka_settings_are_accepted_and_named_in_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
+        o = parse_for(frozenset({BATCH}), {"kafka.session.timeout.ms": "x",
+                                           "kafka.fetch.min.bytes": "1", "kafka.acks": "1"})
+    assert o.client == ClientConfig()
+    [record] = [r for r in caplog.records if "does not use" in r.getMessage()]
+    assert ("kafka.acks, kafka.fetch.min.bytes, kafka.session.timeout.ms"
+            in record.getMessage())
+
+
+def test_options_of_other_queries_are_ignored_with_a_warning_like_spark(caplog):
+    with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
+        o = parse_for(frozenset({BATCH}), {"maxOffsetsPerTrigger": "5",
+                                           "minOffsetsPerTrigger": "x", "maxTriggerDelay": "1m"})
+    assert o.max_offsets_per_trigger is None
+    for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+        assert f"{name} option ignored in batch queries" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
+        o = parse_for(frozenset({STREAM}), {"kafka.group.id": "g", "groupIdPrefix": "p"})
+    assert o.group_id == "g"
+    assert "groupIdPrefix will be ignored as option kafka.group.id has been set" in caplog.text
+
+
+@pytest.mark.parametrize("servers, parsed", [
+    ("h:1", [("h", 1)]),
+    (" a:9092 , b.example:19092,", [("a", 9092), ("b.example", 19092)]),
+    ("[::1]:9092,[fe80::1%eth0]:1", [("::1", 9092), ("fe80::1%eth0", 1)]),
+])
+def test_bootstrap_one_parser(servers, parsed):
+    assert parse_bootstrap(servers) == parsed
+    assert KafkaClient(servers).bootstrap == parsed
+    assert parse_read_options({"kafka.bootstrap.servers": servers, "subscribe": "t"},
+                              streaming=None).bootstrap_servers == servers.strip()
+
+
+@pytest.mark.parametrize("servers", ["h", "h:", ":9092", "h:x", "h:0", "h:65536", "[::1:9092",
+                                     "a:1,b"])
+def test_bad_bootstrap_fails_the_same_on_driver_and_client(servers):
+    with pytest.raises(ConfigurationError, match="'kafka.bootstrap.servers': .* is not host:port"):
+        parse_write_options({"kafka.bootstrap.servers": servers})
+    with pytest.raises(ConfigurationError, match="is not host:port"):
+        KafkaClient(servers)
+    with pytest.raises(ConfigurationError, match="'kafka.bootstrap.servers' must be set"):
+        KafkaClient(" , ")
+
+
+def test_readme_option_tables_are_generated_from_the_declarations(tmp_path, capsys):
     import pathlib
     readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
-    assert options_markdown() in readme, "regenerate with python -m kafka_ds.options"
-    assert len(OPTIONS) == len({o[0] for o in OPTIONS})
+    assert readme_section() in readme, "regenerate with python -m kafka_ds.options --write-readme"
+    assert options_markdown() in readme_section()
+    for option in OPTIONS:
+        assert f"| `{option.name}` |" in readme
+    for forbidden in FORBIDDEN:
+        assert f"| `{forbidden.name}` |" in readme
+    # the regeneration command rewrites a stale table
+    stale = tmp_path / "README.md"
+    stale.write_text(readme.replace("| `kafka.acks` | write | `all` |", "| `kafka.acks` | write | `1` |"))
+    assert main(["--write-readme", str(stale)]) == 0
+    assert stale.read_text() == readme and "updated" in capsys.readouterr().out
 
 
 # --- splitting, as Spark's KafkaOffsetRangeCalculator does ------------------------------

@@ -5,10 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kafka_ds.protocol import primitives as p
-from kafka_ds.protocol.errors import (
-    ERROR_TABLE, BrokerError, KafkaProtocolError, RetriableError, error_by_name, error_for_code,
-    is_retriable, raise_for_code,
-)
+from kafka_ds.protocol.errors import KafkaProtocolError
 
 
 def enc(write, value, *args):
@@ -108,24 +105,3 @@ def test_absurd_lengths_rejected():
         p.read_array_length(b"\x7f\xff\xff\xff", 0, compact=False)
     with pytest.raises(KafkaProtocolError, match="varint"):
         p.read_uvarint(b"\xff" * 11, 0)
-
-
-# --- the error table ---------------------------------------------------------------
-
-def test_error_table_is_consistent():
-    codes = [row[0] for row in ERROR_TABLE]
-    names = [row[1] for row in ERROR_TABLE]
-    assert len(codes) == len(set(codes)) and len(names) == len(set(names))
-    assert all(row[3] for row in ERROR_TABLE)
-
-
-def test_errors_from_table():
-    cls = error_for_code(6)
-    assert cls.name == "NOT_LEADER_OR_FOLLOWER" and issubclass(cls, RetriableError)
-    assert is_retriable(6) and not is_retriable(29) and not is_retriable(0)
-    assert error_by_name("TOPIC_AUTHORIZATION_FAILED").code == 29
-    with pytest.raises(BrokerError, match=r"\[10 MESSAGE_TOO_LARGE\].*topic t-0"):
-        raise_for_code(10, "topic t-0")
-    raise_for_code(0)  # no error: no exception
-    unknown = error_for_code(9999)
-    assert unknown.code == 9999 and not unknown.retriable

@@ -377,12 +377,13 @@ def test_missing_topic_on_a_broker_that_does_not_create_it():
 
 
 def test_allow_auto_create_topics_option_is_checked_on_the_driver():
-    from kafka_ds.writer import check_topic_exists
-
-    opts = parse_write_options({"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t",
-                                "kafka.allow.auto.create.topics": "maybe"})
     with pytest.raises(ConfigurationError, match="'kafka.allow.auto.create.topics'"):
-        check_topic_exists(opts)
+        parse_write_options({"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t",
+                             "kafka.allow.auto.create.topics": "maybe"})
+    assert parse_write_options({"kafka.bootstrap.servers": "h:1"}).allow_auto_create_topics
+    assert not parse_write_options({"kafka.bootstrap.servers": "h:1",
+                                    "kafka.allow.auto.create.topics": "false"}
+                                   ).allow_auto_create_topics
 
 
 def test_null_topic_value_fails_the_task_naming_the_row(spark, broker, new_topic):

@@ -4,3 +4,4 @@ from .cluster import (  # noqa: F401
     PartitionInfo, TopicInfo,
 )
 from .connection import BrokerConnection, parse_bootstrap  # noqa: F401
+from .config import DEFAULT_CLIENT_CONFIG  # noqa: F401

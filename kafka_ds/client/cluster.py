@@ -13,12 +13,18 @@ from dataclasses import dataclass, field
 from ..protocol import messages as m
 from ..protocol.errors import (
     BrokerError,
+    CoordinatorLoadInProgress,
+    CoordinatorNotAvailable,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    LeaderNotAvailable,
+    NotCoordinator,
     RetriableError,
+    UnknownTopicOrPartition,
     error_for_code,
 )
+from .config import ClientConfig
 from .connection import BrokerConnection, parse_bootstrap
 
 log = logging.getLogger(__name__)
@@ -46,36 +52,6 @@ class TopicInfo:
     is_internal: bool = False
 
 
-@dataclass
-class ClientConfig:
-    """Client settings, named after the Kafka client properties they mirror."""
-
-    client_id: str = "kafka-ds"
-    request_timeout_ms: int = 30000
-    connect_timeout_ms: int = 10000
-    retries: int = 5               # attempts after the first on retriable errors
-    retry_backoff_ms: int = 100
-    metadata_max_age_ms: int = 300000
-
-    @classmethod
-    def from_options(cls, options: dict) -> "ClientConfig":
-        """From Kafka-style keys (``request.timeout.ms``...), ignoring unknown ones."""
-        config = cls()
-        mapping = {
-            "client.id": ("client_id", str),
-            "request.timeout.ms": ("request_timeout_ms", int),
-            "socket.connection.setup.timeout.ms": ("connect_timeout_ms", int),
-            "retries": ("retries", int),
-            "retry.backoff.ms": ("retry_backoff_ms", int),
-            "metadata.max.age.ms": ("metadata_max_age_ms", int),
-        }
-        for key, value in options.items():
-            if key in mapping:
-                attr, conv = mapping[key]
-                setattr(config, attr, conv(value))
-        return config
-
-
 class KafkaClient:
     """Speaks to a whole cluster. Create one per task/driver; call ``close()``."""
 
@@ -95,7 +71,8 @@ class KafkaClient:
     def _new_connection(self, host, port, node_id=-1) -> BrokerConnection:
         return BrokerConnection(host, port, node_id=node_id, client_id=self.config.client_id,
                                 request_timeout_ms=self.config.request_timeout_ms,
-                                connect_timeout_ms=self.config.connect_timeout_ms)
+                                connect_timeout_ms=self.config.connect_timeout_ms,
+                                security=self.config.security)
 
     def any_connection(self) -> BrokerConnection:
         """A connected broker: a known node if any, else the bootstrap list in random order.
@@ -191,12 +168,10 @@ class KafkaClient:
         else:
             topic_list = [{"name": t} for t in topics]
         try:
-            response = conn.request(m.METADATA, {
-                "topics": topic_list,
-                "allow_auto_topic_creation": bool(allow_auto_topic_creation and topics),
-                "include_cluster_authorized_operations": False,
-                "include_topic_authorized_operations": False,
-            }, version=version)
+            response = conn.request(m.METADATA, m.METADATA.body(
+                topics=topic_list,
+                allow_auto_topic_creation=bool(allow_auto_topic_creation and topics)),
+                version=version)
         except (KafkaConnectionError, KafkaTimeoutError):
             # That broker went away: forget it and let the caller retry elsewhere.
             raise
@@ -236,7 +211,7 @@ class KafkaClient:
                 [topic], allow_auto_topic_creation=allow_auto_topic_creation)
             info = seen.get(topic)
             if info is None:
-                raise error_for_code(3)(f"topic {topic!r} not in metadata")
+                raise UnknownTopicOrPartition(f"topic {topic!r} not in metadata")
             if info.error_code:
                 raise error_for_code(info.error_code)(f"topic {topic!r}")
         return sorted(self.topics[topic].partitions)
@@ -257,10 +232,10 @@ class KafkaClient:
             self.refresh_metadata([topic])
             info = self.topics.get(topic)
             if info is None or partition not in info.partitions:
-                raise error_for_code(3)(f"{topic}-{partition} not in metadata")
+                raise UnknownTopicOrPartition(f"{topic}-{partition} not in metadata")
         part = info.partitions[partition]
         if part.leader < 0:
-            raise error_for_code(5)(f"{topic}-{partition} has no leader")
+            raise LeaderNotAvailable(f"{topic}-{partition} has no leader")
         return part.leader
 
     def group_by_leader(self, topic_partitions) -> dict[int, list[tuple[str, int]]]:
@@ -287,11 +262,10 @@ class KafkaClient:
                 by_topic = defaultdict(list)
                 for topic, partition in tps:
                     by_topic[topic].append({
-                        "partition_index": partition, "current_leader_epoch": -1,
-                        "timestamp": remaining[(topic, partition)], "max_num_offsets": 1})
-                response = conn.request(m.LIST_OFFSETS, {
-                    "replica_id": -1, "isolation_level": isolation_level,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+                        "partition_index": partition, "timestamp": remaining[(topic, partition)]})
+                response = conn.request(m.LIST_OFFSETS, m.LIST_OFFSETS.body(
+                    replica_id=-1, isolation_level=isolation_level,
+                    topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()]))
                 for topic in response["topics"]:
                     for part in topic["partitions"]:
                         key = (topic["name"], part["partition_index"])
@@ -308,7 +282,7 @@ class KafkaClient:
             if remaining:
                 retriable = [f for f in failures if f.retriable]
                 if retriable or not failures:
-                    raise retriable[0] if retriable else error_for_code(3)(
+                    raise retriable[0] if retriable else UnknownTopicOrPartition(
                         f"no ListOffsets answer for {sorted(remaining)}")
                 raise failures[0]
 
@@ -328,22 +302,20 @@ class KafkaClient:
         """
         leader = self.leader_for(topic, partition)
         conn = self.connection(leader)
-        response = conn.request(m.FETCH, {
-            "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
-            "max_bytes": max(max_bytes, 1), "isolation_level": isolation_level,
-            "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [{
-                "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": max_bytes}]}],
-            "forgotten_topics_data": [], "rack_id": ""})
+        # A sessionless full fetch: session id 0 and epoch -1 are the message's defaults.
+        response = conn.request(m.FETCH, m.FETCH.body(
+            max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max(max_bytes, 1),
+            isolation_level=isolation_level,
+            topics=[{"topic": topic, "partitions": [{
+                "partition": partition, "fetch_offset": offset,
+                "partition_max_bytes": max_bytes}]}]))
         if response.get("error_code"):
             raise error_for_code(response["error_code"])(f"Fetch {topic}-{partition}")
         for topic_response in response["responses"]:
             for part in topic_response["partitions"]:
                 if part["partition_index"] == partition:
                     return part
-        raise error_for_code(3)(f"Fetch response had no {topic}-{partition}")
+        raise UnknownTopicOrPartition(f"Fetch response had no {topic}-{partition}")
 
     def fetch_watermarks(self, offsets: dict[tuple[str, int], int],
                          isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], tuple[int, int]]:
@@ -365,15 +337,12 @@ class KafkaClient:
                 by_topic = defaultdict(list)
                 for topic, partition in tps:
                     by_topic[topic].append({
-                        "partition": partition, "current_leader_epoch": -1,
+                        "partition": partition,
                         "fetch_offset": max(remaining[(topic, partition)], 0),
-                        "last_fetched_epoch": -1, "log_start_offset": -1,
                         "partition_max_bytes": 1})
-                response = self.connection(leader).request(m.FETCH, {
-                    "replica_id": -1, "max_wait_ms": 1, "min_bytes": 0, "max_bytes": 1,
-                    "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
-                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-                    "forgotten_topics_data": [], "rack_id": ""})
+                response = self.connection(leader).request(m.FETCH, m.FETCH.body(
+                    max_wait_ms=1, min_bytes=0, max_bytes=1, isolation_level=isolation_level,
+                    topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()]))
                 if response.get("error_code"):
                     raise error_for_code(response["error_code"])(f"Fetch from broker {leader}")
                 for topic_response in response["responses"]:
@@ -391,7 +360,7 @@ class KafkaClient:
             if remaining:
                 retriable = [f for f in failures if f.retriable]
                 if retriable or not failures:
-                    raise retriable[0] if retriable else error_for_code(3)(
+                    raise retriable[0] if retriable else UnknownTopicOrPartition(
                         f"no Fetch answer for {sorted(remaining)}")
                 raise failures[0]
 
@@ -405,8 +374,8 @@ class KafkaClient:
         if refresh or group_id not in self._coordinators:
             def find():
                 conn = self.any_connection()
-                response = conn.request(m.FIND_COORDINATOR, {
-                    "key": group_id, "key_type": 0, "coordinator_keys": [group_id]})
+                response = conn.request(m.FIND_COORDINATOR, m.FIND_COORDINATOR.body(
+                    key=group_id, key_type=0, coordinator_keys=[group_id]))
                 if response.get("coordinators"):
                     entry = response["coordinators"][0]
                 else:
@@ -427,7 +396,8 @@ class KafkaClient:
                 self._coordinators.pop(group_id, None)
                 raise
             except BrokerError as exc:
-                if exc.code in (14, 15, 16):  # load in progress / not available / not coordinator
+                if isinstance(exc, (CoordinatorLoadInProgress, CoordinatorNotAvailable,
+                                    NotCoordinator)):
                     self._coordinators.pop(group_id, None)
                 raise
 
@@ -440,12 +410,11 @@ class KafkaClient:
         by_topic = defaultdict(list)
         for (topic, partition), offset in sorted(offsets.items()):
             by_topic[topic].append({"partition_index": partition, "committed_offset": offset,
-                                    "committed_leader_epoch": -1, "commit_timestamp": -1,
                                     "committed_metadata": metadata})
-        body = {"group_id": group_id, "generation_id_or_member_epoch": -1,
-                "generation_id": -1, "member_id": "", "group_instance_id": None,
-                "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        # Generation -1, no member, no leader epoch, broker-side retention: the defaults.
+        body = m.OFFSET_COMMIT.body(
+            group_id=group_id,
+            topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()])
 
         def call(conn):
             response = conn.request(m.OFFSET_COMMIT, body)
@@ -463,9 +432,10 @@ class KafkaClient:
         for topic, partition in topic_partitions:
             by_topic[topic].append(partition)
         topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
-        body = {"group_id": group_id, "topics": topics, "require_stable": False,
-                "groups": [{"group_id": group_id, "member_id": None, "member_epoch": -1,
-                            "topics": topics}]}
+        # v0-7 name the group at the top, v8+ in a list of groups; the codec sends
+        # whichever the negotiated version has.
+        body = m.OFFSET_FETCH.body(group_id=group_id, topics=topics,
+                                   groups=[{"group_id": group_id, "topics": topics}])
 
         def call(conn):
             response = conn.request(m.OFFSET_FETCH, body)
@@ -491,15 +461,14 @@ class KafkaClient:
     # --- topics ------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     timeout_ms: int = 30000) -> None:
+                     timeout_ms: int | None = None) -> None:
         """CreateTopics through any broker (it forwards to the controller); an existing
         topic is an error, as in the admin API."""
         conn = self.any_connection()
-        response = conn.request(m.CREATE_TOPICS, {
-            "topics": [{"name": name, "num_partitions": partitions,
-                        "replication_factor": replication_factor,
-                        "assignments": [], "configs": []}],
-            "timeout_ms": timeout_ms, "validate_only": False})
+        response = conn.request(m.CREATE_TOPICS, m.CREATE_TOPICS.body(
+            topics=[{"name": name, "num_partitions": partitions,
+                     "replication_factor": replication_factor}],
+            timeout_ms=self.config.request_timeout_ms if timeout_ms is None else timeout_ms))
         for topic in response["topics"]:
             if topic["error_code"]:
                 raise error_for_code(topic["error_code"])(
@@ -512,10 +481,9 @@ class KafkaClient:
                          transaction_timeout_ms: int = 60000) -> tuple[int, int]:
         def attempt():
             conn = self.any_connection()
-            response = conn.request(m.INIT_PRODUCER_ID, {
-                "transactional_id": transactional_id,
-                "transaction_timeout_ms": transaction_timeout_ms,
-                "producer_id": -1, "producer_epoch": -1})
+            response = conn.request(m.INIT_PRODUCER_ID, m.INIT_PRODUCER_ID.body(
+                transactional_id=transactional_id,
+                transaction_timeout_ms=transaction_timeout_ms))
             if response["error_code"]:
                 raise error_for_code(response["error_code"])("InitProducerId")
             return response["producer_id"], response["producer_epoch"]

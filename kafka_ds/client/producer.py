@@ -25,44 +25,22 @@ import numpy as np
 
 from ..protocol import messages as m
 from ..protocol.errors import (
+    DuplicateSequenceNumber,
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
+    MessageTooLarge,
+    OutOfOrderSequenceNumber,
+    ProduceError,
     RetriableError,
     error_for_code,
 )
+from .config import ProducerConfig  # noqa: F401  (defined with the other settings)
 
 log = logging.getLogger(__name__)
 
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-DUPLICATE_SEQUENCE_NUMBER = 46
-MESSAGE_TOO_LARGE = 10
 SEQUENCE_MODULUS = 1 << 31   # sequences wrap from Int32.MAX to 0, as in the Java client
-
-
-@dataclass
-class ProducerConfig:
-    acks: int = -1                    # 0, 1 or -1 (all in-sync replicas)
-    idempotent: bool = True
-    max_request_size: int = 1 << 20
-    request_timeout_ms: int = 30000   # also the broker-side Produce timeout
-    delivery_timeout_ms: int = 120000
-    max_in_flight: int = 5
-    retries: int = 2147483647
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1000
-
-
-class ProduceError(KafkaError):
-    """A batch could not be delivered; the message names topic, partition and rows."""
-
-    def __init__(self, message: str, *, topic: str, partition: int, cause: Exception | None = None):
-        super().__init__(message)
-        self.topic = topic
-        self.partition = partition
-        self.cause = cause
-        self.retriable = bool(cause is not None and getattr(cause, "retriable", False))
 
 
 class ProducerBatch:
@@ -329,9 +307,9 @@ class Producer:
         by_topic: dict[str, list] = {}
         for (topic, partition), batch in batches.items():
             by_topic.setdefault(topic, []).append({"index": partition, "records": batch.data})
-        body = {"transactional_id": None, "acks": self.config.acks,
-                "timeout_ms": self.config.request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": parts} for t, parts in by_topic.items()]}
+        body = m.PRODUCE.body(
+            acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
+            topic_data=[{"name": t, "partition_data": parts} for t, parts in by_topic.items()])
         expects_response = self.config.acks != 0
         try:
             conn = self.client.connection(leader)
@@ -406,14 +384,14 @@ class Producer:
             self._acknowledge(batch, part["base_offset"])
             return
         idempotent = self.config.idempotent
-        if code == DUPLICATE_SEQUENCE_NUMBER and idempotent:
+        if code == DuplicateSequenceNumber.code and idempotent:
             # The broker has this batch already (an earlier attempt got through).
             self.stats.duplicates += 1
             self._acknowledge(batch, part.get("base_offset", -1))
             return
         detail = part.get("error_message") or ""
         exc = error_for_code(code)(f"Produce to {batch.where()}" + (f": {detail}" if detail else ""))
-        if code == OUT_OF_ORDER_SEQUENCE_NUMBER and idempotent:
+        if code == OutOfOrderSequenceNumber.code and idempotent:
             state = self._partitions[(batch.topic, batch.partition)]
             if any(o < batch.ordinal for o in state.unacked):
                 # An earlier batch of this partition failed and is being resent: this one
@@ -471,7 +449,7 @@ class Producer:
             index = record_error.get("batch_index", -1)
             message = record_error.get("batch_index_error_message") or ""
             hints.append(f"record {index} ({batch.where(index)}): {message}".rstrip(": "))
-        if code == MESSAGE_TOO_LARGE:
+        if code == MessageTooLarge.code:
             hints.append(f"the batch is {len(batch.data)} bytes with {batch.record_count} "
                          "records: lower 'kafka.batch.size' or raise the topic's "
                          "max.message.bytes")

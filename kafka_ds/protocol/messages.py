@@ -351,7 +351,34 @@ CREATE_TOPICS = Message(
     ),
 )
 
+# SASL (KIP-43, KIP-152): SaslHandshake picks the mechanism, SaslAuthenticate
+# carries the mechanism's opaque exchange; v1+ answers the session lifetime (KIP-368).
+SASL_HANDSHAKE = Message(
+    "SaslHandshake", 17, valid_versions="0-1", flexible_versions="none",
+    request=(
+        F("Mechanism", "string"),
+    ),
+    response=(
+        F("ErrorCode", "int16"),
+        F("Mechanisms", "[]string"),
+    ),
+)
+
+SASL_AUTHENTICATE = Message(
+    "SaslAuthenticate", 36, valid_versions="0-2", flexible_versions="2+",
+    request=(
+        F("AuthBytes", "bytes"),
+    ),
+    response=(
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", "0+", nullable="0+"),
+        F("AuthBytes", "bytes"),
+        F("SessionLifetimeMs", "int64", "1+", default=0),
+    ),
+)
+
 ALL_MESSAGES = {m.name: m for m in [
     API_VERSIONS, METADATA, LIST_OFFSETS, FETCH, PRODUCE, FIND_COORDINATOR,
-    OFFSET_COMMIT, OFFSET_FETCH, INIT_PRODUCER_ID, CREATE_TOPICS]}
+    OFFSET_COMMIT, OFFSET_FETCH, INIT_PRODUCER_ID, CREATE_TOPICS,
+    SASL_HANDSHAKE, SASL_AUTHENTICATE]}
 BY_KEY = {m.api_key: m for m in ALL_MESSAGES.values()}

@@ -10,16 +10,24 @@ Values are plain dicts keyed by snake_case field names (``ThrottleTimeMs`` ->
 ``throttle_time_ms``). Decoding fills fields that do not exist in the version
 with their defaults, so code reading a response does not depend on the version.
 ``bytes`` and ``records`` fields decode to zero-copy slices of the input buffer.
+
+Encoding is strict about names, lenient about versions: a key that names no field of
+the message at that nesting level, in any version, raises :class:`UnknownFieldError`
+(a misspelt ``"timestmap"`` would otherwise go out as the default); a field the chosen
+version lacks is left out, and a field the body omits is sent as its default, so
+callers write only what differs from the defaults (``Message.body`` checks the names
+before a version is chosen).
 """
 from __future__ import annotations
 
+import difflib
 import re
 import uuid as _uuid
 from dataclasses import dataclass, field as dc_field
 from functools import lru_cache
 
 from . import primitives as p
-from .errors import KafkaProtocolError
+from .errors import KafkaProtocolError, UnknownFieldError
 
 _SNAKE_1 = re.compile(r"(.)([A-Z][a-z]+)")
 _SNAKE_2 = re.compile(r"([a-z0-9])([A-Z])")
@@ -92,6 +100,16 @@ class Message:
     def versions(self) -> Versions:
         return Versions.parse(self.valid_versions)
 
+    def body(self, **values) -> dict:
+        """A request body from keyword arguments. Top-level names are checked here, before
+        a version is chosen; nested ones when the body is encoded.
+
+        Leave out what the defaults cover: the codec sends each omitted field as its
+        default, and leaves out fields the negotiated version lacks.
+        """
+        _check_names(values, self.request, f"{self.name} request")
+        return values
+
     def is_flexible(self, version: int) -> bool:
         return version in Versions.parse(self.flexible_versions)
 
@@ -158,13 +176,13 @@ def _field_default(fld: Field, nullable: bool):
     return _scalar_codec(fld.type, False, nullable)[2]
 
 
-def _value_codec(fld: Field, version: int, flexible: bool):
+def _value_codec(fld: Field, version: int, flexible: bool, where: str):
     """(read, write) for one field's value at one version."""
     nullable = version in Versions.parse(fld.nullable_versions)
     if fld.type.startswith("[]"):
         element_type = fld.type[2:]
         if fld.fields:
-            read_el, write_el = _struct_codec(fld.fields, version, flexible)
+            read_el, write_el = _struct_codec(fld.fields, version, flexible, f"{where}[]")
         else:
             read_el, write_el, _ = _scalar_codec(element_type, flexible, False)
 
@@ -191,7 +209,7 @@ def _value_codec(fld: Field, version: int, flexible: bool):
 
         return read_array, write_array
     if fld.fields:  # a nested struct (nullable structs are not used by our APIs)
-        return _struct_codec(fld.fields, version, flexible)
+        return _struct_codec(fld.fields, version, flexible, where)
     read, write, _ = _scalar_codec(fld.type, flexible, nullable)
     return read, write
 
@@ -207,8 +225,24 @@ def _skip_tagged(buf, pos):
     return pos
 
 
-def _struct_codec(fields: tuple, version: int, flexible: bool):
-    """Compile a list of fields into (read(buf, pos) -> (dict, pos), write(out, dict))."""
+def _check_names(value: dict, fields: tuple, where: str) -> None:
+    """Raise UnknownFieldError for a key of ``value`` that names none of ``fields``."""
+    known = {fld.snake for fld in fields}
+    for key in value:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UnknownFieldError(
+                f"{where}: no field {key!r} in any version{hint} "
+                f"(fields: {', '.join(sorted(known))})")
+
+
+def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "struct"):
+    """Compile a list of fields into (read(buf, pos) -> (dict, pos), write(out, dict)).
+
+    ``where`` names the message, version and nesting path in errors.
+    """
+    known = frozenset(fld.snake for fld in fields)   # in any version: see the module doc
     plain = []       # (snake, read, write, default) in wire order
     tagged = {}      # tag -> (snake, read, write, default)
     absent = {}      # snake -> default, for fields not in this version
@@ -218,7 +252,7 @@ def _struct_codec(fields: tuple, version: int, flexible: bool):
         if version not in Versions.parse(fld.versions):
             absent[fld.snake] = default
             continue
-        read, write = _value_codec(fld, version, flexible)
+        read, write = _value_codec(fld, version, flexible, f"{where}.{fld.snake}")
         if fld.tag is not None and flexible and version in Versions.parse(fld.tagged_versions):
             tagged[fld.tag] = (fld.snake, read, write, default)
             absent[fld.snake] = default
@@ -248,6 +282,8 @@ def _struct_codec(fields: tuple, version: int, flexible: bool):
         return value, pos
 
     def write_struct(out, value):
+        if not known.issuperset(value):
+            _check_names(value, fields, where)
         get = value.get
         for snake, _read, write, default in plain:
             v = get(snake, default)
@@ -277,7 +313,8 @@ def compile_codec(message: Message, version: int, kind: str):
         raise KafkaProtocolError(
             f"{message.name} v{version} is outside supported range {message.valid_versions}")
     fields = message.request if kind == "request" else message.response
-    return _struct_codec(fields, version, message.is_flexible(version))
+    return _struct_codec(fields, version, message.is_flexible(version),
+                         f"{message.name} v{version} {kind}")
 
 
 # --- headers and whole frames -------------------------------------------------
