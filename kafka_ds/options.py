@@ -187,8 +187,9 @@ OPTIONS: tuple[Option, ...] = (
            'JSON of the partitions to read, e.g. `{"topicA":[0,1],"topicB":[2,4]}`.'),
     Option("startingOffsets", READ,
            '`earliest`, `latest` (streaming only), `group` (streaming, from the consumer '
-           'group\'s committed offsets) or JSON `{"topicA":{"0":23,"1":-2}}` (-2 earliest, '
-           '-1 latest).',
+           'group\'s committed offsets) or JSON `{"topicA":{"0":23,"1":-2},"topicB":"earliest"}` '
+           '(-2 earliest, -1 latest; a topic-level "earliest"/"latest" covers all its '
+           'partitions, also those of a topic `subscribePattern` matches later).',
            shown_default="batch: `earliest`, streaming: `latest`"),
     Option("startingOffsetsFallback", frozenset({STREAM}),
            "With `startingOffsets=group`: where partitions without a committed offset start "
@@ -196,7 +197,9 @@ OPTIONS: tuple[Option, ...] = (
            choice({"earliest": "earliest", "latest": "latest"}), "earliest",
            field="group_fallback"),
     Option("endingOffsets", frozenset({BATCH}),
-           '`latest` or JSON `{"topicA":{"0":50,"1":-1}}` (-1 latest).', default="latest"),
+           '`latest` or JSON `{"topicA":{"0":50,"1":-1},"topicB":"latest"}` (-1 latest). '
+           'Resolved when the scan runs, so every action on the DataFrame reads up to the '
+           'offsets of its time.', default="latest"),
     Option("startingOffsetsByTimestamp", READ,
            'JSON `{"topicA":{"0":1700000000000}}`: start of each partition at the first offset '
            'whose timestamp is at or after the given epoch milliseconds.'),
@@ -340,8 +343,11 @@ class Forbidden:
     fix: str
 
     def error(self) -> ConfigurationError:
+        # Spark names the Kafka setting without the source's "kafka." prefix.
+        short = self.name[len("kafka."):] if self.name.startswith("kafka.") else self.name
         return ConfigurationError(
-            f"Kafka option '{self.name}' is not supported{self.reason}: {self.fix}.")
+            f"Kafka option '{short}' is not supported{self.reason} (option '{self.name}'): "
+            f"{self.fix}.")
 
 
 FORBIDDEN: tuple[Forbidden, ...] = (
@@ -543,23 +549,31 @@ class Subscription:
 
 
 def parse_subscription(options) -> Subscription:
+    # Messages keep the key words of Spark's own (KafkaSourceProvider) so a search for
+    # Spark's message finds ours.
     given = [k for k in ("subscribe", "subscribePattern", "assign") if k.lower() in options]
     if len(given) != 1:
-        found = f"; got {', '.join(given)}" if given else ""
+        if not given:
+            raise ConfigurationError(
+                "One of the following options must be specified for Kafka source: 'subscribe', "
+                "'subscribePattern', 'assign'. Example: .option(\"subscribe\", \"topicA,topicB\").")
         raise ConfigurationError(
-            "Exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be set"
-            f" for the Kafka source{found}. Example: .option(\"subscribe\", \"topicA,topicB\").")
+            "Only one of the following options can be specified for Kafka source: 'subscribe', "
+            f"'subscribePattern', 'assign'; got {', '.join(given)}. Keep exactly one of them.")
     kind = given[0]
     if kind == "subscribe":
         topics = tuple(t.strip() for t in options["subscribe"].split(",") if t.strip())
         if not topics:
             raise ConfigurationError(
-                "Option 'subscribe' is empty: give a comma-separated topic list, e.g. 'topicA,topicB'")
+                "No topics to subscribe to as specified value for option 'subscribe' is "
+                f"{options['subscribe']!r}: give a comma-separated topic list, e.g. 'topicA,topicB'")
         return Subscription(kind, topics=topics)
     if kind == "subscribePattern":
         pattern = options["subscribepattern"].strip()
         if not pattern:
-            raise ConfigurationError("Option 'subscribePattern' is empty: give a regex, e.g. 'events-.*'")
+            raise ConfigurationError(
+                "Pattern to subscribe is empty as specified value for option 'subscribePattern' is "
+                f"{options['subscribepattern']!r}: give a regex, e.g. 'events-.*'")
         import re
         try:
             re.compile(pattern)
@@ -567,6 +581,10 @@ def parse_subscription(options) -> Subscription:
             raise ConfigurationError(f"Option 'subscribePattern' is not a valid regex ({exc}): "
                                      f"{pattern!r}") from None
         return Subscription(kind, pattern=pattern)
+    if not str(options["assign"]).strip().startswith("{"):
+        raise ConfigurationError(
+            "No topicpartitions to assign as specified value for option 'assign' is "
+            f"{options['assign']!r}: give JSON like '{{\"topicA\":[0,1],\"topicB\":[2,4]}}'")
     value = _json(options, "assign")
     if not isinstance(value, dict) or not value or not all(
             isinstance(ps, list) and all(isinstance(p, int) and p >= 0 for p in ps)
@@ -585,52 +603,91 @@ class OffsetSpec:
     """How to resolve one end of a range.
 
     kind: earliest | latest | group | specific | timestamp | global_timestamp.
-    ``specific`` maps (topic, partition) -> offset (-2/-1 allowed); ``timestamp`` maps
-    (topic, partition) -> epoch ms; ``global_timestamp`` uses ``timestamp`` for all.
+    ``specific`` maps (topic, partition) -> offset (-2/-1 allowed), and ``topic_offsets``
+    maps topic -> -2/-1 for every partition of a topic (SPARK-58774's topic-level
+    ``{"topicA":"earliest"}``); ``timestamp`` maps (topic, partition) -> epoch ms;
+    ``global_timestamp`` uses ``timestamp`` for all.
     """
 
     kind: str
     option: str
     offsets: tuple = ()   # ((topic, partition), value) pairs
     timestamp: int = 0
+    topic_offsets: tuple = ()   # ((topic, -2 | -1), ...), kind "specific" only
 
     def as_dict(self) -> dict:
         return dict(self.offsets)
 
+    def topic_dict(self) -> dict:
+        return dict(self.topic_offsets)
+
+    def for_partitions(self, tps) -> dict:
+        """The partition-level offsets, with the topic-level values expanded over ``tps``
+        (a partition-level entry wins over its topic's value)."""
+        result = {}
+        topic_level = self.topic_dict()
+        for tp in tps:
+            if tp[0] in topic_level:
+                result[tp] = topic_level[tp[0]]
+        result.update(self.as_dict())
+        return result
+
+
+_OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-2},"topicB":"earliest"}'
+
 
 def _partition_json(options, key, allow_earliest, allow_latest) -> tuple:
+    """``(partition pairs, topic pairs)`` of an offsets JSON. A topic maps either to
+    ``{"partition": offset}`` or, for all its partitions, to "earliest" / "latest"."""
     value = _json(options, key)
-    example = '{"topicA":{"0":23,"1":-2}}'
+    example = _OFFSETS_EXAMPLE
     if not isinstance(value, dict):
         raise ConfigurationError(f"Option '{key}' must be a JSON object like {example}")
-    pairs = []
+    pairs, topic_pairs = [], []
+
+    def check(offset, where):
+        # Spark's wording (KafkaSourceProvider.validateBatchOptions), then the fix.
+        if offset == EARLIEST and not allow_earliest:
+            raise ConfigurationError(
+                f"ending offset for {where} can't be earliest for batch queries on Kafka "
+                f"(option '{key}'); use an explicit offset or -1 / \"latest\"")
+        if offset == LATEST and not allow_latest:
+            raise ConfigurationError(
+                f"startingOffsets for {where} can't be latest for batch queries on Kafka "
+                f"(option '{key}'); use -2 / \"earliest\" or an explicit offset")
+
     for topic, parts in value.items():
+        if isinstance(parts, str):
+            word = parts.strip().lower()
+            if word not in ("earliest", "latest"):
+                raise ConfigurationError(
+                    f"Option '{key}': topic {topic!r} maps to {parts!r}; a topic-level value must "
+                    f"be \"earliest\" or \"latest\", like {example}")
+            offset = EARLIEST if word == "earliest" else LATEST
+            check(offset, f"topic {topic}")
+            topic_pairs.append((topic, offset))
+            continue
         if not isinstance(parts, dict):
             raise ConfigurationError(
-                f"Option '{key}': topic {topic!r} must map partitions to offsets, like {example}")
+                f"Option '{key}': topic {topic!r} must map partitions to offsets, or be "
+                f"\"earliest\" / \"latest\", like {example}")
         for part, offset in parts.items():
             if not str(part).lstrip("-").isdigit() or not isinstance(offset, int) or isinstance(offset, bool):
                 raise ConfigurationError(
                     f"Option '{key}': partition {part!r} of topic {topic!r} must map to an "
                     f"integer, like {example}")
-            if offset == EARLIEST and not allow_earliest:
-                raise ConfigurationError(
-                    f"Option '{key}': earliest offset (-2) is not allowed for {topic}-{part} "
-                    "here; use an explicit offset or -1 (latest)")
-            if offset == LATEST and not allow_latest:
-                raise ConfigurationError(
-                    f"Option '{key}': latest offset (-1) is not allowed for {topic}-{part} in a "
-                    "batch query's starting offsets; use -2 (earliest) or an explicit offset")
+            check(offset, f"{topic}-{part}")
             if offset < -2:
                 raise ConfigurationError(f"Option '{key}': invalid offset {offset} for {topic}-{part}")
             pairs.append(((topic, int(part)), offset))
-    return tuple(sorted(pairs))
+    return tuple(sorted(pairs)), tuple(sorted(topic_pairs))
 
 
 def parse_offset_spec(options, *, start: bool, streaming: bool | None) -> OffsetSpec:
     """Resolve the precedence Spark uses: timestamp > by-timestamp JSON > offsets.
 
     ``streaming=None`` (schema time, mode not known yet) skips the mode-specific checks.
+    Messages start with the words of Spark's own for the same mistake.
     """
     prefix = "starting" if start else "ending"
     if streaming is None:
@@ -640,9 +697,11 @@ def parse_offset_spec(options, *, start: bool, streaming: bool | None) -> Offset
     if not start and streaming:
         for key in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
             if key.lower() in options:
+                what = "ending offset" if key == "endingOffsets" else "ending timestamp"
                 raise ConfigurationError(
-                    f"Option '{key}' is for batch queries only; a streaming query has no end. "
-                    "Remove it, or use spark.read for a bounded read.")
+                    f"{what} not valid in streaming queries: Option '{key}' is for batch queries "
+                    "only; a streaming query has no end. Remove it, or use spark.read for a "
+                    "bounded read.")
         return OffsetSpec("latest", "endingOffsets")
     global_key = f"{prefix}Timestamp"
     by_ts_key = f"{prefix}OffsetsByTimestamp"
@@ -678,14 +737,16 @@ def parse_offset_spec(options, *, start: bool, streaming: bool | None) -> Offset
     if lowered == "earliest":
         if not start:
             raise ConfigurationError(
-                "Option 'endingOffsets' cannot be 'earliest' (that reads nothing); use 'latest' "
-                "or a JSON of offsets")
+                "ending offset can't be earliest for batch queries on Kafka: Option "
+                "'endingOffsets' cannot be 'earliest' (that reads nothing); use 'latest' or a JSON "
+                "of offsets")
         return OffsetSpec("earliest", offsets_key)
     if lowered == "latest":
         if start and not streaming:
             raise ConfigurationError(
-                "Option 'startingOffsets' cannot be 'latest' for a batch query (that reads "
-                "nothing); use 'earliest' or a JSON of offsets")
+                "starting offset can't be latest for batch queries on Kafka: Option "
+                "'startingOffsets' cannot be 'latest' for a batch query (that reads nothing); use "
+                "'earliest' or a JSON of offsets")
         return OffsetSpec("latest", offsets_key)
     if lowered == "group":
         if not start or not streaming:
@@ -697,9 +758,41 @@ def parse_offset_spec(options, *, start: bool, streaming: bool | None) -> Offset
         if not start:
             allowed = "'latest' or JSON"
         raise ConfigurationError(f"Option '{offsets_key}' must be {allowed}, got {raw!r}")
-    pairs = _partition_json(options, offsets_key,
-                            allow_earliest=start, allow_latest=(not start) or streaming)
-    return OffsetSpec("specific", offsets_key, offsets=pairs)
+    pairs, topic_pairs = _partition_json(options, offsets_key, allow_earliest=start,
+                                         allow_latest=(not start) or streaming)
+    return OffsetSpec("specific", offsets_key, offsets=pairs, topic_offsets=topic_pairs)
+
+
+def check_offset_consistency(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """Spark's checkOffsetLimitValidity for batch reads, before any broker is asked (so
+    also for topics that do not exist): explicit start and end offsets must name the same
+    partitions, and no explicit start may be after its end (-2/-1 are not compared).
+    A topic-level value covers every partition of its topic."""
+    if starting.kind != ending.kind or starting.kind not in ("specific", "timestamp"):
+        return
+    what = "offset" if starting.kind == "specific" else "timestamp"
+    start, end = starting.as_dict(), ending.as_dict()
+    start_topics, end_topics = starting.topic_dict(), ending.topic_dict()
+    unmatched = ([tp for tp in start if tp not in end and tp[0] not in end_topics]
+                 + [tp for tp in end if tp not in start and tp[0] not in start_topics])
+    named_start = {tp[0] for tp in start} | set(start_topics)
+    named_end = {tp[0] for tp in end} | set(end_topics)
+    if unmatched or set(start_topics) - named_end or set(end_topics) - named_start:
+        def names(partitions, topics):
+            return ", ".join([f"{t}-{p}" for t, p in sorted(partitions)]
+                             + [f"{t} (all partitions)" for t in sorted(topics)])
+        raise ConfigurationError(
+            f"The specified start {what} and end {what} should have the same topic-partitions. "
+            f"Topic-partitions for start {what} ('{starting.option}'): "
+            f"[{names(start, start_topics)}], topic-partitions for end {what} "
+            f"('{ending.option}'): [{names(end, end_topics)}].")
+    for tp, first in sorted(start.items()):
+        last = end.get(tp)
+        if last is not None and first >= 0 and last >= 0 and first > last:
+            raise ConfigurationError(
+                f"The specified start {what} {first} is greater than the end {what} {last} for "
+                f"topic {tp[0]} partition {tp[1]} (options '{starting.option}' and "
+                f"'{ending.option}').")
 
 
 # --- the whole read configuration ----------------------------------------------------
@@ -751,10 +844,13 @@ def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
     max_offsets, min_offsets = values["max_offsets_per_trigger"], values["min_offsets_per_trigger"]
     if max_offsets is not None and min_offsets is not None and min_offsets > max_offsets:
         raise ConfigurationError(
-            f"Option 'minOffsetsPerTrigger' ({min_offsets}) must not exceed "
-            f"'maxOffsetsPerTrigger' ({max_offsets})")
+            f"The value of minOffsetPerTrigger({min_offsets}) is higher than the "
+            f"maxOffsetsPerTrigger({max_offsets}): option 'minOffsetsPerTrigger' must not "
+            "exceed 'maxOffsetsPerTrigger'")
+    if streaming is False:
+        check_offset_consistency(starting, ending)
     if subscription.kind == "assign" and starting.kind == "specific":
-        missing = set(subscription.assignment) - set(starting.as_dict())
+        missing = set(subscription.assignment) - set(starting.for_partitions(subscription.assignment))
         if missing:
             raise ConfigurationError(
                 f"Option 'startingOffsets' must give an offset for every assigned partition; "

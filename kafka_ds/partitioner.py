@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .protocol.records_arrays import as_binary_array, binary_lengths
+
 SEED = 0x9747B28C
 M = 0x5BD1E995
 _M32 = np.uint32(M)
@@ -26,15 +28,6 @@ _MASK = 0xFFFFFFFF
 # Below this many keys still being hashed, finishing them one by one in Python is
 # cheaper than another round of numpy calls (matters for a few very long keys).
 _VECTOR_MIN_LANES = 8
-
-
-def _binary(arr) -> pa.Array:
-    """``arr`` as a ``binary`` array (string/large/view types are cast; UTF-8 bytes are kept)."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if not pa.types.is_binary(arr.type):
-        arr = arr.cast(pa.binary())
-    return arr
 
 
 def _offsets_and_data(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -62,15 +55,13 @@ def murmur2_array(keys) -> np.ndarray:
 
     Null keys hash like empty ones; callers route them elsewhere anyway.
     """
-    keys = _binary(keys)
+    keys = as_binary_array(keys, "keys")
     n = len(keys)
     if n == 0:
         return np.zeros(0, dtype=np.int32)
     offsets, data = _offsets_and_data(keys)
     starts = offsets[:-1]
-    lengths = offsets[1:] - starts
-    if keys.null_count:
-        lengths = np.where(np.asarray(keys.is_null()), 0, lengths)
+    lengths = np.maximum(binary_lengths(keys), 0)
     # Pad so every 4-byte read below stays in bounds, then view the bytes as
     # little-endian uint32 starting at *every* byte position (stride 1): word j of
     # key i is one gather at starts[i] + 4j, however the key is aligned.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .client import EARLIEST, LATEST, KafkaClient
+from .columns import arrow_schema, spark_ddl  # noqa: F401  (arrow_schema: re-exported)
 from .options import OffsetSpec, ReadOptions
 from .protocol.errors import (
     ConfigurationError,
@@ -30,26 +31,13 @@ log = logging.getLogger(__name__)
 
 MAX_FETCH_BYTES_GROWTH = 256 << 20
 
-SPARK_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
-                "timestamp timestamp, timestampType int")
-SPARK_SCHEMA_WITH_HEADERS = SPARK_SCHEMA + ", headers array<struct<key: string, value: binary>>"
+# The schema is defined once, in kafka_ds/columns.py.
+SPARK_SCHEMA = spark_ddl(False)
+SPARK_SCHEMA_WITH_HEADERS = spark_ddl(True)
 
 
 def spark_schema(include_headers: bool) -> str:
-    return SPARK_SCHEMA_WITH_HEADERS if include_headers else SPARK_SCHEMA
-
-
-def arrow_schema(include_headers: bool):
-    import pyarrow as pa
-    fields = [
-        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-        ("partition", pa.int32()), ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(("headers", pa.list_(pa.struct([("key", pa.string()),
-                                                      ("value", pa.binary())]))))
-    return pa.schema(fields)
+    return spark_ddl(include_headers)
 
 
 @dataclass(frozen=True)
@@ -72,6 +60,11 @@ class KafkaInputPartition(InputPartition):
     partition: int
     start: int
     end: int
+    # Batch reads: Spark plans a Python source once per DataFrame, but Spark's Kafka
+    # source resolves "earliest"/"latest" when each scan runs. A piece whose end came
+    # from "latest" (or whose start came from "earliest") is re-resolved by its task.
+    late_start: bool = False
+    late_end: bool = False
 
 
 def make_client(opts: ReadOptions) -> KafkaClient:
@@ -155,28 +148,52 @@ class OffsetPlanner:
             result[tp] = max(offset, end)
         return result
 
+    def _offsets_at(self, markers: dict) -> dict:
+        """{(topic, partition): offset} for ``{(topic, partition): EARLIEST or LATEST}``."""
+        return {tp: off for tp, (off, _ts) in self.list_offsets(markers).items()}
+
+    def earliest(self, partitions) -> dict:
+        """{(topic, partition): earliest offset} of ``partitions``."""
+        return self._offsets_at({tp: EARLIEST for tp in partitions})
+
+    def latest(self, partitions) -> dict:
+        """{(topic, partition): latest offset} of ``partitions`` (the high watermark; the
+        last stable offset with read_committed)."""
+        return self._offsets_at({tp: LATEST for tp in partitions})
+
+    def specific(self, spec: OffsetSpec, tps: list[tuple[str, int]], *,
+                 keep_latest: bool = False) -> dict:
+        """{(topic, partition): offset} for specific offsets (-2 earliest, -1 latest), which
+        must name every partition of ``tps``.  ``keep_latest``: -1 stays the LATEST marker
+        (a stream pins it when it plans its first batch)."""
+        given = spec.for_partitions(tps)     # topic-level values expanded (SPARK-58774)
+        missing = [tp for tp in tps if tp not in given]
+        extra = [tp for tp in given if tp not in set(tps)]
+        if missing or extra:
+            details = []
+            if missing:
+                details.append(f"partitions without an offset: {missing}")
+            if extra:
+                details.append(f"partitions that are not subscribed: {extra}")
+            where = "start" if spec.option.lower().startswith("starting") else "end"
+            raise ConfigurationError(
+                f"Partitions specified for Kafka {where} offsets don't match what are "
+                f"assigned: option '{spec.option}' gives specific offsets, so it must name "
+                f"every subscribed partition exactly; {'; '.join(details)}. Use -2 for "
+                'earliest and -1 for latest, or "earliest"/"latest" for a whole topic.')
+        markers = {tp: off for tp, off in given.items()
+                   if off == EARLIEST or (off == LATEST and not keep_latest)}
+        resolved = self._offsets_at(markers)
+        return {tp: resolved.get(tp, given[tp]) for tp in tps}
+
     def resolve(self, spec: OffsetSpec, tps: list[tuple[str, int]], *, start: bool) -> dict:
         """{(topic, partition): offset} for ``spec`` over ``tps``."""
-        if spec.kind in ("earliest", "latest"):
-            marker = EARLIEST if spec.kind == "earliest" else LATEST
-            return {tp: off for tp, (off, _ts) in self.list_offsets({tp: marker for tp in tps}).items()}
+        if spec.kind == "earliest":
+            return self.earliest(tps)
+        if spec.kind == "latest":
+            return self.latest(tps)
         if spec.kind == "specific":
-            given = spec.as_dict()
-            missing = [tp for tp in tps if tp not in given]
-            extra = [tp for tp in given if tp not in set(tps)]
-            if missing or extra:
-                details = []
-                if missing:
-                    details.append(f"partitions without an offset: {missing}")
-                if extra:
-                    details.append(f"partitions that are not subscribed: {extra}")
-                raise ConfigurationError(
-                    f"Option '{spec.option}' gives specific offsets, so it must name every "
-                    f"subscribed partition exactly; {'; '.join(details)}. Use -2 for earliest "
-                    "and -1 for latest.")
-            markers = {tp: off for tp, off in given.items() if off in (EARLIEST, LATEST)}
-            resolved = {tp: off for tp, (off, _ts) in self.list_offsets(markers).items()}
-            return {tp: resolved.get(tp, given[tp]) for tp in tps}
+            return self.specific(spec, tps)
         if spec.kind in ("timestamp", "global_timestamp"):
             if spec.kind == "timestamp":
                 wanted = spec.as_dict()
@@ -192,15 +209,15 @@ class OffsetPlanner:
             unmatched = [tp for tp in tps if found[tp][0] < 0]
             latest = {}
             if unmatched and (not start or self.opts.timestamp_strategy == "latest"):
-                latest = {tp: off for tp, (off, _ts) in
-                          self.list_offsets({tp: LATEST for tp in unmatched}).items()}
+                latest = self.latest(unmatched)
             for tp in tps:
                 offset = found[tp][0]
                 if offset < 0:
                     if start and self.opts.timestamp_strategy == "error":
                         raise DataLossError(
-                            f"No offset of {tp[0]}-{tp[1]} has a timestamp at or after "
-                            f"{wanted[tp]} (option '{spec.option}'). Set "
+                            f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} "
+                            f"and timestamp {wanted[tp]}: no offset of {tp[0]}-{tp[1]} has a "
+                            f"timestamp at or after it (option '{spec.option}'). Set "
                             "'startingOffsetsByTimestampStrategy' to 'latest' to start at the "
                             "latest offset instead.")
                     offset = latest[tp]
@@ -208,7 +225,8 @@ class OffsetPlanner:
             return result
         raise ConfigurationError(f"Option '{spec.option}'={spec.kind} is not valid here")
 
-    def plan_batch(self) -> list[OffsetRange]:
+    def batch_ranges(self) -> list[OffsetRange]:
+        """One unsplit range per subscribed partition (empty ones included)."""
         tps = self.topic_partitions()
         if not tps:
             return []
@@ -219,11 +237,16 @@ class OffsetPlanner:
             begin, finish = starts[(topic, partition)], ends[(topic, partition)]
             if begin > finish:
                 raise DataLossError(
-                    f"Starting offset {begin} is after the ending offset {finish} for "
-                    f"{topic}-{partition}: check options 'startingOffsets'/'endingOffsets' "
-                    "(or their timestamp forms); the topic may also have been truncated.")
+                    f"The resolved start offset {begin} is greater than the resolved end offset "
+                    f"{finish} for topic {topic} partition {partition}: check options "
+                    "'startingOffsets'/'endingOffsets' (or their timestamp forms); the topic "
+                    "may also have been truncated.")
             ranges.append(OffsetRange(topic, partition, begin, finish))
-        return split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
+        return ranges
+
+    def plan_batch(self) -> list[OffsetRange]:
+        return split_ranges(self.batch_ranges(), self.opts.min_partitions,
+                            self.opts.max_records_per_partition)
 
 
 def _divide(rng: OffsetRange, parts: int) -> list[OffsetRange]:
@@ -255,7 +278,8 @@ def split_ranges(ranges, min_partitions=None, max_records=None) -> list[OffsetRa
     total = sum(r.size for r in ranges)
 
     def part_count(size, total_size, min_parts):
-        return max(round(size / total_size * min_parts), 1)
+        # Scala's math.round rounds half up (Python's round() would round half to even).
+        return max(math.floor(size / total_size * min_parts + 0.5), 1)
 
     unsplit = [r for r in ranges if part_count(r.size, total, min_partitions) == 1]
     unsplit_ids = {id(r) for r in unsplit}
@@ -285,6 +309,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
     import pyarrow as pa
 
     from .protocol.records import decode_records
+    from .record_timestamps import check_timestamps
 
     if not hasattr(rng, "topic"):
         # Spark runs one placeholder InputPartition when a reader plans none.
@@ -326,6 +351,8 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 records, topic=topic, partition=partition, fetch_offset=offset,
                 include_headers=opts.include_headers, read_committed=opts.read_committed,
                 aborted_transactions=aborted)
+            if result.batch is not None and result.batch.num_rows:
+                check_timestamps(result.batch, records, topic, partition, end)
             # The decoded columns own copies of the bytes they need: let the response
             # frame (up to the fetch size) go before the batch is handed out, and hold
             # no reference to the batch while the next fetch is received.
@@ -339,13 +366,10 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                     batch = batch.slice(0, keep)
                 if batch.num_rows:
                     n = batch.num_rows
-                    columns = [batch.column("key"), batch.column("value"),
-                               pa.repeat(topic, n).cast(pa.string()),
-                               pa.repeat(pa.scalar(partition, pa.int32()), n),
-                               batch.column("offset"), batch.column("timestamp"),
-                               batch.column("timestampType")]
-                    if opts.include_headers:
-                        columns.append(batch.column("headers"))
+                    added = {"topic": pa.repeat(topic, n).cast(pa.string()),
+                             "partition": pa.repeat(pa.scalar(partition, pa.int32()), n)}
+                    columns = [added[name] if name in added else batch.column(name)
+                               for name in schema.names]
                     batch = None
                     yield pa.RecordBatch.from_arrays(columns, schema=schema)
                     columns = None
@@ -417,10 +441,86 @@ class KafkaBatchReader(DataSourceReader):
     def partitions(self):
         client = make_client(self.opts)
         try:
-            ranges = OffsetPlanner(self.opts, client).plan_batch()
+            planner = OffsetPlanner(self.opts, client)
+            ranges = planner.batch_ranges()
+            tps = [(r.topic, r.partition) for r in ranges]
+            late_start = late_offsets(self.opts.starting, tps, EARLIEST)
+            late_end = late_offsets(self.opts.ending, tps, LATEST)
         finally:
             client.close()
-        return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+        return plan_late_bound(ranges, late_start, late_end, self.opts.min_partitions,
+                               self.opts.max_records_per_partition)
 
     def read(self, partition):
-        yield from read_range(self.opts, partition)
+        if not getattr(partition, "late_start", False) and not getattr(partition, "late_end",
+                                                                         False):
+            yield from read_range(self.opts, partition)
+            return
+        client = make_client(self.opts)
+        try:
+            rng = rebind(self.opts, client, partition)
+            if rng is not None:
+                yield from read_range(self.opts, rng, client)
+        finally:
+            client.close()
+
+
+def late_offsets(spec: OffsetSpec, tps, marker: int) -> set:
+    """Partitions whose offset ``spec`` gives as ``marker`` (EARLIEST or LATEST), i.e. to be
+    resolved again when the scan runs."""
+    if spec.kind == ("earliest" if marker == EARLIEST else "latest"):
+        return set(tps)
+    if spec.kind == "specific":
+        return {tp for tp, off in spec.for_partitions(tps).items() if off == marker}
+    return set()
+
+
+def plan_late_bound(ranges, late_start: set, late_end: set, min_partitions, max_records):
+    """Split like Spark, then flag the first piece of a partition whose start is "earliest"
+    and the last piece of one whose end is "latest". A partition empty now but with a
+    "latest" end keeps one (empty) task: records produced before a later action are read."""
+    pieces = split_ranges(ranges, min_partitions, max_records)
+    first, last = {}, {}
+    for i, r in enumerate(pieces):
+        tp = (r.topic, r.partition)
+        first.setdefault(tp, i)
+        last[tp] = i
+    out = [KafkaInputPartition(r.topic, r.partition, r.start, r.end,
+                               late_start=(r.topic, r.partition) in late_start
+                               and first[(r.topic, r.partition)] == i,
+                               late_end=(r.topic, r.partition) in late_end
+                               and last[(r.topic, r.partition)] == i)
+           for i, r in enumerate(pieces)]
+    for r in ranges:
+        tp = (r.topic, r.partition)
+        if tp not in first and tp in late_end:
+            out.append(KafkaInputPartition(r.topic, r.partition, r.start, r.end,
+                                           late_start=tp in late_start, late_end=True))
+    return out
+
+
+def rebind(opts: ReadOptions, client: KafkaClient, piece):
+    """``piece`` with its "earliest" start / "latest" end resolved now (None: nothing to
+    read). Runs in the task, so each Spark action reads up to the offsets of its time."""
+    tp = (piece.topic, piece.partition)
+    planner = OffsetPlanner(opts, client)
+    begin, finish = piece.start, piece.end
+    try:
+        if piece.late_start:
+            begin = planner.earliest([tp])[tp]
+        if piece.late_end:
+            finish = planner.latest([tp])[tp]
+    except (UnknownTopicOrPartition, UnknownTopicId) as exc:
+        _data_loss(opts, f"{tp[0]}-{tp[1]} no longer exists (was the topic deleted?): {exc}")
+        return None
+    if piece.late_start and not piece.late_end:
+        # Later pieces of this partition start at the planned end: never read past it.
+        begin = min(begin, piece.end)
+    if piece.late_end and not piece.late_start:
+        if finish < begin:
+            _data_loss(opts, f"{tp[0]}-{tp[1]} now ends at offset {finish}, before the planned "
+                       f"start {begin} (records were deleted or the topic re-created)")
+            return None
+    if finish <= begin:
+        return None
+    return OffsetRange(piece.topic, piece.partition, begin, finish)

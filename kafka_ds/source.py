@@ -3,16 +3,14 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
+from .columns import simple_string
 from .options import lower_keys, parse_bool, parse_read_options
 from .protocol.errors import ConfigurationError
 from .reader import KafkaBatchReader, spark_schema
 
 
 def _check_schema(schema, include_headers: bool) -> None:
-    expected = ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
-                "timestamp:timestamp,timestampType:int"
-                + (",headers:array<struct<key:string,value:binary>>" if include_headers else "")
-                + ">")
+    expected = simple_string(include_headers)
     if schema is not None and schema.simpleString() != expected:
         raise ConfigurationError(
             "The pykafka source has a fixed schema and cannot be set with a custom one: "
@@ -39,9 +37,15 @@ class KafkaDataSource(DataSource):
         return spark_schema(self._include_headers())
 
     def streamReader(self, schema):
-        from .stream import KafkaStreamReader
-        opts = parse_read_options(self.options, streaming=True)
-        _check_schema(schema, opts.include_headers)
+        from .stream import InvalidOptionsStreamReader, KafkaStreamReader
+        try:
+            opts = parse_read_options(self.options, streaming=True)
+            _check_schema(schema, opts.include_headers)
+        except ConfigurationError as exc:
+            # Raised from here, PySpark's runner would hide it behind an UnboundLocalError
+            # (see InvalidOptionsStreamReader); raised from the reader's first call, the
+            # message reaches the user as the query's error.
+            return InvalidOptionsStreamReader(exc)
         return KafkaStreamReader(opts, self.options)
 
     def reader(self, schema) -> DataSourceReader:

@@ -29,9 +29,14 @@ Admission control
     backlog exactly like Spark's ``KafkaMicroBatchStream.rateLimit`` (so 2
     partitions of 8 + 7 records with a limit of 5 take 4 batches);
     ``minOffsetsPerTrigger`` waits up to ``maxTriggerDelay``.
-    ``Trigger.AvailableNow`` reads up to the latest offsets seen in
-    ``prepareForTriggerAvailableNow`` (in several batches when limited);
+    ``Trigger.AvailableNow`` reads up to the latest offsets seen by the run's first
+    ``latestOffset`` (in several batches when limited; not in
+    ``prepareForTriggerAvailableNow``, SPARK-53560), and every batch of the run checks
+    that its end is within them and still available (Spark's AvailableNow end checks);
     ``Trigger.Once`` gets ``ReadAllAvailable`` from Spark and reads everything.
+
+    When no subscribed partition is left (the only topic deleted), ``latestOffset``
+    returns its start: no batch, nothing recorded (SPARK-41375).
 
 Data loss (``failOnDataLoss``)
     Partitions of a subscription that disappear are dropped from the end offset
@@ -81,8 +86,8 @@ from .compat import (
 )
 
 from .client import EARLIEST, LATEST
-from .options import OffsetSpec, ReadOptions
-from .protocol.errors import ConfigurationError
+from .options import ReadOptions
+from .protocol.errors import ConfigurationError, DataLossError
 from .reader import (
     KafkaInputPartition,
     OffsetPlanner,
@@ -232,6 +237,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._client = None
         self._initial: dict | None = None
         self._available_now_target: dict | None = None
+        self._available_now = False
         self._latest: dict | None = None
         self._last_batch_time = time.monotonic()
         self._committer: GroupCommitter | None = None
@@ -278,14 +284,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._planner().topic_partitions()
 
     def _latest_offsets(self, tps):
-        if not tps:
-            return {}
-        return self._planner().resolve(OffsetSpec("latest", "latestOffset"), tps, start=False)
+        return self._planner().latest(tps) if tps else {}
 
     def _earliest_offsets(self, tps):
-        if not tps:
-            return {}
-        return self._planner().resolve(OffsetSpec("earliest", "earliest"), tps, start=True)
+        return self._planner().earliest(tps) if tps else {}
 
     # --- offsets -----------------------------------------------------------------
 
@@ -303,14 +305,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if spec.kind == "group":
             return self._group_offsets(tps)
         if spec.kind == "specific":
-            given = spec.as_dict()
-            markers = {tp for tp in tps if given.get(tp) == LATEST}
-            resolved = self._planner().resolve(
-                OffsetSpec("specific", spec.option,
-                           offsets=tuple((tp, EARLIEST if tp in markers else off)
-                                         for tp, off in spec.offsets)),
-                tps, start=True)
-            return {tp: LATEST if tp in markers else off for tp, off in resolved.items()}
+            # -1 (latest) stays a marker until the first batch is planned
+            return self._planner().specific(spec, tps, keep_latest=True)
         return self._planner().resolve(spec, tps, start=True)
 
     def _group_offsets(self, tps):
@@ -334,8 +330,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        # The offsets to read up to are fetched by the first latestOffset() of the run, not
+        # here (SPARK-53560): a restarted query first re-runs the batch it has in its offset
+        # log but not in its commit log, with that batch's recorded offsets and without
+        # asking latestOffset(); a target fetched now would see partitions created since and
+        # fail that batch's end checks on every restart.
         self._install_sigterm_handler()
-        self._available_now_target = self._latest_offsets(self._topic_partitions())
+        self._available_now = True
+        self._available_now_target = None
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         self._install_sigterm_handler()
@@ -348,10 +350,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark asks for the next batch only after the batch ending at ``start`` is done.
         self._commit_to_group(start)
         begin = from_offset_dict(start)
+        if self._available_now and self._available_now_target is None:
+            self._available_now_target = self._latest_offsets(self._topic_partitions())
         if self._available_now_target is not None:
             latest = dict(self._available_now_target)
         else:
             latest = self._latest_offsets(self._topic_partitions())
+        if not latest and start:
+            # No partition at all (the only subscribed topic was deleted): keep the previous
+            # offsets instead of recording {} as the latest (SPARK-41375); Spark's source
+            # returns no offset, so no batch runs.
+            self._latest = None
+            return start
         self._latest = dict(latest)
         # Unresolved "latest" markers: resolved now, with nothing to read in between.
         # (A marker of a partition that does not exist now stays a marker.)
@@ -364,7 +374,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return to_offset_dict({**pending, **unresolved, **resolved})
         # Partitions gone from the subscription are left out (reported in partitions()).
         new = [tp for tp in latest if tp not in pending]
-        earliest_new = self._earliest_offsets(new)
+        earliest_new = self._new_partition_starts(new, latest)
         end = latest
         if limit is not None and not isinstance(limit, ReadAllAvailable):
             end = self._admit(limit, pending, latest, earliest_new, start)
@@ -399,15 +409,78 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- planning and reading ------------------------------------------------------
 
+    def _new_partition_starts(self, new, end: dict) -> dict:
+        """Where partitions that appeared after the start begin: earliest, as in Spark, or
+        ``end`` (nothing read before it) for a topic whose startingOffsets value is the
+        topic-level "latest" (a topic subscribePattern matches later, SPARK-58774)."""
+        spec = self.opts.starting
+        latest_topics = {t for t, off in spec.topic_offsets if off == LATEST} \
+            if spec.kind == "specific" else set()
+        at_end = {tp: end[tp] for tp in new if tp[0] in latest_topics and tp in end}
+        starts = self._earliest_offsets([tp for tp in new if tp not in at_end])
+        starts.update(at_end)
+        return starts
+
+    def _verify_available_now_end(self, finish: dict) -> None:
+        """Spark's verifyEndOffsetForTriggerAvailableNow: a batch of an AvailableNow run must
+        end within the offsets fetched for the run, on partitions that still exist and have
+        not gone back -- checked for every partition of the end offset, also those without
+        new records. (Spark fails here whatever failOnDataLoss says.)"""
+        target = self._available_now_target
+        end = {tp: off for tp, off in finish.items() if off != LATEST}
+
+        def show(offsets):
+            return json.dumps(to_offset_dict(offsets), sort_keys=True)
+
+        # Spark wants the same partitions; a subset is fine here, since the batch that
+        # resolves "latest" markers ends only on the partitions the query started with.
+        if not set(end) <= set(target):
+            raise DataLossError(
+                "Kafka data source in Trigger.AvailableNow should provide the same topic "
+                "partitions in pre-fetched offset to end offset for each microbatch. "
+                f"topic-partitions for pre-fetched offset: {show(target)}, topic-partitions for "
+                f"end offset: {show(end)}. The error could be transient - restart your query.")
+        if any(off > target[tp] for tp, off in end.items()):
+            raise DataLossError(
+                "For Kafka data source with Trigger.AvailableNow, end offset should have lower "
+                "or equal offset per each topic partition than pre-fetched offset. pre-fetched "
+                f"offset: {show(target)}, end offset: {show(end)}.")
+        latest = self._latest_offsets(self._topic_partitions())
+        lost = sorted(set(end) - set(latest))
+        if lost:
+            raise DataLossError(
+                "Some of partitions in Kafka topic(s) have been lost during running query with "
+                "Trigger.AvailableNow: " + ", ".join(f"{t}-{p}" for t, p in lost)
+                + f". topic-partitions for latest offset: {show(latest)}, topic-partitions for "
+                f"end offset: {show(end)}. The error could be transient - restart your query.")
+        back = sorted(tp for tp, off in end.items() if off > latest[tp])
+        if back:
+            raise DataLossError(
+                "Some of partitions in Kafka topic(s) report available offset which is less "
+                "than end offset during running query with Trigger.AvailableNow: "
+                + ", ".join(f"{t}-{p}" for t, p in back)
+                + f". latest offset: {show(latest)}, end offset: {show(end)}. The topic may "
+                "have been deleted and re-created, or truncated.")
+
     def partitions(self, start: dict, end: dict):
         begin = from_offset_dict(start)
         finish = from_offset_dict(end)
+        if self._available_now_target is not None:
+            self._verify_available_now_end(finish)
         gone = sorted(tp for tp, off in begin.items() if tp not in finish and off != LATEST)
+        if gone:
+            # A batch 0 that Spark re-runs after a restart gets its start from
+            # initialOffset() again (a Python source cannot store its initial offsets in the
+            # checkpoint), which may name partitions created after the batch's end was
+            # recorded (SPARK-53560's case). Those are not gone: this batch skips them and
+            # the next one reads them as new partitions, from earliest.
+            subscribed = set(self._topic_partitions())
+            gone = [tp for tp in gone if tp not in subscribed]
         if gone:
             _data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
                        + " are gone (topic deleted, or no longer matching the subscription)")
         new = [tp for tp in finish if tp not in begin]
-        earliest_new = self._earliest_offsets(new)
+        earliest_new = self._new_partition_starts(new, finish)
         ranges = []
         for tp, stop in sorted(finish.items()):
             first = begin.get(tp, earliest_new.get(tp))
@@ -456,6 +529,28 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.opts.client.request_timeout_ms / 1000.0
 
 
+class InvalidOptionsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Stands in for a stream reader whose options are wrong.
+
+    PySpark's streaming source runner calls ``streamReader()`` inside a ``try`` whose
+    ``finally`` calls ``reader.stop()``; an exception from ``streamReader()`` itself
+    therefore surfaces as ``UnboundLocalError: ... 'reader'`` and the real message is
+    lost. Returning this reader instead lets the runner start, and its first call raises
+    the original error, which Spark then reports as the query's failure."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def _fail(self, *args, **kwargs):
+        raise self.error
+
+    initialOffset = latestOffset = partitions = read = commit = _fail
+    getDefaultReadLimit = reportLatestOffset = prepareForTriggerAvailableNow = _fail
+
+    def stop(self) -> None:
+        pass
+
+
 def commit_query_progress(query, options: dict) -> dict:
     """Commit to the consumer group the end offsets of the last batch ``query`` finished.
 
@@ -499,5 +594,5 @@ def commit_query_progress(query, options: dict) -> dict:
     return to_offset_dict(offsets)
 
 
-__all__ = ["KafkaStreamReader", "GroupCommitter", "commit_query_progress", "to_offset_dict",
+__all__ = ["KafkaStreamReader", "InvalidOptionsStreamReader", "GroupCommitter", "commit_query_progress", "to_offset_dict",
            "from_offset_dict", "rate_limit", "EARLIEST", "LATEST"]

@@ -30,27 +30,19 @@ from pyspark.sql.datasource import (
 
 from .client import KafkaClient
 from .client.producer import Producer
+from .columns import sink_column, spark_type_name
 from .compat import DataSourceStreamArrowWriter
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
 from .protocol.errors import BrokerError, ConfigurationError, UnknownTopicOrPartition
 from .protocol.records import V2_HEADER_SIZE, encode_record_batch
+from .protocol.records_arrays import as_binary_array, binary_lengths, zigzag_varint_sizes
+from .protocol.records_encode import flatten_headers, header_sizes
 
 log = logging.getLogger(__name__)
 
 # --- the columns (driver) ------------------------------------------------------------------
-
-_FIX = {
-    "value": "cast it with col('value').cast('binary') or .cast('string')",
-    "key": "cast it with col('key').cast('binary') or .cast('string')",
-    "topic": "cast it with col('topic').cast('string')",
-    "partition": "cast it with col('partition').cast('int')",
-    "headers": "build it as array(struct(lit('name').alias('key'), col('v').cast('binary')"
-               ".alias('value')), ...)",
-    "timestamp": "cast it with col('timestamp').cast('timestamp')",
-}
-
 
 @dataclass(frozen=True)
 class ColumnPlan:
@@ -69,68 +61,36 @@ def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
     """Check the written DataFrame's schema; a ConfigurationError names column and fix.
 
     Column names match case-insensitively (as in Spark's Kafka sink); other columns
-    are ignored.
+    are ignored.  Which columns are read, with which types: ``kafka_ds.columns``.
     """
-    from pyspark.sql.types import (
-        ArrayType, BinaryType, IntegerType, StringType, StructType, TimestampNTZType,
-        TimestampType,
-    )
-
     found = {}
     for index, fld in enumerate(schema.fields):
-        name = fld.name.lower()
-        if name in _FIX:
-            if name in found:
+        column = sink_column(fld.name)
+        if column is not None:
+            if column.name in found:
                 raise ConfigurationError(
-                    f"The DataFrame has two '{name}' columns (names match case-insensitively): "
-                    "keep one")
-            found[name] = (index, fld)
+                    f"The DataFrame has two '{column.name}' columns (names match "
+                    "case-insensitively): keep one")
+            found[column.name] = (index, fld)
     have = ", ".join(f.name for f in schema.fields) or "none"
-
-    def type_error(name, fld, expected):
-        return ConfigurationError(
-            f"Column '{fld.name}' must be {expected} to be written to Kafka, but it is "
-            f"{fld.dataType.simpleString()}: {_FIX[name]}.")
-
     if "value" not in found:
         raise ConfigurationError(
             "The DataFrame written to Kafka needs a 'value' column (binary or string); its "
             f"columns are: {have}. Example: df.selectExpr('to_json(struct(*)) AS value')")
     index_of = {}
-    for name in ("value", "key"):
-        if name in found:
-            index, fld = found[name]
-            if not isinstance(fld.dataType, (BinaryType, StringType)):
-                raise type_error(name, fld, "binary or string")
-            index_of[name] = index
-    if opts.topic is None:
-        if "topic" not in found:
+    for name, (index, fld) in found.items():
+        if name == "topic" and opts.topic is not None:
+            continue      # the option names the topic; the column is ignored
+        column = sink_column(name)
+        if spark_type_name(fld.dataType) not in column.sink_types:
             raise ConfigurationError(
-                "No topic to write to: set the option 'topic' (.option(\"topic\", \"name\")) or "
-                f"add a string 'topic' column; the DataFrame's columns are: {have}")
-    if "topic" in found and opts.topic is None:
-        index, fld = found["topic"]
-        if not isinstance(fld.dataType, StringType):
-            raise type_error("topic", fld, "string")
-        index_of["topic"] = index
-    if "partition" in found:
-        index, fld = found["partition"]
-        if not isinstance(fld.dataType, IntegerType):
-            raise type_error("partition", fld, "int")
-        index_of["partition"] = index
-    if "headers" in found:
-        index, fld = found["headers"]
-        element = fld.dataType.elementType if isinstance(fld.dataType, ArrayType) else None
-        names = [f.name for f in element.fields] if isinstance(element, StructType) else []
-        if (names != ["key", "value"] or not isinstance(element["key"].dataType, StringType)
-                or not isinstance(element["value"].dataType, BinaryType)):
-            raise type_error("headers", fld, "array<struct<key:string,value:binary>>")
-        index_of["headers"] = index
-    if "timestamp" in found:
-        index, fld = found["timestamp"]
-        if not isinstance(fld.dataType, (TimestampType, TimestampNTZType)):
-            raise type_error("timestamp", fld, "timestamp")
-        index_of["timestamp"] = index
+                f"Column '{fld.name}' must be {' or '.join(column.sink_types)} to be written to "
+                f"Kafka, but it is {fld.dataType.simpleString()}: {column.sink_fix}.")
+        index_of[name] = index
+    if opts.topic is None and "topic" not in found:
+        raise ConfigurationError(
+            "No topic to write to: set the option 'topic' (.option(\"topic\", \"name\")) or "
+            f"add a string 'topic' column; the DataFrame's columns are: {have}")
     return ColumnPlan(names=tuple(f.name for f in schema.fields), **index_of)
 
 
@@ -267,35 +227,6 @@ def _spark_partition_id() -> int:
         return -1
 
 
-def _binary(arr):
-    if arr is None:
-        return None
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if not pa.types.is_binary(arr.type):
-        arr = arr.cast(pa.binary())   # string -> its UTF-8 bytes; large types -> 32-bit offsets
-    return arr
-
-
-def _lengths(arr) -> np.ndarray:
-    """Byte length of every value of a binary array (0 for nulls), int64."""
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32,
-                            count=len(arr) + 1 + arr.offset)[arr.offset:]
-    lengths = np.diff(offsets).astype(np.int64)
-    if arr.null_count:
-        lengths[np.asarray(arr.is_null())] = 0
-    return lengths
-
-
-def _varint_size(values: np.ndarray) -> np.ndarray:
-    """Bytes of the zigzag varint of non-negative ``values`` (int64)."""
-    zigzag = values << 1
-    size = np.ones(len(values), dtype=np.int64)
-    for shift in (7, 14, 21, 28, 35, 42, 49, 56):
-        size += zigzag >= (1 << shift)
-    return size
-
-
 def _timestamps_ms(col, now_ms: int) -> np.ndarray:
     """Epoch milliseconds (floor, as Spark's Kafka sink) of a timestamp column; nulls -> now."""
     unit = col.type.unit
@@ -399,8 +330,8 @@ class TaskWriter:
         first_row = self.rows_seen
         self.rows_seen += n
         now_ms = int(time.time() * 1000)
-        values = _binary(batch.column(plan.value))
-        keys = _binary(batch.column(plan.key)) if plan.key >= 0 else None
+        values = as_binary_array(batch.column(plan.value), "value")
+        keys = as_binary_array(batch.column(plan.key), "key") if plan.key >= 0 else None
         if keys is not None and keys.null_count == n:
             keys = None
         headers = batch.column(plan.headers) if plan.headers >= 0 else None
@@ -419,18 +350,18 @@ class TaskWriter:
 
         # Estimated size of every record in a batch: an upper bound, so batches built from
         # it never exceed kafka.batch.size / kafka.max.request.size.
-        key_len = _lengths(keys) if keys is not None else np.zeros(n, dtype=np.int64)
-        value_len = _lengths(values)
+        # (lengths are -1 for nulls, as written: a 1-byte varint and no bytes)
+        key_len = binary_lengths(keys) if keys is not None else np.full(n, -1, dtype=np.int64)
+        value_len = binary_lengths(values)
         header_bytes, header_counts = self._header_sizes(headers, n, first_row)
         # attributes byte, timestamp delta (a batch may also hold rows of other Arrow
         # batches: allow ~17 minutes more), offset delta (< records in a batch)
         span = int(timestamps.max() - timestamps.min()) + 1_000_000
-        fixed = 1 + int(_varint_size(np.array([span]))[0]) \
-            + int(_varint_size(np.array([self.batch_limit]))[0])
-        # (a null key or value is a 1-byte length -1, like the 1-byte length 0)
-        body = (fixed + key_len + _varint_size(key_len) + value_len + _varint_size(value_len)
-                + header_bytes + _varint_size(header_counts))
-        sizes = body + _varint_size(body)
+        fixed = 1 + int(zigzag_varint_sizes(np.array([span, self.batch_limit])).sum())
+        body = (fixed + np.maximum(key_len, 0) + zigzag_varint_sizes(key_len)
+                + np.maximum(value_len, 0) + zigzag_varint_sizes(value_len)
+                + header_bytes + zigzag_varint_sizes(header_counts))
+        sizes = body + zigzag_varint_sizes(body)
         too_big = np.flatnonzero(sizes + V2_HEADER_SIZE > self.opts.max_request_size)
 
         topic_names, topic_index = self._topics_of(batch, n, first_row)
@@ -536,30 +467,20 @@ class TaskWriter:
         """(encoded header bytes per record, header count per record)."""
         if headers is None:
             return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        offsets = np.asarray(headers.offsets, dtype=np.int64)
-        counts = np.diff(offsets)
-        if headers.null_count:
-            counts[np.asarray(headers.is_null())] = 0
-        flat = headers.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+        record_offsets, flat = flatten_headers(headers)
+        counts = np.diff(record_offsets)
         if len(flat) == 0:
             return np.zeros(n, dtype=np.int64), counts
-        hkeys = _binary(flat.field("key"))
-        hvalues = _binary(flat.field("value"))
+        hkeys = as_binary_array(flat.field("key"), "header key")
+        hvalues = as_binary_array(flat.field("value"), "header value")
         if hkeys.null_count or flat.null_count:
             bad = np.flatnonzero(np.asarray(hkeys.is_null()) | np.asarray(flat.is_null()))[0]
-            row = int(np.searchsorted(offsets - offsets[0], bad, side="right") - 1)
+            row = int(np.searchsorted(record_offsets, bad, side="right") - 1)
             raise ConfigurationError(
                 f"Column 'headers' has a header with a null key (or a null header) at "
                 f"{self.describe_rows(np.array([first_row + row]))}: header keys must be "
                 "strings; filter the nulls out of the array")
-        klen = _lengths(hkeys)
-        vlen = _lengths(hvalues)
-        per_header = _varint_size(klen) + klen + _varint_size(vlen) + vlen
-        cumulative = np.zeros(len(per_header) + 1, dtype=np.int64)
-        np.cumsum(per_header, out=cumulative[1:])
-        rel = offsets - offsets[0]
-        header_bytes = cumulative[rel[1:]] - cumulative[rel[:-1]]
-        return header_bytes, counts
+        return np.diff(header_sizes(hkeys, hvalues, record_offsets).record_offsets), counts
 
     # --- batching ---
 

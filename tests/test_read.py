@@ -12,6 +12,7 @@ import pytest
 from chispa import assert_df_equality
 
 from brokers import produce_confluent
+from kafka_ds.protocol.errors import ConfigurationError
 from kafka_ds.reader import spark_schema
 from kafka_ds.source import KafkaDataSource
 from spark_support import spark  # noqa: F401  (fixture)
@@ -156,18 +157,18 @@ def test_empty_topic_and_empty_range_give_empty_dataframes(spark, data):
 # --- planned errors ---------------------------------------------------------------------------
 
 BAD_OPTIONS = [
-    ({}, "Exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"),
-    ({"subscribe": "x", "assign": '{"x":[0]}'}, "Exactly one of the options"),
-    ({"assign": "[1,2]"}, "Option 'assign' must be a JSON object"),
+    ({}, "One of the following options must be specified for Kafka source"),
+    ({"subscribe": "x", "assign": '{"x":[0]}'}, "Only one of the following options can be specified"),
+    ({"assign": "[1,2]"}, "No topicpartitions to assign as specified value for option 'assign'"),
     ({"subscribePattern": "("}, "Option 'subscribePattern' is not a valid regex"),
     ({"subscribe": "x", "startingOffsets": "latest"}, "cannot be 'latest' for a batch query"),
     ({"subscribe": "x", "endingOffsets": "earliest"}, "Option 'endingOffsets' cannot be 'earliest'"),
     ({"subscribe": "x", "startingOffsets": "{bad"}, "Option 'startingOffsets' is not valid JSON"),
     ({"subscribe": "x", "kafka.auto.offset.reset": "earliest"},
-     "'kafka.auto.offset.reset' is not supported"),
-    ({"subscribe": "x", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer' is not supported"),
-    ({"subscribe": "x", "kafka.enable.auto.commit": "true"}, "'kafka.enable.auto.commit' is not supported"),
-    ({"subscribe": "x", "kafka.interceptor.classes": "x"}, "'kafka.interceptor.classes' is not supported"),
+     "Kafka option 'auto.offset.reset' is not supported"),
+    ({"subscribe": "x", "kafka.value.deserializer": "x"}, "Kafka option 'value.deserializer' is not supported"),
+    ({"subscribe": "x", "kafka.enable.auto.commit": "true"}, "Kafka option 'enable.auto.commit' is not supported"),
+    ({"subscribe": "x", "kafka.interceptor.classes": "x"}, "Kafka option 'interceptor.classes' is not supported"),
     ({"subscribe": "x", "minPartitions": "0"}, "minPartitions"),
     ({"subscribe": "x", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
     ({"subscribe": "x", "kafka.request.timeout.ms": "30s"},
@@ -353,8 +354,10 @@ def _lookup(ts):
       "endingOffsetsByTimestamp": json.dumps({"ts": {"0": BASE_TS + 3_000,
                                                      "1": BASE_TS + 999_000}})},
      [("ts", 0, 0, 3), ("ts", 1, 50, 100)]),     # no record after the end: latest
+    # Start at latest: empty now, but their end is "latest", resolved again by every
+    # action (as Spark plans per action), so each keeps one task.
     ({"startingTimestamp": BASE_TS + 999_000, "startingOffsetsByTimestampStrategy": "latest"},
-     []),                                        # start at latest: empty ranges dropped
+     [("ts", 0, 100, 100), ("ts", 1, 100, 100)]),
 ])
 def test_timestamp_offsets_are_planned_from_list_offsets(options, ranges):
     fake = _timestamp_cluster(_lookup)
@@ -376,3 +379,36 @@ def test_timestamp_without_match_fails_by_default():
             source.reader(None).partitions()
     finally:
         fake.close()
+
+
+# --- the planner's offset lookups --------------------------------------------------------------
+
+def test_planner_earliest_latest_and_specific(data):
+    from kafka_ds.client import LATEST
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import OffsetPlanner, make_client
+
+    a, b = data.topics["a"], data.topics["b"]
+    opts = parse_read_options({"kafka.bootstrap.servers": data.bootstrap, "subscribe": f"{a},{b}",
+                               "startingOffsets": json.dumps({a: {"0": 5, "1": -2, "2": -1},
+                                                              b: {"0": -1, "1": 3}})},
+                              streaming=True)     # (a batch query refuses -1 to start)
+    client = make_client(opts)
+    try:
+        planner = OffsetPlanner(opts, client)
+        tps = planner.topic_partitions()
+        counts = {(data.topics[s], p): n for (s, p), n in RECORDS_PER_PARTITION.items()}
+        assert sorted(tps) == sorted(counts)
+        assert planner.earliest(tps) == {tp: 0 for tp in tps}
+        assert planner.latest(tps) == counts
+        assert planner.latest([]) == {} and planner.earliest([]) == {}
+        resolved = {(a, 0): 5, (a, 1): 0, (a, 2): counts[(a, 2)], (b, 0): counts[(b, 0)], (b, 1): 3}
+        assert planner.specific(opts.starting, tps) == resolved
+        assert planner.resolve(opts.starting, tps, start=True) == resolved
+        # a stream keeps -1 as the LATEST marker until its first batch
+        assert planner.specific(opts.starting, tps, keep_latest=True) == {
+            **resolved, (a, 2): LATEST, (b, 0): LATEST}
+        with pytest.raises(ConfigurationError, match="must name every subscribed partition"):
+            planner.specific(opts.starting, tps + [(a, 9)])
+    finally:
+        client.close()

@@ -37,8 +37,8 @@ def _decode(data, fetch_offset=0, **kw):
 @pytest.fixture
 def tiny_chunks(monkeypatch):
     def set_chunks(records, nbytes=1 << 30):
-        monkeypatch.setattr(rec, "_CHUNK_RECORDS", records)
-        monkeypatch.setattr(rec, "_CHUNK_BYTES", nbytes)
+        monkeypatch.setattr(rec.records_v2, "_CHUNK_RECORDS", records)
+        monkeypatch.setattr(rec.records_v2, "_CHUNK_BYTES", nbytes)
     return set_chunks
 
 

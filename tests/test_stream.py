@@ -65,7 +65,7 @@ def group_offsets(broker, group, tps):
             if tp.offset >= 0}
 
 
-def wait_group(broker, group, expected, timeout=15.0):
+def wait_group(broker, group, expected, timeout=60.0):
     """Wait until the group's offsets equal ``expected`` ({(topic, partition): offset})."""
     seen = {}
 

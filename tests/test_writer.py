@@ -307,8 +307,8 @@ def test_schema_validation_accepts_spark_kafka_sink_columns():
 
 
 @pytest.mark.parametrize("options,message", [
-    ({"kafka.key.serializer": "x"}, r"'kafka.key.serializer' is not supported.*binary or string"),
-    ({"kafka.value.serializer": "x"}, r"'kafka.value.serializer' is not supported"),
+    ({"kafka.key.serializer": "x"}, r"Kafka option 'key.serializer' is not supported.*binary or string"),
+    ({"kafka.value.serializer": "x"}, r"Kafka option 'value.serializer' is not supported"),
     ({"kafka.transactional.id": "x"}, r"transactions are not supported"),
     ({"kafka.partitioner.class": "x"}, r"compute a 'partition' column"),
     ({"kafka.acks": "2"}, r"'kafka.acks' must be '0', '1' or 'all'"),

@@ -1,0 +1,136 @@
+"""numpy/Arrow helpers for binary columns and varints, shared by the decoders, the encoder,
+the writer and the partitioner.  No Python object per value."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import KafkaProtocolError
+from .records_layout import HEADER_STRUCT_TYPE, HEADERS_TYPE, record_schema
+
+# --- Arrow helpers ------------------------------------------------------------------------
+
+def _take_binary(pabuf, starts, lengths, nulls_possible=True):
+    """Binary array of ``buffer[starts[i] : starts[i] + lengths[i]]`` (null if length < 0).
+
+    ``starts`` must be increasing with non-overlapping values.  One Arrow take
+    over an interleaved array copies the bytes; no Python object per value.
+    """
+    n = len(starts)
+    if n == 0:
+        return pa.array([], type=pa.binary())
+    ln = np.maximum(lengths, 0) if nulls_possible else lengths
+    offs = np.empty(2 * n, dtype=np.int32)
+    offs[0::2] = starts
+    offs[1::2] = starts + ln
+    inter = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(offs), pabuf])
+    out = pc.take(inter, pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)), boundscheck=False)
+    if nulls_possible:
+        valid = lengths >= 0
+        if not valid.all():
+            bufs = out.buffers()
+            out = pa.Array.from_buffers(
+                pa.binary(), n,
+                [pa.py_buffer(np.packbits(valid, bitorder="little")), bufs[1], bufs[2]],
+                offset=out.offset)
+    return out
+
+
+def _binary_to_string(arr):
+    try:
+        return arr.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowException):
+        return pa.array([None if v is None else v.decode("utf-8", "replace")
+                         for v in arr.to_pylist()], type=pa.string())
+
+
+def _int_array(values, typ):
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(values)])
+
+
+def _headers_array(counts, hkeys, hvalues):
+    """list<struct<key string, value binary>>; null where a record has no headers."""
+    n = len(counts)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    struct_arr = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADER_STRUCT_TYPE))
+    has = counts > 0
+    validity = None if has.all() else pa.py_buffer(np.packbits(has, bitorder="little"))
+    return pa.Array.from_buffers(HEADERS_TYPE, n, [validity, pa.py_buffer(offsets)],
+                                 children=[struct_arr])
+
+
+def _empty_columns(include_headers):
+    return {f.name: pa.array([], f.type) for f in record_schema(include_headers)}
+
+
+def as_binary_array(values, what):
+    if values is None:
+        return None
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not isinstance(values, pa.Array):
+        values = pa.array(list(values))
+        if pa.types.is_null(values.type):
+            values = values.cast(pa.binary())
+    t = values.type
+    if pa.types.is_binary(t):
+        return values
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t) \
+            or pa.types.is_binary_view(t) or pa.types.is_string_view(t) \
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_null(t):
+        return values.cast(pa.binary())
+    raise KafkaProtocolError(f"{what} must be a binary or string array, got {t}")
+
+
+def binary_lengths(arr):
+    """int64 lengths of a binary array, -1 for nulls."""
+    offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1 + arr.offset)
+    offs = offs[arr.offset:]
+    ln = (offs[1:] - offs[:-1]).astype(np.int64)
+    if arr.null_count:
+        ln[np.asarray(arr.is_null())] = -1
+    return ln
+
+
+def zigzag_encode(x):
+    x = np.asarray(x, dtype=np.int64)
+    return ((x << 1) ^ (x >> 63)).view(np.uint64)
+
+
+def varint_sizes(u):
+    sizes = np.ones(len(u), dtype=np.int64)
+    if len(u) == 0:
+        return sizes
+    top = int(u.max())
+    shift = 7
+    while shift < 64 and top >> shift:
+        sizes += u >= np.uint64(1 << shift)
+        shift += 7
+    return sizes
+
+
+def zigzag_varint_sizes(values):
+    """Bytes of the zigzag varint of every int64 in ``values`` (a record's signed lengths)."""
+    return varint_sizes(zigzag_encode(values))
+
+
+def write_varints(out, pos, u, sizes):
+    """Write unsigned varints ``u`` (uint64) at ``pos`` in ``out`` (uint8)."""
+    if len(u) == 0:
+        return
+    more = sizes > 1
+    if not more.any():
+        out[pos] = u.astype(np.uint8)
+        return
+    out[pos] = (u & np.uint64(0x7F)).astype(np.uint8) | (more.astype(np.uint8) << 7)
+    lanes = np.flatnonzero(more)
+    j = 1
+    while lanes.size:
+        uu = u[lanes] >> np.uint64(7 * j)
+        cont = sizes[lanes] > j + 1
+        out[pos[lanes] + j] = (uu & np.uint64(0x7F)).astype(np.uint8) | (cont.astype(np.uint8) << 7)
+        lanes = lanes[cont]
+        j += 1

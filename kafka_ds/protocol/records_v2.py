@@ -1,0 +1,682 @@
+"""v2 record batches -> columns: record start discovery, the column-wise field decode and
+control records (the steps: kafka_ds.protocol.records)."""
+from __future__ import annotations
+
+import struct
+import threading
+
+import numpy as np
+import pyarrow as pa
+
+from . import compression as _comp
+from .compression import DecompressedSizeExceeded, OutputBuffer
+from .errors import KafkaProtocolError
+from .records_arrays import _binary_to_string, _headers_array, _int_array, _take_binary
+from .records_layout import (
+    _INT16x2, _MIN_RECORD_BODY, _MIN_RECORD_SIZE, HEADERS_TYPE, TIMESTAMP_TYPE, V2_HEADER_SIZE,
+    _corrupt,
+)
+
+_ZERO_SCAN_MAX_AVG_RECORD = 640   # bytes; above this the Python walk is cheaper
+_VECTOR_HEADER_ROUNDS = 32        # header slots decoded vectorised per record
+_BIG = 1 << 62
+
+
+# --- zigzag varint tables ------------------------------------------------------------
+
+def _zigzag(u):
+    return (u >> 1) ^ -(u & 1)
+
+
+def _build_tables():
+    idx = np.arange(1 << 16, dtype=np.int64)
+    b0 = idx & 0xFF
+    b1 = idx >> 8
+    one = b0 < 0x80
+    two = ~one & (b1 < 0x80)
+    val = np.where(one, _zigzag(b0), _zigzag((b0 & 0x7F) | (b1 << 7)))
+    size = np.where(one, 1, np.where(two, 2, 0))
+    table2 = np.where(size > 0, (val << 2) | size, 0).astype(np.int32)
+    table1 = _zigzag(np.arange(256, dtype=np.int64))
+    u7 = np.arange(128)
+    step1 = [int(1 + v) if v >= _MIN_RECORD_BODY else _BIG for v in _zigzag(u7)]
+    u14 = np.arange(1 << 14)
+    step2 = [int(2 + v) if v >= _MIN_RECORD_BODY else _BIG for v in _zigzag(u14)]
+    return table1, table2, step1, step2
+
+
+_ZV1, _ZV2, _STEP1, _STEP2 = _build_tables()
+
+
+def _zvarints(buf, pos, bad, lanes=None, max_bytes=5):
+    """Zigzag varints at every position of ``pos`` (int64 array).
+
+    Returns ``(values int64, sizes)``; ``sizes`` is the int 1 when every varint
+    is one byte.  Lanes whose varint is longer than ``max_bytes`` are flagged
+    in ``bad`` (indexed through ``lanes`` when given).  Reads are clipped to
+    the buffer; callers verify positions afterwards.
+    """
+    b0 = buf.take(pos, mode="clip")
+    if b0.max(initial=0) < 0x80:
+        return _ZV1.take(b0), 1
+    b1 = buf.take(pos + 1, mode="clip")
+    e = _ZV2.take(b0 | (b1.astype(np.uint16) << 8))
+    values = (e >> 2).astype(np.int64)
+    sizes = e & 3
+    if not sizes.all():
+        slow = np.flatnonzero(sizes == 0)
+        p = pos[slow]
+        u = (b0[slow] & 0x7F).astype(np.uint64) | ((b1[slow] & 0x7F).astype(np.uint64) << np.uint64(7))
+        n = np.full(slow.size, 2, dtype=np.int64)
+        cont = np.arange(slow.size)
+        k = 2
+        while cont.size:
+            if k >= max_bytes:
+                where = slow[cont] if lanes is None else lanes[slow[cont]]
+                bad[where] = True
+                break
+            bb = buf.take(p[cont] + k, mode="clip")
+            u[cont] |= (bb & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+            n[cont] += 1
+            cont = cont[bb >= 0x80]
+            k += 1
+        values[slow] = _zigzag(u).view(np.int64)
+        sizes[slow] = n
+    return values, sizes
+
+
+# --- record start discovery ------------------------------------------------------------
+
+def _walk_long(b, p):
+    """Slow step of the walk: record at ``p`` has a length varint of 3+ bytes."""
+    u = 0
+    shift = 0
+    q = p
+    while True:
+        v = b[q]
+        q += 1
+        u |= (v & 0x7F) << shift
+        if v < 0x80:
+            break
+        shift += 7
+        if shift >= 35:
+            return _BIG
+    length = (u >> 1) ^ -(u & 1)
+    if length < _MIN_RECORD_BODY:
+        return _BIG
+    return q + length
+
+
+def _walk_region(b, s, e):
+    """Record starts in ``b[s:e]`` by following the length varints.
+
+    Returns ``(starts list, end position)``; the end position equals ``e``
+    exactly when the region is consistent.
+    """
+    out = []
+    ap = out.append
+    step1 = _STEP1
+    step2 = _STEP2
+    p = s
+    try:
+        while p < e:
+            ap(p)
+            v = b[p]
+            if v < 0x80:
+                p += step1[v]
+            else:
+                w = b[p + 1]
+                if w < 0x80:
+                    p += step2[(v & 0x7F) | (w << 7)]
+                else:
+                    p = _walk_long(b, p)
+    except IndexError:
+        return out, -1
+    return out, p
+
+
+def _zero_positions(buf, S, E):
+    """Sorted positions of the 0x00 bytes inside the regions ``[S[i], E[i])``."""
+    lo = int(S[0])
+    hi = int(E[-1])
+    m = np.equal(buf[lo:hi], 0, out=_scratch_bool(hi - lo))
+    # Bytes between regions (batch headers of in-place input) are not record bytes.
+    for a, b in zip((E[:-1] - lo).tolist(), (S[1:] - lo).tolist()):
+        if b > a:
+            m[a:b] = False
+    z = np.flatnonzero(m)
+    z += lo
+    return z
+
+
+def _check_chains(c, nx, S, E, counts):
+    """Per region: do the sorted candidates ``c`` form exactly its record chain?
+
+    Region r is proven when its candidates ``c[ia:ib]`` start at ``S[r]``, are
+    ``counts[r]`` many, each one's successor ``nx`` is the next candidate and
+    the last one's is ``E[r]`` -- by induction from the region's first byte,
+    they are then the record starts, whatever else the payload contains.
+    """
+    ia = np.searchsorted(c, S)
+    ib = np.searchsorted(c, E)
+    if len(c) == 0:
+        return np.zeros(len(S), dtype=bool), ia
+    link_bad = np.empty(len(c), dtype=np.int64)
+    link_bad[0] = 0
+    np.cumsum(nx[:-1] != c[1:], out=link_bad[1:])
+    last = np.maximum(ib - 1, 0)
+    head = np.minimum(ia, len(c) - 1)
+    ok = (((ib - ia) == counts)
+          & (c[head] == S)
+          & (link_bad[last] == link_bad[ia])
+          & (nx[last] == E))
+    return ok, ia
+
+
+def _with_heads(cand, S):
+    """Insert the region starts (first records) into the sorted candidates."""
+    if not cand.size:
+        return S.copy()
+    ins = np.searchsorted(cand, S)
+    dup = (ins < cand.size) & (cand[np.minimum(ins, cand.size - 1)] == S)
+    return np.insert(cand, ins[~dup], S[~dup])
+
+
+def _chains_zero_pairs(buf, z, S, E, counts):
+    """Tier 1: records without headers end with a 0x00 header count and have a
+    0x00 attributes byte after their length, so every start (but a batch's
+    first) follows a "00 <1-3 byte varint> 00" pattern."""
+    if z.size >= 2:
+        g = np.diff(z)
+        sel = np.flatnonzero((g >= 2) & (g <= 4))
+        cand = z[sel] + 1
+    else:
+        cand = np.empty(0, dtype=np.int64)
+    c = _with_heads(cand, S)
+    scratch = np.zeros(len(c), dtype=bool)
+    length, size = _zvarints(buf, c, scratch)
+    nx = c + size + length
+    ok, ia = _check_chains(c, nx, S, E, counts)
+    return c, ia, ok, length, size
+
+
+def _chains_attr_zero(buf, z, S, E, counts):
+    """Tier 2 (records with headers): every start is a 1-3 byte varint followed
+    by the 0x00 attributes byte.  Candidates that cannot be on a chain (their
+    successor is not a candidate, or nothing points to them) are pruned for a
+    few rounds; the survivors must then pass the same chain proof."""
+    r = np.searchsorted(S, z, side="right") - 1
+    z = z[(r >= 0) & (z < E[np.maximum(r, 0)])]
+    z = z[buf.take(z - 1, mode="clip") < 0x80]
+    c1 = z - 1
+    z2 = z[buf.take(z - 2, mode="clip") >= 0x80]
+    c2 = z2 - 2
+    c3 = (z2 - 3)[buf.take(z2 - 3, mode="clip") >= 0x80]
+    c = np.sort(np.concatenate((S, c1, c2, c3)), kind="stable")
+    if len(c) > 1:
+        c = c[np.concatenate(([True], c[1:] != c[:-1]))]
+    lo = int(S[0])
+    span = int(E[-1]) - lo + 1
+    scratch = np.zeros(len(c), dtype=bool)
+    length, size = _zvarints(buf, c, scratch)
+    nx = c + size + length
+    keep = (c >= lo) & (length >= _MIN_RECORD_BODY) & (nx <= E[-1])
+    c, nx = c[keep], nx[keep]
+    ok = np.zeros(len(S), dtype=bool)
+    ia = np.searchsorted(c, S)
+    head_mark = np.zeros(span, dtype=bool)
+    head_mark[S - lo] = True
+    rounds = 6
+    for round_ in range(rounds + 1):
+        ok, ia = _check_chains(c, nx, S, E, counts)
+        if ok.all() or not len(c) or round_ == rounds:
+            break
+        mark = np.zeros(span, dtype=bool)
+        mark[c - lo] = True
+        mark[E - lo] = True
+        alive = mark[nx - lo]                          # its successor exists
+        pointed = np.zeros(span, dtype=bool)
+        pointed[nx[alive] - lo] = True
+        alive &= pointed[c - lo] | head_mark[c - lo]   # something points to it
+        if alive.all():
+            break
+        c, nx = c[alive], nx[alive]
+    return c, ia, ok
+
+
+def _find_starts(buf, walk_bytes, S, E, counts, fail):
+    """Start position of every record of every region, in order.
+
+    Returns ``(starts, lengths, length_sizes)``; the last two are None unless
+    the speculative tier 1 proved every region (they are reused then).
+    ``fail(region_index, message)`` raises the error for an inconsistent region;
+    ``walk_bytes(s, e)`` returns ``(bytes-like, base)`` for the Python walk.
+    """
+    total = int(counts.sum())
+    nreg = len(S)
+    proven = {}                       # region -> (candidates, first index)
+    region_bytes = int((E - S).sum())
+    if total >= 16 and region_bytes <= _ZERO_SCAN_MAX_AVG_RECORD * total:
+        z = _zero_positions(buf, S, E)
+        c, ia, ok, length, size = _chains_zero_pairs(buf, z, S, E, counts)
+        if ok.all() and len(c) == total:
+            return c, length, size
+        for r in np.flatnonzero(ok).tolist():
+            proven[r] = (c, int(ia[r]))
+        todo = np.flatnonzero(~ok)
+        if todo.size and int(counts[todo].sum()) >= 16:
+            c2, ia2, ok2 = _chains_attr_zero(buf, z, S[todo], E[todo], counts[todo])
+            for j in np.flatnonzero(ok2).tolist():
+                proven[int(todo[j])] = (c2, int(ia2[j]))
+    pieces = []
+    for r in range(nreg):
+        got = proven.get(r)
+        if got is not None:
+            cc, i0 = got
+            piece = cc[i0:i0 + int(counts[r])]
+            if len(piece) == counts[r]:        # (always, by construction)
+                pieces.append(piece)
+                continue
+        s = int(S[r])
+        e = int(E[r])
+        b, base = walk_bytes(s, e)
+        starts, end = _walk_region(b, s - base, e - base)
+        if end != e - base or len(starts) != counts[r]:
+            fail(r, f"record lengths do not add up to the batch ({len(starts)} records "
+                    f"parsed, {int(counts[r])} declared)")
+        arr = np.array(starts, dtype=np.int64)
+        if base:
+            arr += base
+        pieces.append(arr)
+    if not pieces:
+        return np.empty(0, dtype=np.int64), None, None
+    return np.concatenate(pieces), None, None
+
+
+# --- work buffer ------------------------------------------------------------------------------
+
+_tls = threading.local()
+_KEEP_BUFFER_MAX = 64 << 20
+
+
+def _work_buffer() -> OutputBuffer:
+    ob = getattr(_tls, "buffer", None)
+    if ob is None:
+        ob = _tls.buffer = OutputBuffer(1 << 20)
+    ob.reset()
+    return ob
+
+
+def _release_work_buffer(ob: OutputBuffer) -> None:
+    if ob.capacity > _KEEP_BUFFER_MAX:
+        _tls.buffer = None
+
+
+def _scratch_bool(n: int):
+    """A reusable (per thread) boolean scratch array of length ``n``."""
+    arr = getattr(_tls, "bools", None)
+    if arr is None or len(arr) < n:
+        arr = np.empty(max(n, 1 << 20), dtype=bool)
+        if n <= _KEEP_BUFFER_MAX:
+            _tls.bools = arr
+    return arr[:n]
+
+
+# --- v2 decode ------------------------------------------------------------------------------
+
+class _Batch:
+    __slots__ = ("pos", "end", "base", "count", "codec", "log_append", "first_ts", "max_ts")
+
+    def __init__(self, pos, end, base, count, codec, log_append, first_ts, max_ts):
+        self.pos = pos
+        self.end = end
+        self.base = base
+        self.count = count
+        self.codec = codec
+        self.log_append = log_append
+        self.first_ts = first_ts
+        self.max_ts = max_ts
+
+
+# Compressed batches are decompressed and decoded in chunks of about this many
+# records: the field decode makes ~40 numpy passes over per-record int64 arrays and
+# gathers from the decompressed bytes, and a chunk decoded right after its
+# decompression finds both in the core's L2 cache.  Measured with 100-byte records
+# in 5 MB (compressed) fetch responses: +13 % lz4, +15 % zstd over decompressing the
+# whole response first.  Uncompressed input gains nothing from it (not chunked).
+_CHUNK_RECORDS = 32768
+_CHUNK_BYTES = 4 << 20        # stored (possibly compressed) bytes per chunk
+_MAX_BUFFER = (1 << 31) - 64  # int32 Arrow offsets
+
+
+def _chunk_bounds(batches):
+    """``[(first, stop), ...]`` batch index runs of about ``_CHUNK_RECORDS`` records."""
+    bounds = []
+    first = recs = size = 0
+    for i, b in enumerate(batches):
+        recs += b.count
+        size += b.end - b.pos
+        if recs >= _CHUNK_RECORDS or size >= _CHUNK_BYTES:
+            bounds.append((first, i + 1))
+            first = i + 1
+            recs = size = 0
+    if first < len(batches):
+        bounds.append((first, len(batches)))
+    return bounds
+
+
+class _Fields:
+    """Per-record positions and values of one decode chunk (numpy arrays)."""
+
+    __slots__ = ("key_start", "key_len", "value_start", "value_len", "offsets", "ts",
+                 "ts_type", "hrec", "hcnt", "hks", "hkl", "hvs", "hvl")
+
+
+def _decode_chunk(buf, walk_view, batches, first, S, E, counts, bases, fail_batch) -> _Fields:
+    """Find the records of ``batches[first:first + len(S)]`` (regions ``[S, E)`` of
+    ``buf``) and decode their fields."""
+    nb = len(S)
+
+    def fail(i, message):
+        fail_batch(first + i, message)
+
+    # Every record takes at least 7 bytes: reject absurd counts before work.
+    too_many = np.flatnonzero(counts * _MIN_RECORD_SIZE > (E - S))
+    if too_many.size:
+        fail(int(too_many[0]), f"record count {int(counts[too_many[0]])} does not fit "
+                               f"in {int((E - S)[too_many[0]])} bytes")
+
+    starts, length, n = _find_starts(buf, lambda s, e: (walk_view, 0), S, E, counts, fail)
+    R = len(starts)
+    bad = np.zeros(R, dtype=bool)
+
+    if length is None:
+        length, n = _zvarints(buf, starts, bad)
+    p = starts + n
+    rec_end = p + length
+    p += 1                                    # attributes (unused)
+    ts_delta, n = _zvarints(buf, p, bad, max_bytes=10)
+    p += n
+    off_delta, n = _zvarints(buf, p, bad)
+    p += n
+    key_len, n = _zvarints(buf, p, bad)
+    key_start = p + n
+    p = key_start + np.maximum(key_len, 0)
+    value_len, n = _zvarints(buf, p, bad)
+    value_start = p + n
+    p = value_start + np.maximum(value_len, 0)
+    header_count, n = _zvarints(buf, p, bad)
+    p += n
+    bad |= (key_len < -1) | (value_len < -1) | (header_count < 0)
+
+    f = _Fields()
+    f.hrec = None
+    if header_count.any():
+        hrec = np.flatnonzero(header_count > 0)
+        hcnt = header_count[hrec]
+        # each header takes at least two bytes
+        over = hcnt * 2 > (rec_end[hrec] - p[hrec])
+        if over.any():
+            bad[hrec[over]] = True
+            hcnt = np.where(over, 0, hcnt)
+        hpos, f.hks, f.hkl, f.hvs, f.hvl = _decode_headers(buf, p[hrec], hcnt, rec_end[hrec],
+                                                           bad, hrec)
+        p[hrec] = hpos
+        f.hrec, f.hcnt = hrec, hcnt
+    bad |= p != rec_end
+    if bad.any():
+        where = int(np.flatnonzero(bad)[0])
+        batch_of = int(np.searchsorted(np.cumsum(counts), where, side="right"))
+        fail(batch_of, f"inconsistent record structure (record "
+                       f"{where - int(counts[:batch_of].sum())} of the batch)")
+
+    # offsets, timestamps
+    offsets = np.repeat(bases, counts)
+    offsets += off_delta
+    chunk = batches[first:first + nb]
+    log_append = np.fromiter((b.log_append for b in chunk), dtype=bool, count=nb)
+    first_ts = np.fromiter((b.max_ts if b.log_append else b.first_ts for b in chunk),
+                           dtype=np.int64, count=nb)
+    ts = np.repeat(first_ts, counts)
+    if log_append.any():
+        ts_delta = ts_delta * np.repeat(~log_append, counts)
+        f.ts_type = np.repeat(log_append.astype(np.int32), counts)
+    else:
+        f.ts_type = None                      # all CREATE_TIME
+    ts += ts_delta
+    f.key_start, f.key_len, f.value_start, f.value_len = key_start, key_len, value_start, value_len
+    f.offsets, f.ts = offsets, ts
+    return f
+
+
+def _merge_fields(parts) -> _Fields:
+    """One :class:`_Fields` for all chunks (record indexes of headers made global)."""
+    if len(parts) == 1:
+        f = parts[0]
+        if f.ts_type is None:
+            f.ts_type = np.zeros(len(f.offsets), dtype=np.int32)
+        return f
+    out = _Fields()
+    for name in ("key_start", "key_len", "value_start", "value_len", "offsets", "ts"):
+        setattr(out, name, np.concatenate([getattr(f, name) for f in parts]))
+    out.ts_type = np.concatenate([
+        np.zeros(len(f.offsets), dtype=np.int32) if f.ts_type is None else f.ts_type
+        for f in parts])
+    out.hrec = None
+    if any(f.hrec is not None for f in parts):
+        base = 0
+        hrec, hcnt, hks, hkl, hvs, hvl = [], [], [], [], [], []
+        for f in parts:
+            if f.hrec is not None:
+                hrec.append(f.hrec + base)
+                hcnt.append(f.hcnt)
+                hks.append(f.hks)
+                hkl.append(f.hkl)
+                hvs.append(f.hvs)
+                hvl.append(f.hvl)
+            base += len(f.offsets)
+        out.hrec, out.hcnt = np.concatenate(hrec), np.concatenate(hcnt)
+        out.hks, out.hkl = np.concatenate(hks), np.concatenate(hkl)
+        out.hvs, out.hvl = np.concatenate(hvs), np.concatenate(hvl)
+    return out
+
+
+def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
+                       include_headers, max_decompressed_size):
+    """Column dict for a run of v2 batches (all with count > 0).
+
+    The batches are decoded in chunks of ~``_CHUNK_RECORDS`` records (compressed
+    chunks are decompressed right before their decode, back to back into one work
+    buffer); the key/value/header bytes are then copied out with one Arrow ``take``
+    per column over the whole segment.
+    """
+    nb = len(batches)
+    counts = np.fromiter((b.count for b in batches), dtype=np.int64, count=nb)
+    bases = np.fromiter((b.base for b in batches), dtype=np.int64, count=nb)
+
+    def fail_batch(i, message):
+        raise _corrupt(topic, partition, batches[i].base, message)
+
+    compressed = not all(b.codec == 0 for b in batches)
+    ob = None
+    parts = []
+    try:
+        if not compressed:
+            buf = np.frombuffer(mv, dtype=np.uint8)
+            if len(buf) >= _MAX_BUFFER:
+                raise KafkaProtocolError("record data larger than 2 GiB in one fetch")
+            S = np.fromiter((b.pos + V2_HEADER_SIZE for b in batches), dtype=np.int64, count=nb)
+            E = np.fromiter((b.end for b in batches), dtype=np.int64, count=nb)
+            walk_view = mv      # the Python walk indexes the input in place: no copy
+        else:
+            ob = _work_buffer()
+            ob.reserve(sum(max(4 * (b.end - b.pos), 1 << 12) for b in batches))
+            S = np.empty(nb, dtype=np.int64)
+            E = np.empty(nb, dtype=np.int64)
+        # Uncompressed input is decoded in one piece: chunking only pays when it lets
+        # each chunk be decoded right after its decompression, still in cache.
+        for c0, c1 in (_chunk_bounds(batches) if compressed else [(0, nb)]):
+            if compressed:
+                for i in range(c0, c1):
+                    b = batches[i]
+                    S[i] = ob.size
+                    region = mv[b.pos + V2_HEADER_SIZE:b.end]
+                    try:
+                        _comp.decompress_into(b.codec, region, ob,
+                                              max_size=max_decompressed_size)
+                    except DecompressedSizeExceeded as exc:
+                        raise DecompressedSizeExceeded(
+                            f"topic {topic!r} partition {partition} offset {b.base}: "
+                            f"{exc}") from None
+                    except KafkaProtocolError as exc:
+                        fail_batch(i, str(exc))
+                    E[i] = ob.size
+                ob.pad()
+                buf = ob.array
+                if len(buf) >= _MAX_BUFFER:
+                    raise KafkaProtocolError("record data larger than 2 GiB in one fetch")
+                walk_view = memoryview(buf)
+            parts.append(_decode_chunk(buf, walk_view, batches, c0, S[c0:c1], E[c0:c1],
+                                       counts[c0:c1], bases[c0:c1], fail_batch))
+        pabuf = pa.py_buffer(ob.array if compressed else mv)
+        f = _merge_fields(parts)
+        parts = None
+        offsets, ts, ts_type = f.offsets, f.ts, f.ts_type
+        key_start, key_len, value_start, value_len = f.key_start, f.key_len, f.value_start, f.value_len
+        R = len(offsets)
+
+        keep = None
+        if bases[0] < fetch_offset or (bases < fetch_offset).any():
+            keep = offsets >= fetch_offset
+            if keep.all():
+                keep = None
+        if keep is not None:
+            sel = np.flatnonzero(keep)
+            offsets = offsets[sel]
+            ts = ts[sel]
+            ts_type = ts_type[sel]
+            key_start, key_len = key_start[sel], key_len[sel]
+            value_start, value_len = value_start[sel], value_len[sel]
+
+        ts *= 1000
+        cols = {
+            "key": _take_binary(pabuf, key_start, key_len),
+            "value": _take_binary(pabuf, value_start, value_len),
+            "offset": _int_array(offsets, pa.int64()),
+            "timestamp": _int_array(ts, TIMESTAMP_TYPE),
+            "timestampType": _int_array(ts_type, pa.int32()),
+        }
+        if include_headers:
+            if f.hrec is None:
+                cols["headers"] = pa.nulls(len(offsets), HEADERS_TYPE)
+            else:
+                hrec, hcnt, hks, hkl, hvs, hvl = f.hrec, f.hcnt, f.hks, f.hkl, f.hvs, f.hvl
+                rec_counts = np.zeros(R, dtype=np.int64)
+                rec_counts[hrec] = hcnt
+                if keep is not None:
+                    hkeep = np.repeat(keep[hrec], hcnt)
+                    hks, hkl, hvs, hvl = hks[hkeep], hkl[hkeep], hvs[hkeep], hvl[hkeep]
+                    rec_counts = rec_counts[sel]
+                hkeys = _binary_to_string(_take_binary(pabuf, hks, hkl, nulls_possible=False))
+                hvals = _take_binary(pabuf, hvs, hvl)
+                cols["headers"] = _headers_array(rec_counts, hkeys, hvals)
+        return cols
+    finally:
+        if ob is not None:
+            _release_work_buffer(ob)
+
+
+def _decode_headers(buf, pos, counts, rec_end, bad, rec_index):
+    """Decode the headers of the records at ``pos`` (one lane per record).
+
+    Returns the end position per record and, per header in record-major
+    order, key start/length and value start/length.
+    """
+    nrec = len(pos)
+    total = int(counts.sum())
+    first = np.zeros(nrec, dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    hks = np.zeros(total, dtype=np.int64)
+    hkl = np.zeros(total, dtype=np.int64)
+    hvs = np.zeros(total, dtype=np.int64)
+    hvl = np.zeros(total, dtype=np.int64)
+    q = pos.copy()
+    lanes = np.flatnonzero(counts > 0)
+    maxc = int(counts.max(initial=0))
+    for j in range(min(maxc, _VECTOR_HEADER_ROUNDS)):
+        if j:
+            lanes = lanes[counts[lanes] > j]
+        qq = q[lanes]
+        kl, n = _zvarints(buf, qq, bad, lanes=rec_index[lanes])
+        ks = qq + n
+        qq = ks + np.maximum(kl, 0)
+        vl, n = _zvarints(buf, qq, bad, lanes=rec_index[lanes])
+        vs = qq + n
+        qq = vs + np.maximum(vl, 0)
+        wrong = (kl < 0) | (vl < -1) | (qq > rec_end[lanes])
+        if wrong.any():
+            bad[rec_index[lanes[wrong]]] = True
+            qq = np.where(wrong, rec_end[lanes], qq)
+        slot = first[lanes] + j
+        hks[slot] = ks
+        hkl[slot] = kl
+        hvs[slot] = vs
+        hvl[slot] = vl
+        q[lanes] = qq
+    if maxc > _VECTOR_HEADER_ROUNDS:
+        raw = memoryview(buf)
+        for lane in np.flatnonzero(counts > _VECTOR_HEADER_ROUNDS).tolist():
+            p = int(q[lane])
+            end = int(rec_end[lane])
+            slot = int(first[lane])
+            try:
+                for j in range(_VECTOR_HEADER_ROUNDS, int(counts[lane])):
+                    kl, p = _py_zvarint(raw, p)
+                    ks = p
+                    p += max(kl, 0)
+                    vl, p = _py_zvarint(raw, p)
+                    vs = p
+                    p += max(vl, 0)
+                    if kl < 0 or vl < -1 or p > end:
+                        raise IndexError
+                    hks[slot + j], hkl[slot + j], hvs[slot + j], hvl[slot + j] = ks, kl, vs, vl
+            except IndexError:
+                bad[rec_index[lane]] = True
+                p = end
+            q[lane] = p
+    return q, hks, hkl, hvs, hvl
+
+
+def _py_zvarint(b, p):
+    u = 0
+    shift = 0
+    while True:
+        v = b[p]
+        p += 1
+        u |= (v & 0x7F) << shift
+        if v < 0x80:
+            return (u >> 1) ^ -(u & 1), p
+        shift += 7
+        if shift >= 35:
+            raise IndexError
+
+
+def _control_type(mv, b: "_Batch", topic, partition, max_size):
+    """Type of the first control record of a control batch (0 abort, 1 commit), or None."""
+    if b.count <= 0:
+        return None
+    region = mv[b.pos + V2_HEADER_SIZE:b.end]
+    try:
+        raw = region if b.codec == 0 else _comp.decompress(b.codec, region, max_size)
+        p = 0
+        _length, p = _py_zvarint(raw, p)
+        p += 1
+        _tsd, p = _py_zvarint(raw, p)
+        _od, p = _py_zvarint(raw, p)
+        klen, p = _py_zvarint(raw, p)
+        if klen < 4 or p + klen > len(raw):
+            raise IndexError
+        _version, ctype = _INT16x2.unpack_from(raw, p)
+    except (IndexError, KafkaProtocolError, struct.error):
+        raise _corrupt(topic, partition, b.base, "unreadable control record") from None
+    return ctype
