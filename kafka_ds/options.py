@@ -214,10 +214,12 @@ OPTIONS: tuple[Option, ...] = (
            "instead.",
            choice({"error": "error", "latest": "latest"}), "error", field="timestamp_strategy"),
     Option("latestOffsetsVia", READ,
-           "How `latest` offsets are looked up: `listOffsets` (ListOffsets, as Spark does) or "
-           "`fetch` (the high watermark of a Fetch; for brokers whose ListOffsets lags, e.g. "
-           "Tansu 0.6 after multi-record batches).",
-           choice({"listOffsets": False, "fetch": True}), "listOffsets",
+           "How `latest` offsets are looked up: `auto` (ListOffsets, as Spark does, checked "
+           "against the high watermark of one small Fetch per broker; the larger wins, so "
+           "brokers whose ListOffsets lags, e.g. Tansu 0.6 after multi-record batches, still "
+           "read every record), `listOffsets` (ListOffsets only, one request fewer) or `fetch` "
+           "(same as `auto`).",
+           choice({"auto": True, "listOffsets": False, "fetch": True}), "auto",
            field="latest_via_fetch"),
     Option("failOnDataLoss", READ,
            "Fail when requested offsets are gone (aged out, topic deleted); `false` logs and "
@@ -361,6 +363,11 @@ OPTIONS: tuple[Option, ...] = (
            "plus the wait until the driver commits must fit; capped by the broker's "
            "transaction.max.timeout.ms).",
            integer, 60000, field="transaction_timeout_ms", minimum=1),
+    Option("kafka.allow.auto.create.topics", frozenset({WRITE}),
+           "Ask for metadata with auto-creation allowed, as the Java producer does: brokers "
+           "with `auto.create.topics.enable=true` create a missing topic (with their default "
+           "partition count); `false` fails the write on a missing topic.",
+           boolean, "true", field="allow_auto_create_topics"),
 )
 
 BY_NAME = {option.name.lower(): option for option in OPTIONS}
@@ -923,6 +930,7 @@ class WriteOptions:
     delivery_timeout_ms: int = PRODUCER.delivery_timeout_ms
     request_timeout_ms: int = default_of("kafka.request.timeout.ms")
     max_in_flight: int = default_of("kafka.max.in.flight.requests.per.connection")
+    allow_auto_create_topics: bool = default_of("kafka.allow.auto.create.topics")
     retries: int = default_of("kafka.retries", frozenset({WRITE}))
     retry_backoff_ms: int = default_of("kafka.retry.backoff.ms")
     # Built on the driver from the values above; write tasks use them as they are.

@@ -116,25 +116,32 @@ class OffsetPlanner:
         # topic deleted meanwhile are left out (the caller reports them).
         found = self.client.list_offsets(requests, isolation_level=level, missing_ok=True)
         if self.opts.latest_via_fetch:
-            for tp, wanted in requests.items():
-                if wanted == LATEST and tp in found:
-                    found[tp] = (self._fetch_latest(tp, found[tp][0], level), found[tp][1])
+            latest = {tp: found[tp][0] for tp, wanted in requests.items() if wanted == LATEST}
+            for tp, end in self._fetch_latest(latest, level).items():
+                found[tp] = (end, found[tp][1])
         return found
 
-    def _fetch_latest(self, tp, listed: int, level: int) -> int:
-        """The high watermark (or last stable offset) a Fetch reports: for Apache Kafka
-        the same number ListOffsets gives, for brokers whose ListOffsets lags (Tansu)
-        the right one. Fetching at ``listed`` keeps the answer to at most one batch
-        (a tiny max_bytes would be simpler, but Tansu then omits the partition).
-        min_bytes=0 answers at once; max_wait_ms=1 since Tansu answers a 0 ms wait with
-        no partitions at all (tests/README.md)."""
-        part = self._with_retries(
-            lambda: self.client.fetch(tp[0], tp[1], max(listed, 0), max_bytes=1 << 20,
-                                      max_wait_ms=1, min_bytes=0, isolation_level=level),
-            f"Fetch {tp[0]}-{tp[1]}", topics=[tp[0]])
-        end = part["last_stable_offset"] if level and part.get("last_stable_offset", -1) >= 0 \
-            else part["high_watermark"]
-        return max(listed, end)
+    def _fetch_latest(self, listed: dict, level: int) -> dict:
+        """Check ListOffsets(latest) against the high watermark (or last stable offset)
+        a Fetch reports, one Fetch per leader for all partitions. On Apache Kafka both
+        agree (the Fetch, at the high watermark, carries no records); brokers whose
+        ListOffsets lags (Tansu answers the last batch's base offset + 1) would
+        otherwise make a batch read silently stop short of the records it saw. The
+        larger answer wins: a batch read's end is fixed here, at planning."""
+        if not listed:
+            return {}
+        marks = self._with_retries(
+            lambda: self.client.fetch_watermarks(listed, isolation_level=level),
+            "Fetch (high watermarks)", topics=sorted({topic for topic, _ in listed}))
+        result = {}
+        for tp, offset in listed.items():
+            high_watermark, last_stable = marks[tp]
+            end = last_stable if level and last_stable >= 0 else high_watermark
+            if end > offset:
+                log.debug("%s-%d: ListOffsets said latest=%d, Fetch says %d", tp[0], tp[1],
+                          offset, end)
+            result[tp] = max(offset, end)
+        return result
 
     def _offsets_at(self, markers: dict) -> dict:
         """{(topic, partition): offset} for ``{(topic, partition): EARLIEST or LATEST}``."""

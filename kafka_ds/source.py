@@ -79,7 +79,10 @@ class KafkaDataSource(DataSource):
         # Like Spark's Kafka sink, any output mode writes the rows Spark hands over
         # (complete mode: the whole result table again each trigger); a topic is
         # never truncated.
+        from .compat import DataSourceStreamArrowWriter, require
         from .writer import KafkaStreamWriter
+        require(DataSourceStreamArrowWriter is not None,
+                "The pykafka streaming sink (DataSourceStreamArrowWriter)", "4.1")
         return KafkaStreamWriter(*self._write_plan(schema))
 
 

@@ -75,11 +75,14 @@ import time
 import uuid
 
 from pyspark.sql.datasource import DataSourceStreamReader
-from pyspark.sql.streaming.datasource import (
+
+from .compat import (
+    ADMISSION_CONTROL,
     ReadAllAvailable,
     ReadMaxRows,
     ReadMinRows,
     SupportsTriggerAvailableNow,
+    require,
 )
 
 from .client import EARLIEST, LATEST
@@ -226,6 +229,10 @@ class GroupCommitter:
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: ReadOptions, raw_options):
+        for option, value in (("maxOffsetsPerTrigger", opts.max_offsets_per_trigger),
+                              ("minOffsetsPerTrigger", opts.min_offsets_per_trigger)):
+            if value is not None:
+                require(ADMISSION_CONTROL, f"Option '{option}' (admission control)", "4.2")
         self.opts = opts
         self._client = None
         self._initial: dict | None = None
@@ -338,8 +345,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = True
         self._available_now_target = None
 
-    def latestOffset(self, start: dict, limit=None) -> dict:
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         self._install_sigterm_handler()
+        if start is None:
+            # pyspark < 4.2 asks without the start (no admission control): the latest
+            # offsets; partitions(start, end) skips what is still a "latest" marker.
+            latest = self._latest_offsets(self._topic_partitions())
+            self._latest = dict(latest)
+            return to_offset_dict(latest)
         # Spark asks for the next batch only after the batch ending at ``start`` is done.
         self._commit_to_group(start)
         interval = self.opts.idle_poll_interval_ms / 1000.0

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
     WriterCommitMessage,
 )
 
@@ -33,6 +33,7 @@ from .client import KafkaClient
 from .client.producer import Producer
 from .client.transactions import Transaction
 from .columns import sink_column, spark_type_name
+from .compat import DataSourceStreamArrowWriter
 from .options import WriteOptions
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.compression import codec_id
@@ -97,30 +98,39 @@ def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
 
 def check_topic_exists(opts: WriteOptions) -> None:
     """Fail on the driver, before any task runs, when the 'topic' option names a topic the
-    cluster does not have."""
+    cluster does not have (and, with ``kafka.allow.auto.create.topics``, does not create)."""
+    allow_auto_create = auto_create(opts)
     if opts.topic is None:
         return
     client = KafkaClient(opts.bootstrap_servers, opts.client)
     try:
-        _partition_count(client, opts.topic, opts.bootstrap_servers)
+        _partition_count(client, opts.topic, opts.bootstrap_servers, allow_auto_create)
     finally:
         client.close()
 
 
-def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
-    """Partitions of ``topic``; a clear error when it does not exist (we never create it)."""
-    attempts = 4   # a topic created a moment ago may take a little to show up everywhere
-    for attempt in range(attempts):
+def auto_create(opts: WriteOptions) -> bool:
+    """``kafka.allow.auto.create.topics`` (default true, as the Java producer): ask for
+    metadata with AllowAutoTopicCreation, so brokers with auto.create.topics.enable
+    create a missing topic as they do for Spark's ``format("kafka")`` sink."""
+    return opts.allow_auto_create_topics
+
+
+def _partition_count(client: KafkaClient, topic: str, bootstrap: str,
+                     allow_auto_create: bool = True) -> int:
+    """Partitions of ``topic``; a clear error when it does not exist (and was not created:
+    a topic a broker creates on request shows up after LEADER_NOT_AVAILABLE answers)."""
+    deadline = time.monotonic() + (10.0 if allow_auto_create else 1.0)
+    attempt = 0
+    while True:
         def lookup(refresh=attempt > 0):
             # Connection failures (a broker restarting) retry under the client's policy;
-            # an unknown topic comes back here (it is retriable, but the loop below
-            # gives a topic created a moment ago only a short grace).
+            # an unknown topic comes back here: it gets only the short grace below.
             try:
-                return client.topic_partitions(topic, refresh=refresh)
-            except BrokerError as exc:
-                if isinstance(exc, UnknownTopicOrPartition):
-                    return exc
-                raise
+                return client.topic_partitions(
+                    topic, refresh=refresh, allow_auto_topic_creation=allow_auto_create)
+            except UnknownTopicOrPartition as exc:
+                return exc
 
         try:
             partitions = client.retrying(lookup, f"Metadata of topic '{topic}'")
@@ -132,15 +142,25 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str) -> int:
             if not isinstance(exc, UnknownTopicOrPartition) and not exc.retriable:
                 raise ConfigurationError(
                     f"Cannot write to topic '{topic}': {exc}") from exc
-            if attempt + 1 == attempts:
-                if isinstance(exc, UnknownTopicOrPartition):
+            unknown = isinstance(exc, UnknownTopicOrPartition)
+            if time.monotonic() >= deadline or (unknown and attempt >= 3):
+                if unknown:
                     break
                 raise
-        time.sleep(0.1 * (attempt + 1))
+        attempt += 1
+        time.sleep(min(0.1 * attempt, 1.0))
+    if allow_auto_create:
+        how = ("The cluster did not create it on request (as for Spark's format('kafka') "
+               "sink, a missing topic is created only by brokers with "
+               "auto.create.topics.enable=true): create it first (e.g. kafka-topics.sh "
+               "--create), or fix the 'topic' option / topic column.")
+    else:
+        how = ("The pykafka sink does not create topics with "
+               "'kafka.allow.auto.create.topics'=false: create it first (e.g. kafka-topics.sh "
+               "--create), or fix the 'topic' option / topic column.")
     raise ConfigurationError(
         f"Topic '{topic}' does not exist on the cluster at kafka.bootstrap.servers={bootstrap}. "
-        "The pykafka sink does not create topics: create it first (e.g. kafka-topics.sh "
-        "--create), or fix the 'topic' option / topic column.")
+        + how)
 
 
 # --- commit messages -----------------------------------------------------------------------
@@ -328,7 +348,8 @@ class TaskWriter:
     def _topic(self, name: str) -> _TopicState:
         state = self.topics.get(name)
         if state is None:
-            count = _partition_count(self.client, name, self.opts.bootstrap_servers)
+            count = _partition_count(self.client, name, self.opts.bootstrap_servers,
+                                     auto_create(self.opts))
             state = self.topics[name] = _TopicState(name, count, self.opts.batch_size)
         return state
 
@@ -667,7 +688,7 @@ class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
                     self.summary.describe())
 
 
-class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter):
+class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceStreamWriter):
     """Streaming sink: every micro-batch is written like a batch write (at least once:
     a micro-batch Spark re-runs after a failure is written again)."""
 

@@ -236,9 +236,12 @@ def test_topic_deleted_between_plan_and_read(broker, new_topic, fail_on_data_los
 
 # --- brokers whose ListOffsets lags --------------------------------------------------------------
 
-def test_latest_offsets_via_fetch_after_multi_record_batches(spark, broker, new_topic):
-    """``latestOffsetsVia=fetch`` reads everything on both brokers, including Tansu, whose
-    ListOffsets LATEST stops at the last batch's first record (tests/README.md)."""
+@pytest.mark.parametrize("latest_via", [None, "auto", "fetch", "listOffsets"])
+def test_latest_offsets_after_multi_record_batches(spark, broker, new_topic, latest_via):
+    """The default lookup (``auto``: ListOffsets checked against one small Fetch per
+    leader) and ``fetch`` read everything on both brokers, including Tansu, whose
+    ListOffsets LATEST stops at the last batch's first record (tests/README.md).
+    ``listOffsets`` alone is Spark's lookup: complete on the mock, short on Tansu."""
     import pyarrow as pa
 
     from kafka_ds.client import KafkaClient
@@ -256,10 +259,53 @@ def test_latest_offsets_via_fetch_after_multi_record_batches(spark, broker, new_
                     timestamps_ms=pa.array([BASE_TS] * 5, pa.int64()))])
     finally:
         client.close()
-    df = (spark.read.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-          .option("subscribe", topic).option("latestOffsetsVia", "fetch").load())
-    assert sorted((r.partition, r.offset, bytes(r.value)) for r in df.collect()) == [
-        (p, i, f"{p}-{i}".encode()) for p in (0, 1) for i in range(10)]
+    reader = (spark.read.format("pykafka").option("kafka.bootstrap.servers",
+                                                  broker.bootstrap_servers)
+              .option("subscribe", topic))
+    if latest_via is not None:
+        reader = reader.option("latestOffsetsVia", latest_via)
+    rows = sorted((r.partition, r.offset, bytes(r.value)) for r in reader.load().collect())
+    # Tansu's ListOffsets answers base offset + 1 of the last batch: offset 6 of 10.
+    last = 6 if (latest_via == "listOffsets" and broker.name == "tansu") else 10
+    assert rows == [(p, i, f"{p}-{i}".encode()) for p in (0, 1) for i in range(last)]
+
+
+def test_latest_offsets_check_is_one_fetch_per_leader(broker, new_topic):
+    """Planning checks ListOffsets against Fetch with one request per leader, whatever
+    the number of partitions, and only for partitions whose end is ``latest``."""
+    from kafka_ds.client import KafkaClient
+    from kafka_ds.protocol import messages as m
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import OffsetPlanner
+
+    topic = new_topic(partitions=12)
+    produce_confluent(broker.bootstrap_servers, topic,
+                      [{"value": b"v%d" % i} for i in range(60)])
+    opts = parse_read_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                               "subscribe": topic}, streaming=False)
+    client = KafkaClient(broker.bootstrap_servers)
+    sent = []
+    real = client.connection
+
+    def counting(node_id):
+        conn = real(node_id)
+        original = conn.request
+        if not getattr(original, "counted", False):
+            def request(message, body, **kw):
+                sent.append((message.name, node_id))
+                return original(message, body, **kw)
+            request.counted = True
+            conn.request = request
+        return conn
+    client.connection = counting
+    try:
+        ranges = OffsetPlanner(opts, client).plan_batch()
+    finally:
+        client.close()
+    assert sum(r.size for r in ranges) == 60
+    leaders = {leader for _t, (leader, _r) in broker.topic_metadata(topic).items()}
+    fetches = sorted(node for name, node in sent if name == m.FETCH.name)
+    assert fetches == sorted(leaders)
 
 
 # --- timestamp offsets, where the test brokers cannot answer ---------------------------------------
@@ -280,7 +326,16 @@ def _timestamp_cluster(first_offset_at_or_after):
                  "offset": first_offset_at_or_after(p["timestamp"])}
                 for p in t["partitions"]]} for t in body["topics"]]}))
 
-    return serve_cluster({"ts": 2}, {2: list_offsets})
+    def fetch(version, correlation_id, frame, conn):
+        # The check of ``latest`` ends (latestOffsetsVia=auto): the high watermark is 100.
+        _header, body = decode_request(m.FETCH, frame)
+        conn.sendall(encode_response(m.FETCH, version, correlation_id, {"responses": [
+            {"topic": t["topic"], "partitions": [
+                {"partition_index": p["partition"], "error_code": 0, "high_watermark": 100,
+                 "last_stable_offset": 100, "records": b""}
+                for p in t["partitions"]]} for t in body["topics"]]}))
+
+    return serve_cluster({"ts": 2}, {2: list_offsets, 1: fetch})
 
 
 def _lookup(ts):

@@ -345,12 +345,52 @@ def test_write_option_defaults_follow_the_java_producer():
 
 # --- errors in the data, naming topic / partition / row ------------------------------------
 
-def test_unknown_topic_option_fails_on_the_driver(spark, broker):
+def test_missing_topic_is_created_as_the_java_producer_does(spark, broker):
+    """Both test brokers create a topic named in a Metadata request with
+    AllowAutoTopicCreation=true (tests/README.md), as Kafka brokers with
+    auto.create.topics.enable do for Spark's format('kafka') sink."""
+    topic = broker.unique_topic("auto")
+    df = spark.range(20).selectExpr("cast(id AS string) AS value")
+    writer(df, broker.bootstrap_servers, topic=topic).save()
+    assert topic in broker.list_topics()
+    got = consume_confluent(broker.bootstrap_servers, topic, expected=20)
+    assert sorted(int(r.value) for r in got) == list(range(20))
+    broker.delete_topic(topic)
+
+
+def test_unknown_topic_option_fails_on_the_driver_without_auto_creation(spark, broker):
     df = spark.range(1).selectExpr("cast(id AS string) AS value")
     with pytest.raises(Exception, match=r"Topic 'no-such-topic-x' does not exist.*does not "
-                                        r"create topics"):
-        writer(df, broker.bootstrap_servers, topic="no-such-topic-x").save()
+                                        r"create topics with 'kafka.allow.auto.create.topics'"):
+        writer(df, broker.bootstrap_servers, topic="no-such-topic-x",
+               **{"kafka.allow.auto.create.topics": "false"}).save()
     assert "no-such-topic-x" not in broker.list_topics()
+
+
+def test_missing_topic_on_a_broker_that_does_not_create_it():
+    """A broker without auto.create.topics.enable answers UNKNOWN_TOPIC_OR_PARTITION even
+    when creation is allowed (neither test broker can be set so: a fake one)."""
+    from fakebroker import serve_cluster
+    from kafka_ds.writer import check_topic_exists
+
+    fake = serve_cluster({"other": 1}, {})
+    try:
+        opts = parse_write_options({"kafka.bootstrap.servers": fake.address, "topic": "absent"})
+        with pytest.raises(ConfigurationError, match=r"Topic 'absent' does not exist.*did not "
+                                                     r"create it.*auto.create.topics.enable"):
+            check_topic_exists(opts)
+    finally:
+        fake.close()
+
+
+def test_allow_auto_create_topics_option_is_checked_on_the_driver():
+    with pytest.raises(ConfigurationError, match="'kafka.allow.auto.create.topics'"):
+        parse_write_options({"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t",
+                             "kafka.allow.auto.create.topics": "maybe"})
+    assert parse_write_options({"kafka.bootstrap.servers": "h:1"}).allow_auto_create_topics
+    assert not parse_write_options({"kafka.bootstrap.servers": "h:1",
+                                    "kafka.allow.auto.create.topics": "false"}
+                                   ).allow_auto_create_topics
 
 
 def test_null_topic_value_fails_the_task_naming_the_row(spark, broker, new_topic):
@@ -375,7 +415,8 @@ def plan_of(table):
 
 def test_unknown_topic_in_column_and_partition_out_of_range(broker, new_topic):
     topic = new_topic(partitions=2)
-    opts = parse_write_options({"kafka.bootstrap.servers": broker.bootstrap_servers})
+    opts = parse_write_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                                "kafka.allow.auto.create.topics": "false"})
     table = arrow_rows(10, topic=pa.array([topic] * 9 + ["nowhere-topic"]))
     with pytest.raises(ConfigurationError, match=r"Topic 'nowhere-topic' does not exist"):
         write_batches(opts, plan_of(table), table.to_batches(), task=3)

@@ -20,6 +20,7 @@ from ..protocol.errors import (
     KafkaTimeoutError,
     LeaderNotAvailable,
     NotCoordinator,
+    OffsetOutOfRange,
     RetriableError,
     UnknownTopicOrPartition,
     error_for_code,
@@ -175,8 +176,13 @@ class KafkaClient:
 
     # --- metadata ----------------------------------------------------------------
 
-    def refresh_metadata(self, topics: list[str] | None = None) -> dict[str, TopicInfo]:
-        """Fetch metadata (all topics when ``topics`` is None) and update the cache."""
+    def refresh_metadata(self, topics: list[str] | None = None, *,
+                         allow_auto_topic_creation: bool = False) -> dict[str, TopicInfo]:
+        """Fetch metadata (all topics when ``topics`` is None) and update the cache.
+
+        ``allow_auto_topic_creation`` asks brokers with ``auto.create.topics.enable`` to
+        create the named topics, as the Java producer does (Metadata v4+; v0-3 brokers
+        always decide by their own setting)."""
         conn = self.any_connection()
         version = conn.version_for(m.METADATA)
         if topics is None:
@@ -186,7 +192,9 @@ class KafkaClient:
             topic_list = [{"name": t} for t in topics]
         try:
             response = conn.request(m.METADATA, m.METADATA.body(
-                topics=topic_list, allow_auto_topic_creation=False), version=version)
+                topics=topic_list,
+                allow_auto_topic_creation=bool(allow_auto_topic_creation and topics)),
+                version=version)
         except (KafkaConnectionError, KafkaTimeoutError):
             # That broker went away: forget it and let the caller retry elsewhere.
             raise
@@ -237,14 +245,16 @@ class KafkaClient:
             seen = self.refresh_metadata(topics)
             for topic in topics:
                 info = seen.get(topic)
-                if info is not None and info.error_code and info.error_code != 3:
+                if info is not None and info.error_code and info.error_code != UnknownTopicOrPartition.code:
                     raise error_for_code(info.error_code)(f"Metadata of topic {topic!r}")
         return {t: sorted(self.topics[t].partitions) for t in topics if t in self.topics}
 
-    def topic_partitions(self, topic: str, refresh: bool = False) -> list[int]:
+    def topic_partitions(self, topic: str, refresh: bool = False, *,
+                         allow_auto_topic_creation: bool = False) -> list[int]:
         """Partition ids of ``topic``; raises the broker's error if it does not exist."""
         if refresh or topic not in self.topics:
-            seen = self.refresh_metadata([topic])
+            seen = self.refresh_metadata(
+                [topic], allow_auto_topic_creation=allow_auto_topic_creation)
             info = seen.get(topic)
             if info is None:
                 raise UnknownTopicOrPartition(f"topic {topic!r} not in metadata")
@@ -366,6 +376,57 @@ class KafkaClient:
                 if part["partition_index"] == partition:
                     return part
         raise UnknownTopicOrPartition(f"Fetch response had no {topic}-{partition}")
+
+    def fetch_watermarks(self, offsets: dict[tuple[str, int], int],
+                         isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], tuple[int, int]]:
+        """{(topic, partition): fetch_offset} -> {(t, p): (high_watermark, last_stable_offset)}
+        from one Fetch per leader carrying all its partitions.
+
+        Fetching at an offset at or near the end keeps the answers small (Kafka sends
+        nothing at the high watermark; brokers that send the batch around ``fetch_offset``
+        anyway send at most that one). min_bytes=0 answers at once; max_wait_ms=1 since
+        Tansu answers a 0 ms wait with no partitions at all. A partition missing from an
+        answer, or answered with an error, raises: callers must not guess an end.
+        """
+        results: dict[tuple[str, int], tuple[int, int]] = {}
+        remaining = dict(offsets)
+
+        def attempt():
+            failures = []
+            for leader, tps in self.group_by_leader(list(remaining)).items():
+                by_topic = defaultdict(list)
+                for topic, partition in tps:
+                    by_topic[topic].append({
+                        "partition": partition,
+                        "fetch_offset": max(remaining[(topic, partition)], 0),
+                        "partition_max_bytes": 1})
+                response = self.connection(leader).request(m.FETCH, m.FETCH.body(
+                    max_wait_ms=1, min_bytes=0, max_bytes=1, isolation_level=isolation_level,
+                    topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()]))
+                if response.get("error_code"):
+                    raise error_for_code(response["error_code"])(f"Fetch from broker {leader}")
+                for topic_response in response["responses"]:
+                    for part in topic_response["partitions"]:
+                        key = (topic_response["topic"], part["partition_index"])
+                        # OFFSET_OUT_OF_RANGE still carries the high watermark.
+                        if part["error_code"] and part["error_code"] != OffsetOutOfRange.code:
+                            failures.append(error_for_code(part["error_code"])(
+                                f"Fetch {key[0]}-{key[1]}"))
+                            continue
+                        if key in remaining:
+                            results[key] = (part["high_watermark"],
+                                            part.get("last_stable_offset", -1))
+                            remaining.pop(key)
+            if remaining:
+                retriable = [f for f in failures if f.retriable]
+                if retriable or not failures:
+                    raise retriable[0] if retriable else UnknownTopicOrPartition(
+                        f"no Fetch answer for {sorted(remaining)}")
+                raise failures[0]
+
+        if remaining:
+            self.retrying(attempt, "Fetch (high watermarks)")
+        return results
 
     # --- groups ------------------------------------------------------------------
 

@@ -1,0 +1,47 @@
+"""What each pyspark 4.x offers Python data sources, in one place.
+
+The Python Data Source API exists from pyspark 4.0; later releases added to it:
+
+* 4.1: ``DataSourceStreamArrowWriter`` (streaming writes get Arrow batches; the pykafka
+  streaming sink is built on it).
+* 4.2: admission control for streaming reads (``pyspark.sql.streaming.datasource``:
+  ``ReadLimit``s, ``SupportsTriggerAvailableNow``; ``latestOffset(start, limit)``), which
+  ``maxOffsetsPerTrigger``/``minOffsetsPerTrigger``/``maxTriggerDelay`` need.
+
+Everything else works on every 4.x. A feature this pyspark lacks fails at planning with a
+message naming the release that has it (``require``).
+"""
+from __future__ import annotations
+
+import pyspark
+
+from .protocol.errors import ConfigurationError
+
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:   # pyspark 4.0
+    DataSourceStreamArrowWriter = None
+
+try:
+    from pyspark.sql.streaming.datasource import (  # noqa: F401
+        ReadAllAvailable,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
+    ADMISSION_CONTROL = True
+except ImportError:   # pyspark < 4.2
+    ADMISSION_CONTROL = False
+    ReadAllAvailable = ReadMaxRows = ReadMinRows = None
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stand-in base class: pyspark < 4.2 has no admission control."""
+
+
+def require(available: bool, what: str, release: str) -> None:
+    """Fail with a clear message when ``what`` needs pyspark ``release`` or later."""
+    if not available:
+        raise ConfigurationError(
+            f"{what} needs pyspark >= {release} (the Python Data Source API of earlier "
+            f"releases lacks it); this is pyspark {pyspark.__version__}. Upgrade pyspark, or "
+            "leave the option out.")

@@ -1,0 +1,149 @@
+"""The smoke set, as a script run by another Python (an installed wheel, another pyspark,
+a Spark Connect or local-cluster session):
+
+    python tests/smoke_job.py --bootstrap HOST:PORT --topic T [--master local[2] | --remote local[2]]
+
+No ``kafka_ds.register`` call: Spark must find ``format("pykafka")`` by itself. It
+
+1. writes 300 rows with ``df.write.format("pykafka")`` (keys, headers) to topic T,
+2. reads them back with ``spark.read.format("pykafka")`` and checks every row,
+3. streams T into a Parquet directory (AvailableNow, checkpoint), writes 200 rows more,
+   restarts the query from the same checkpoint and checks that exactly the new rows came.
+
+Prints one JSON line ``SMOKE {...}`` with what it saw; exits 1 on any mismatch.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+
+def _java_ancestor(_rows):
+    """PID of the JVM this Python worker runs under (its nearest ``java`` ancestor)."""
+    import os
+    import time
+    time.sleep(0.5)   # keep each task busy a moment, so both executors get some
+    pid = os.getpid()
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)
+        if fields[0].split("(", 1)[1] == "java":
+            yield pid
+            return
+        pid = int(fields[1].split()[1])
+    yield -1
+
+
+def executor_jvms(spark) -> int:
+    pids = spark.sparkContext.parallelize(range(8), 8).mapPartitions(_java_ancestor).collect()
+    return len(set(pids) - {-1})
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--remote", help="Spark Connect: e.g. local[2] (starts a local server)")
+    parser.add_argument("--conf", action="append", default=[], help="key=value")
+    parser.add_argument("--count-executor-jvms", action="store_true",
+                        help="report how many distinct JVMs ran the Python tasks of a job")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    import kafka_ds
+    import pyspark
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    began = time.perf_counter()
+    timings = {}
+
+    def lap(name):
+        timings[name] = round(time.perf_counter() - began - sum(timings.values()), 1)
+
+    builder = SparkSession.builder.appName("kafka_ds smoke")
+    builder = builder.remote(args.remote) if args.remote else builder.master(args.master)
+    for item in ["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2",
+                 "spark.sql.session.timeZone=UTC"] + args.conf:
+        key, value = item.split("=", 1)
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    seen = {"pyspark": pyspark.__version__, "kafka_ds": os.path.dirname(kafka_ds.__file__),
+            "spark": spark.version, "seconds": timings}
+    lap("start")
+    failures = []
+
+    def rows(first, count):
+        return (spark.range(first, first + count)
+                .select(F.concat(F.lit("k"), (F.col("id") % 7).cast("string")).alias("key"),
+                        F.concat(F.lit("v"), F.col("id").cast("string")).alias("value"),
+                        F.array(F.struct(F.lit("h").alias("key"),
+                                         F.lit(b"x").cast("binary").alias("value")))
+                        .alias("headers")))
+
+    def write(first, count):
+        (rows(first, count).write.format("pykafka").option("kafka.bootstrap.servers",
+                                                             args.bootstrap)
+         .option("topic", args.topic).mode("append").save())
+
+    try:
+        if args.count_executor_jvms:
+            seen["executor_jvms"] = executor_jvms(spark)
+        write(0, 300)
+        lap("write")
+        back = (spark.read.format("pykafka").option("kafka.bootstrap.servers", args.bootstrap)
+                .option("subscribe", args.topic).option("includeHeaders", "true").load())
+        got = sorted((r.key.decode(), r.value.decode(), [(h.key, bytes(h.value)) for h in r.headers])
+                     for r in back.collect())
+        want = sorted((f"k{i % 7}", f"v{i}", [("h", b"x")]) for i in range(300))
+        seen["batch_rows"] = len(got)
+        if got != want:
+            failures.append(f"batch read: {len(got)} rows, expected the 300 written")
+        lap("read")
+
+        with tempfile.TemporaryDirectory() as work:
+            out, checkpoint = os.path.join(work, "out"), os.path.join(work, "chk")
+
+            def stream_once():
+                query = (spark.readStream.format("pykafka")
+                         .option("kafka.bootstrap.servers", args.bootstrap)
+                         .option("subscribe", args.topic).option("startingOffsets", "earliest")
+                         .load()
+                         .selectExpr("CAST(value AS STRING) AS value", "partition", "offset")
+                         .writeStream.format("parquet").option("path", out)
+                         .option("checkpointLocation", checkpoint)
+                         .trigger(availableNow=True).start())
+                query.awaitTermination(300)
+                done = not query.isActive
+                query.stop()
+                if not done:
+                    failures.append("streaming query did not finish within 300 s")
+                return spark.read.parquet(out).count()
+
+            seen["stream_first"] = stream_once()
+            lap("stream")
+            write(300, 200)
+            seen["stream_after_restart"] = stream_once()
+            lap("restart")
+            values = sorted(int(r.value[1:]) for r in spark.read.parquet(out).collect())
+            if seen["stream_first"] != 300 or values != list(range(500)):
+                failures.append(f"stream: {seen['stream_first']} rows before the restart, "
+                                f"{len(values)} after ({len(set(values))} distinct), "
+                                "expected 300 then 500 distinct")
+    except Exception as exc:   # report what failed in the one JSON line, too
+        failures.append(f"{type(exc).__name__}: {str(exc)[:2000]}")
+    finally:
+        spark.stop()
+    seen["failures"] = failures
+    print("SMOKE " + json.dumps(seen, sort_keys=True))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Where users run it besides ``local[n]``: Spark Connect (the server's ``remote("local[2]")``
+mode) and a ``local-cluster`` master (two executor JVMs), each running the smoke set
+(tests/smoke_job.py) with the test venv's Python, which has the package installed."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_wheel import ROOT, clean_env, run_smoke
+
+
+def _env():
+    env = clean_env()
+    env["PYSPARK_PYTHON"] = sys.executable   # executors' Python: has kafka_ds installed
+    return env
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(1200)
+def test_smoke_set_over_spark_connect(tansu_broker, tmp_path):
+    pytest.importorskip("grpc", reason="Spark Connect needs the test extras (grpcio)")
+    topic = tansu_broker.unique_topic("connect")
+    tansu_broker.create_topic(topic, partitions=3)
+    try:
+        seen = run_smoke(sys.executable, tansu_broker.bootstrap_servers, topic,
+                         "--remote", "local[2]", cwd=tmp_path, env=_env())
+    finally:
+        tansu_broker.delete_topic(topic)
+    print("connect", seen["seconds"])
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(1200)
+def test_smoke_set_on_a_local_cluster_with_two_executor_jvms(tansu_broker, tmp_path):
+    topic = tansu_broker.unique_topic("cluster")
+    tansu_broker.create_topic(topic, partitions=3)
+    try:
+        seen = run_smoke(sys.executable, tansu_broker.bootstrap_servers, topic,
+                         "--master", "local-cluster[2,1,1024]", "--count-executor-jvms",
+                         "--conf", "spark.executor.memory=1024m", cwd=tmp_path, env=_env())
+    finally:
+        tansu_broker.delete_topic(topic)
+    assert seen["executor_jvms"] == 2, seen
+    print("local-cluster", seen["seconds"])
