@@ -400,11 +400,15 @@ class TansuBroker(_Broker):
             raise last
         _live.add(self)
 
-    def _start(self, start_timeout, extra_args):
+    advertised = None   # host:port that Metadata names instead of the listener (secure_proxy)
+
+    def _launch(self, extra_args):
+        """Start tansu under its guard process (returns once the guard reported its pid)."""
         url = f"tcp://{HOST}:{self.port}"
-        cmd = [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-               "--storage-engine", "memory://tansu/", "--cluster-id", self.cluster_id,
-               *extra_args]
+        advertised = f"tcp://{self.advertised}" if self.advertised else url
+        cmd = [self.binary, "broker", "--listener-url", url, "--advertised-listener-url",
+               advertised, "--storage-engine", "memory://tansu/", "--cluster-id",
+               self.cluster_id, *extra_args]
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
         with open(self.log_path, "ab") as log:
@@ -416,6 +420,9 @@ class TansuBroker(_Broker):
         first = self._proc.stdout.readline().decode().split()  # "pid N" (b"" if the guard died)
         self.tansu_pid = int(first[1]) if first[:1] == ["pid"] else None
         self.bootstrap_servers = f"{HOST}:{self.port}"
+
+    def _start(self, start_timeout, extra_args):
+        self._launch(extra_args)
         deadline = time.monotonic() + start_timeout
         last = None
         while time.monotonic() < deadline:

@@ -21,7 +21,6 @@ from ..protocol.errors import (
     LeaderNotAvailable,
     NotCoordinator,
     OffsetOutOfRange,
-    RetriableError,
     UnknownTopicOrPartition,
     error_for_code,
 )

@@ -18,7 +18,7 @@ import struct
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 from ..protocol.errors import AuthenticationError, ConfigurationError
 
