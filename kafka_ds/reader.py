@@ -116,7 +116,8 @@ class OffsetPlanner:
         # topic deleted meanwhile are left out (the caller reports them).
         found = self.client.list_offsets(requests, isolation_level=level, missing_ok=True)
         if self.opts.latest_via_fetch:
-            latest = {tp: found[tp][0] for tp, wanted in requests.items() if wanted == LATEST}
+            latest = {tp: found[tp][0] for tp, wanted in requests.items()
+                      if wanted == LATEST and tp in found}
             for tp, end in self._fetch_latest(latest, level).items():
                 found[tp] = (end, found[tp][1])
         return found
@@ -512,12 +513,17 @@ def rebind(opts: ReadOptions, client: KafkaClient, piece):
     planner = OffsetPlanner(opts, client)
     begin, finish = piece.start, piece.end
     try:
+        # The planner leaves out partitions of a topic deleted since planning.
         if piece.late_start:
-            begin = planner.earliest([tp])[tp]
-        if piece.late_end:
-            finish = planner.latest([tp])[tp]
+            begin = planner.earliest([tp]).get(tp)
+        if piece.late_end and begin is not None:
+            finish = planner.latest([tp]).get(tp)
+        gone = begin is None or finish is None
+        reason = ""
     except (UnknownTopicOrPartition, UnknownTopicId) as exc:
-        _data_loss(opts, f"{tp[0]}-{tp[1]} no longer exists (was the topic deleted?): {exc}")
+        gone, reason = True, f": {exc}"
+    if gone:
+        _data_loss(opts, f"{tp[0]}-{tp[1]} no longer exists (was the topic deleted?){reason}")
         return None
     if piece.late_start and not piece.late_end:
         # Later pieces of this partition start at the planned end: never read past it.
