@@ -983,6 +983,20 @@ def parse_write_options(raw_options) -> WriteOptions:
         **fields_of(WriteOptions, values))
 
 
+def _idempotence_conflicts(values: dict, acks_raw) -> list[tuple[str, str]]:
+    """The settings that rule out the idempotent producer, as (setting, why) pairs; one
+    list for both the idempotence rules and the exactly-once check."""
+    found = []
+    if values["acks"] != -1:
+        found.append((f"'kafka.acks' is {acks_raw!r}", "idempotence needs 'all'"))
+    if values["max_in_flight"] > 5:
+        found.append((f"'kafka.max.in.flight.requests.per.connection' is "
+                      f"{values['max_in_flight']}", "idempotence allows at most 5"))
+    if values["retries"] == 0:
+        found.append(("'kafka.retries' is 0", "idempotence needs retries"))
+    return found
+
+
 def _check_exactly_once(values: dict, options: dict) -> None:
     """Exactly-once needs the idempotent producer: no quiet fallback as for idempotence."""
     prefix = values.get("transactional_id_prefix")
@@ -994,14 +1008,8 @@ def _check_exactly_once(values: dict, options: dict) -> None:
                 "or leave the option out for the default")
     if not values["exactly_once"]:
         return
-    conflicts = []
-    if values["acks"] != -1:
-        conflicts.append(f"'kafka.acks' is {options.get('kafka.acks')!r}")
-    if values["max_in_flight"] > 5:
-        conflicts.append(f"'kafka.max.in.flight.requests.per.connection' is "
-                         f"{values['max_in_flight']}")
-    if values["retries"] == 0:
-        conflicts.append("'kafka.retries' is 0")
+    conflicts = [setting for setting, _why in
+                 _idempotence_conflicts(values, options.get("kafka.acks"))]
     if not values["idempotent"]:
         conflicts.append("'kafka.enable.idempotence' is 'false'")
     if conflicts:
@@ -1015,14 +1023,8 @@ def _resolve_idempotence(values: dict, *, explicit: bool, acks_raw) -> None:
     """Like the Java producer: idempotence is on unless asked otherwise, and quietly off
     when another setting it needs was changed -- but an explicit 'true' with such a
     setting is a contradiction the user must resolve."""
-    conflicts = []
-    if values["acks"] != -1:
-        conflicts.append(f"'kafka.acks' is {acks_raw!r} (idempotence needs 'all')")
-    if values["max_in_flight"] > 5:
-        conflicts.append(f"'kafka.max.in.flight.requests.per.connection' is "
-                         f"{values['max_in_flight']} (idempotence allows at most 5)")
-    if values["retries"] == 0:
-        conflicts.append("'kafka.retries' is 0 (idempotence needs retries)")
+    conflicts = [f"{setting} ({why})"
+                 for setting, why in _idempotence_conflicts(values, acks_raw)]
     if values["idempotent"] and conflicts:
         if explicit:
             raise ConfigurationError(

@@ -131,9 +131,8 @@ class OffsetPlanner:
         larger answer wins: a batch read's end is fixed here, at planning."""
         if not listed:
             return {}
-        marks = self._with_retries(
-            lambda: self.client.fetch_watermarks(listed, isolation_level=level),
-            "Fetch (high watermarks)", topics=sorted({topic for topic, _ in listed}))
+        # KafkaClient.fetch_watermarks retries under the client's policy itself.
+        marks = self.client.fetch_watermarks(listed, isolation_level=level)
         result = {}
         for tp, offset in listed.items():
             high_watermark, last_stable = marks[tp]

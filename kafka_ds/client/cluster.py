@@ -336,12 +336,7 @@ class KafkaClient:
                             offset = old[0]
                         results[key] = (offset, part.get("timestamp", -1))
                         remaining.pop(key, None)
-            if remaining:
-                retriable = [f for f in failures if f.retriable]
-                if retriable or not failures:
-                    raise retriable[0] if retriable else UnknownTopicOrPartition(
-                        f"no ListOffsets answer for {sorted(remaining)}")
-                raise failures[0]
+            _raise_for_unanswered(remaining, failures, "ListOffsets")
 
         if remaining:
             self.retrying(attempt, "ListOffsets",
@@ -416,15 +411,11 @@ class KafkaClient:
                             results[key] = (part["high_watermark"],
                                             part.get("last_stable_offset", -1))
                             remaining.pop(key)
-            if remaining:
-                retriable = [f for f in failures if f.retriable]
-                if retriable or not failures:
-                    raise retriable[0] if retriable else UnknownTopicOrPartition(
-                        f"no Fetch answer for {sorted(remaining)}")
-                raise failures[0]
+            _raise_for_unanswered(remaining, failures, "Fetch")
 
         if remaining:
-            self.retrying(attempt, "Fetch (high watermarks)")
+            self.retrying(attempt, "Fetch (high watermarks)",
+                          topics=lambda: {topic for topic, _p in remaining})
         return results
 
     # --- groups ------------------------------------------------------------------
@@ -552,3 +543,16 @@ class KafkaClient:
 
 __all__ = ["KafkaClient", "ClientConfig", "PartitionInfo", "TopicInfo", "EARLIEST", "LATEST",
            "READ_COMMITTED", "READ_UNCOMMITTED", "KafkaError"]
+
+
+def _raise_for_unanswered(remaining: dict, failures: list, api: str) -> None:
+    """After one round of per-leader requests: nothing left, or raise what a retry should
+    see -- a retriable failure first (the policy retries it), else UNKNOWN_TOPIC_OR_PARTITION
+    for partitions no answer named, else the first fatal failure."""
+    if not remaining:
+        return
+    retriable = [f for f in failures if f.retriable]
+    if retriable or not failures:
+        raise retriable[0] if retriable else UnknownTopicOrPartition(
+            f"no {api} answer for {sorted(remaining)}")
+    raise failures[0]
