@@ -4,10 +4,13 @@ Tasks write inside Kafka transactions they leave open (``writer.TaskWriter`` wit
 transactional id ``<prefix>-<Spark partition>``) and return the transaction's
 ``(transactional_id, producer_id, producer_epoch)`` in their commit messages. Here:
 
-* :func:`commit_all` -- Spark committed the write: EndTxn(commit) for every task.
-* :func:`abort_all` -- the write failed: EndTxn(abort) for every task that returned a
-  transaction, and InitProducerId (fencing: aborts whatever is open) for every id a
-  task of this write could have used but did not report.
+* :func:`commit_all` -- Spark committed the write: first a check that every task's
+  transaction is still open (so a transaction fenced after its task finished -- by a
+  speculative copy of the task, say -- fails the write before anything is visible),
+  then EndTxn(commit) for every task.
+* :func:`abort_all` -- the write failed: EndTxn(abort) for every transaction a task
+  returned that is still open, and InitProducerId (fencing: aborts whatever is open)
+  for every other id a task of this write could have used.
 * :class:`TransactionLog` -- streaming only: before a micro-batch's transactions are
   committed, their handles are written to ``<checkpointLocation>/pykafka-transactions/
   <batch>.pending``; once all are committed the file becomes ``<batch>.committed``. On
@@ -26,7 +29,7 @@ import uuid
 
 from .client import KafkaClient
 from .client.transactions import TransactionError, TransactionHandle, end_transactions, \
-    init_transactional_producer
+    init_transactional_producer, verify_transactions
 from .protocol.errors import ConfigurationError, KafkaError
 
 log = logging.getLogger(__name__)
@@ -87,11 +90,31 @@ def _client(opts) -> KafkaClient:
     return KafkaClient(opts.bootstrap_servers, opts.client)   # built on the driver
 
 
-def handles_of(messages) -> list[TransactionHandle]:
-    """The open transactions the tasks reported (tasks that wrote nothing have none)."""
-    return [TransactionHandle(msg.transactional_id, msg.producer_id, msg.producer_epoch)
-            for msg in messages
+def _reported(messages) -> list:
+    """Commit messages of tasks that left a transaction open (tasks that wrote nothing
+    have none)."""
+    return [msg for msg in messages
             if msg is not None and msg.transactional_id and msg.producer_id >= 0]
+
+
+def _handle(msg) -> TransactionHandle:
+    return TransactionHandle(msg.transactional_id, msg.producer_id, msg.producer_epoch)
+
+
+def handles_of(messages) -> list[TransactionHandle]:
+    """The open transactions the tasks reported."""
+    return [_handle(msg) for msg in _reported(messages)]
+
+
+def _probes(messages) -> list:
+    """(handle, one partition its transaction holds) per reported transaction."""
+    return [(_handle(msg), msg.partitions[0][:2]) for msg in _reported(messages)
+            if msg.partitions]
+
+
+def _describe(failures) -> str:
+    return "; ".join(f"{h.transactional_id} (producer id {h.producer_id}, epoch "
+                     f"{h.producer_epoch}): {exc}" for h, exc in failures)
 
 
 def _end(opts, handles, commit: bool, on_first=None) -> None:
@@ -109,10 +132,9 @@ def _end(opts, handles, commit: bool, on_first=None) -> None:
         client.close()
     if failures:
         what = "commit" if commit else "abort"
-        detail = "; ".join(f"{h.transactional_id} (producer id {h.producer_id}, epoch "
-                           f"{h.producer_epoch}): {exc}" for h, exc in failures)
         raise TransactionError(
-            f"could not {what} {len(failures)} of {len(handles)} task transactions: {detail}"
+            f"could not {what} {len(failures)} of {len(handles)} task transactions: "
+            f"{_describe(failures)}"
             + (". The records of those tasks are not visible to read_committed readers; the "
                "other tasks' are" if commit and len(failures) < len(handles) else ""))
 
@@ -134,32 +156,71 @@ def _crash_hook():
     return crash
 
 
-def commit_all(opts, messages) -> int:
-    """EndTxn(commit) for every task's transaction; returns how many."""
+def check_open(opts, messages) -> None:
+    """Raise unless every transaction the tasks reported is still open, before anything
+    is committed: Kafka cannot commit several producers' transactions atomically, so a
+    transaction found fenced half-way through the EndTxn calls would leave the write
+    partly visible."""
+    probes = _probes(messages)
+    if not probes:
+        return
+    client = _client(opts)
+    try:
+        failures = verify_transactions(client, probes, timeout_ms=opts.delivery_timeout_ms)
+    finally:
+        client.close()
+    if failures:
+        fenced = any(getattr(exc, "fenced", False) for _, exc in failures)
+        raise TransactionError(
+            f"nothing was committed: {len(failures)} of {len(probes)} task transactions are "
+            f"no longer open: {_describe(failures)}"
+            + (". A newer producer with the same transactional id started after the task "
+               "finished: a speculative copy of the task (spark.speculation=true; see "
+               "docs/exactly_once.md), another write using the same transactionalIdPrefix, "
+               "or the transaction outlived kafka.transaction.timeout.ms (raise it for long "
+               "writes)" if fenced else ""),
+            code=failures[0][1].code if isinstance(failures[0][1], TransactionError) else -1)
+
+
+def commit_all(opts, messages, before_first_commit=None) -> int:
+    """Check that every task's transaction is still open, call ``before_first_commit``
+    (streaming: record them durably), then EndTxn(commit) for each; returns how many."""
     handles = handles_of(messages)
+    if not handles:
+        return 0
+    check_open(opts, messages)
+    if before_first_commit is not None:
+        before_first_commit(handles)
     _end(opts, handles, True, _crash_hook())
     return len(handles)
 
 
 def abort_all(opts, prefix: str, messages) -> None:
-    """End every transaction this write may have left open."""
-    handles = handles_of(messages)
-    reported = {msg.transactional_id for msg in messages
-                if msg is not None and msg.transactional_id}
-    try:
-        _end(opts, handles, False)
-    except KafkaError as exc:
-        log.warning("aborting the write's transactions: %s", exc)
-    # Tasks that failed (no message) may have left a transaction open: a new epoch for
-    # their ids aborts it at once (else it would hold read_committed readers until
-    # kafka.transaction.timeout.ms).
-    missing = [transactional_id(prefix, task) for task in range(len(messages))
-               if transactional_id(prefix, task) not in reported]
-    if not missing:
-        return
+    """End every transaction this write may have left open.
+
+    A reported transaction that is still open gets EndTxn(abort). Every other id of the
+    write gets a new epoch (InitProducerId aborts whatever that id has open): tasks that
+    failed (no message), and tasks whose transaction is no longer theirs -- fenced by a
+    speculative copy, which may have one open. (Tansu answers EndTxn of a fenced
+    transaction by closing the connection, so EndTxn is only sent to open ones.)"""
+    reported = _reported(messages)
+    reported_ids = {msg.transactional_id for msg in messages
+                    if msg is not None and msg.transactional_id}
+    fence = [transactional_id(prefix, task) for task in range(len(messages))
+             if transactional_id(prefix, task) not in reported_ids]
     client = _client(opts)
     try:
-        for txn_id in missing:
+        not_open = {h.transactional_id for h, _ in verify_transactions(
+            client, _probes(messages), timeout_ms=opts.request_timeout_ms)}
+        still_open = [_handle(msg) for msg in reported if msg.transactional_id not in not_open]
+        fence += sorted(not_open)
+        for handle, exc in end_transactions(client, still_open, False,
+                                            timeout_ms=opts.delivery_timeout_ms):
+            log.warning("aborting the write's transactions: %s", exc)
+            fence.append(handle.transactional_id)
+        # Without this, an open transaction would hold read_committed readers at the last
+        # stable offset until kafka.transaction.timeout.ms.
+        for txn_id in fence:
             try:
                 init_transactional_producer(client, txn_id, opts.transaction_timeout_ms,
                                             timeout_ms=opts.request_timeout_ms)

@@ -703,13 +703,12 @@ class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceSt
     def commit(self, messages, batchId) -> None:
         self.summary = WriteSummary.of(messages)
         if self.prefix is not None:
-            from .exactly_once import TransactionLog, commit_all, handles_of
-            handles = handles_of(messages)
-            if handles:
-                # Durable before the first EndTxn: a restart re-commits exactly these.
-                txn_log = TransactionLog(self.opts.checkpoint_location)
-                txn_log.record(batchId, handles)
-                commit_all(self.opts, messages)
+            from .exactly_once import TransactionLog, commit_all
+            txn_log = TransactionLog(self.opts.checkpoint_location)
+            # Recorded durably after the open-transactions check and before the first
+            # EndTxn: a restart re-commits exactly these.
+            if commit_all(self.opts, messages,
+                          before_first_commit=lambda handles: txn_log.record(batchId, handles)):
                 txn_log.mark_committed(batchId)
             elif any(msg is not None and msg.skipped for msg in messages):
                 log.info("pykafka micro-batch %s was committed before a restart", batchId)

@@ -6,48 +6,25 @@ counts only when its producer's next marker in that partition is a COMMIT.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
-import pyarrow as pa
 import pytest
 
 from brokers import consume_confluent, produce_confluent
 from kafka_ds.client import KafkaClient
-from kafka_ds.client.producer import Producer, ProducerConfig
 from kafka_ds.client.transactions import (
-    Transaction, TransactionError, TransactionHandle, end_transaction, init_transactional_producer,
+    TransactionError, TransactionHandle, end_transaction, init_transactional_producer,
 )
 from kafka_ds.exactly_once import CRASH_AFTER_FIRST_COMMIT_ENV
-from kafka_ds.protocol.records import encode_record_batch
-from txlog import verdict
+from txlog import produce_in_transaction, verdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
 COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 16, 51
-
-
-def produce_in_transaction(bootstrap, topic, txn_id, values_by_partition, timeout_ms=60000):
-    """Open a transaction, produce, flush; returns the handle (transaction left open)."""
-    client = KafkaClient(bootstrap)
-    try:
-        txn = Transaction(client, txn_id, transaction_timeout_ms=timeout_ms)
-        txn.begin()
-        producer = Producer(client, ProducerConfig(transactional_id=txn_id))
-        producer.use_transaction(txn.producer_id, txn.producer_epoch)
-        txn.add_partitions([(topic, p) for p in values_by_partition])
-        for partition, values in values_by_partition.items():
-            pid, epoch, seq = producer.batch_identity(topic, partition, len(values))
-            data = encode_record_batch(keys=None, values=pa.array(values, pa.binary()),
-                                       producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                                       is_transactional=True)
-            producer.send(topic, partition, data, len(values), base_sequence=seq)
-        producer.flush()
-        return txn.handle
-    finally:
-        client.close()
 
 
 def end_in_other_process(bootstrap, handle, commit):
@@ -62,6 +39,64 @@ def end_in_other_process(bootstrap, handle, commit):
                     "commit" if commit else "abort"], check=True, timeout=120)
 
 
+def read_committed_both(bootstrap, topic):
+    """(kafka_ds, confluent-kafka) read_committed reads of the whole topic, each as
+    [(partition, offset, value)] in log order. kafka_ds plans the batch read as Spark's
+    driver would (its ends are the last stable offsets) and reads without Spark."""
+    from kafka_ds.reader import read_range
+    from kafka_ds.source import KafkaDataSource
+
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+               "kafka.isolation.level": "read_committed"}
+    reader = KafkaDataSource(options).reader(None)
+    ours = []
+    for rng in reader.partitions():
+        for batch in read_range(reader.opts, rng):
+            ours += zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
+                        batch.column("value").to_pylist())
+    theirs = [(m.partition, m.offset, m.value)
+              for m in consume_confluent(bootstrap, topic, timeout=60,
+                                         **{"isolation.level": "read_committed"})]
+    return sorted(ours), sorted(theirs)
+
+
+def crc_errors_confluent(bootstrap, topic, seconds=15.0):
+    """{(partition, offset)} of batches librdkafka (check.crcs=true) reports as failing
+    their CRC while reading the whole topic."""
+    from confluent_kafka import Consumer, KafkaError
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-crc",
+                         "auto.offset.reset": "earliest", "check.crcs": True,
+                         "enable.partition.eof": True, "log_level": 3})
+    consumer.subscribe([topic])
+    bad, deadline = set(), time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is not None \
+                    and msg.error().code() == KafkaError._BAD_MSG:
+                bad.add((msg.partition(), msg.offset()))
+    finally:
+        consumer.close()
+    return bad
+
+
+@pytest.fixture
+def tansu_topic(tansu_broker):
+    """Factory for tests that need Tansu (the mock does not fence): ``tansu_topic(prefix,
+    partitions) -> name``; the topics are deleted after the test."""
+    made = []
+
+    def make(prefix, partitions=1):
+        name = tansu_broker.unique_topic(prefix)
+        tansu_broker.create_topic(name, partitions)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        tansu_broker.delete_topic(name)
+
+
 def test_commit_and_abort_from_another_process(broker, new_topic):
     topic = new_topic(partitions=2)
     bs = broker.bootstrap_servers
@@ -73,11 +108,22 @@ def test_commit_and_abort_from_another_process(broker, new_topic):
     assert sorted(result.committed) == [b"c0", b"c1", b"c2"]
     assert sorted(result.aborted) == [b"a0", b"a1", b"a2"]
     assert result.open == []
-    # An independent read_committed consumer sees the committed records. (It sees the
-    # aborted ones too: neither broker sends the Fetch aborted-transactions list a
-    # consumer needs to drop them -- tests/README.md.)
-    msgs = consume_confluent(bs, topic, **{"isolation.level": "read_committed"})
-    assert {b"c0", b"c1", b"c2"} <= {msg.value for msg in msgs}
+    if broker.name == "mock":
+        # Mock deviation 11: its COMMIT/ABORT markers carry CRC 0. kafka_ds refuses the
+        # first one it meets, naming it; librdkafka refuses the same batches when it
+        # checks CRCs (check.crcs=true, off by default).
+        from kafka_ds.errors import CorruptRecordError
+        with pytest.raises(CorruptRecordError, match="CRC32C mismatch") as info:
+            read_committed_both(bs, topic)
+        where = re.search(r"partition (\d+) at offset (\d+)", str(info.value)).groups()
+        assert tuple(map(int, where)) in crc_errors_confluent(bs, topic)
+        return
+    # kafka_ds and an independent read_committed consumer read the same records: the
+    # committed ones, and the aborted ones too, since neither broker sends the Fetch
+    # aborted-transactions list a consumer needs to drop them (tests/README.md).
+    ours, theirs = read_committed_both(bs, topic)
+    assert ours == theirs
+    assert {b"c0", b"c1", b"c2"} <= {value for _p, _o, value in ours}
 
 
 def test_commit_again_is_harmless(broker, new_topic):
@@ -90,27 +136,48 @@ def test_commit_again_is_harmless(broker, new_topic):
     assert verdict(bs, topic).committed == [b"v"]
 
 
-def test_new_epoch_fences_and_aborts_open_transaction(tansu_broker):
+def test_new_epoch_fences_and_aborts_open_transaction(tansu_broker, tansu_topic):
     # Only Tansu fences (the librdkafka mock keeps the old transaction open).
     bs = tansu_broker.bootstrap_servers
-    topic = tansu_broker.unique_topic("fence")
-    tansu_broker.create_topic(topic, 1)
-    try:
-        first = produce_in_transaction(bs, topic, f"{topic}-t", {0: [b"old"]})
-        with KafkaClient(bs) as client:
-            second = init_transactional_producer(client, f"{topic}-t", 60000)
-            assert second.producer_id == first.producer_id
-            assert second.producer_epoch > first.producer_epoch
-            with pytest.raises(TransactionError) as info:
-                end_transaction(client, first, commit=True, timeout_ms=5000)
-            # Kafka answers PRODUCER_FENCED / INVALID_PRODUCER_EPOCH; Tansu 0.6.0 closes the
-            # connection instead (every retry too), so the error comes at the deadline.
-            assert info.value.fenced or info.value.code == -1
-        result = verdict(bs, topic)
-        assert result.committed == [] and result.open == []
-        assert result.aborted == [b"old"]
-    finally:
-        tansu_broker.delete_topic(topic)
+    topic = tansu_topic("fence", 1)
+    first = produce_in_transaction(bs, topic, f"{topic}-t", {0: [b"old"]})
+    with KafkaClient(bs) as client:
+        second = init_transactional_producer(client, f"{topic}-t", 60000)
+        assert second.producer_id == first.producer_id
+        assert second.producer_epoch > first.producer_epoch
+        with pytest.raises(TransactionError) as info:
+            end_transaction(client, first, commit=True, timeout_ms=5000)
+        # Kafka answers PRODUCER_FENCED / INVALID_PRODUCER_EPOCH; Tansu 0.6.0 closes the
+        # connection instead (every retry too), so the error comes at the deadline.
+        assert info.value.fenced or info.value.code == -1
+    result = verdict(bs, topic)
+    assert result.committed == [] and result.open == []
+    assert result.aborted == [b"old"]
+
+
+def test_tansu_last_stable_offset_stays_behind_after_a_fenced_transaction(tansu_broker,
+                                                                          tansu_topic):
+    """Tansu deviation 14 (tests/README.md), pinned so that a fix is noticed. The pattern
+    of a retried write task: x's first attempt is fenced by its retry while y is open; z
+    opens after the retry's first batch; all three commit."""
+    bs = tansu_broker.bootstrap_servers
+    topic = tansu_topic("lso", 1)
+    y = produce_in_transaction(bs, topic, f"{topic}-y", {0: [b"y"]})
+    produce_in_transaction(bs, topic, f"{topic}-x", {0: [b"x-first"]})
+    x = produce_in_transaction(bs, topic, f"{topic}-x", {0: [b"x-retry"]})
+    z = produce_in_transaction(bs, topic, f"{topic}-z", {0: [b"z"]})
+    with KafkaClient(bs) as client:
+        for handle in (y, x, z):
+            end_transaction(client, handle, commit=True)
+        part = client.fetch(topic, 0, 0, max_bytes=1, max_wait_ms=1, min_bytes=0)
+    result = verdict(bs, topic)
+    assert sorted(result.committed) == [b"x-retry", b"y", b"z"] and result.open == []
+    assert result.aborted == [b"x-first"]
+    # Kafka: every transaction has ended, so the last stable offset is the high
+    # watermark (8). Tansu answers 3, the offset of b"x-retry".
+    x_retry = next(b.base_offset for b in result.batches if b.values == [b"x-retry"])
+    assert part["high_watermark"] == 8
+    assert part["last_stable_offset"] == x_retry == 3
 
 
 def test_retriable_coordinator_errors_are_retried(mock_cluster, caplog):
@@ -181,6 +248,12 @@ def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_pa
     assert len(result.aborted) > 0 or broker.name == "mock"
     if broker.name == "tansu":
         assert result.open == []
+        # read_committed: kafka_ds reads what librdkafka reads. (Both stop short of the
+        # committed end: Tansu's last stable offset stays at the retried task's
+        # transaction: Tansu deviation 14, pinned by
+        # test_tansu_last_stable_offset_stays_behind_after_a_fenced_transaction.)
+        ours, theirs = read_committed_both(broker.bootstrap_servers, topic)
+        assert ours == theirs and len(ours) > 0
 
 
 @pytest.mark.timeout(900)
@@ -195,6 +268,76 @@ def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
         # the failed task's transaction was fenced (aborted) by the driver's abort()
         assert result.open == []
         assert len(result.aborted) > 0
+
+
+@pytest.mark.timeout(900)
+def test_speculative_copy_fences_the_original_and_commits_every_row_once(tansu_broker, tansu_topic,
+                                                                        tmp_path):
+    # Tansu only: the mock does not fence (tests/README.md, mock deviation 10). A standalone
+    # cluster with workers on two hosts, since Spark never speculates on the host of a
+    # running attempt (local and local-cluster masters have one host).
+    from standalone import StandaloneCluster
+
+    bs = tansu_broker.bootstrap_servers
+    topic = tansu_topic("spec", 3)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    with StandaloneCluster(str(tmp_path / "cluster")) as cluster:
+        proc = run_child({"scenario": "speculate", "master": cluster.url, "bootstrap": bs,
+                          "topic": topic, "flag": str(flags)}, timeout=600)
+    assert "DONE" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    # Both attempts of task 0 ran at the same time: the copy reached half its rows
+    # while the original waited, and the original went on after that.
+    assert sorted(os.listdir(flags)) == ["copy-halfway", "original-resumed",
+                                         "original-waiting"]
+    # ... and the original, fenced by the copy's InitProducerId, was refused.
+    lost = [line for line in proc.stderr.splitlines() if "PRODUCER_FENCED" in line]
+    assert lost, proc.stderr[-3000:]
+    result = verdict(bs, topic)
+    assert len(result.committed) == 120000
+    assert sorted(result.committed) == sorted(rows(120000))
+    # what the original wrote before the copy started was aborted, not committed
+    assert len(result.aborted) > 0 and set(result.aborted) <= set(rows(30000))
+    assert result.open == []
+
+
+def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothing_visible(
+        tansu_broker, tansu_topic):
+    """The window the speculation test cannot time: a speculative copy that opens its
+    transaction (fencing the original's) after the original finished, and is then killed.
+    The driver's commit must fail before any EndTxn, and its abort leave nothing open."""
+    from kafka_ds.exactly_once import abort_all, commit_all, transactional_id
+    from kafka_ds.writer import KafkaCommitMessage
+
+    bs = tansu_broker.bootstrap_servers
+    topic = tansu_topic("late-fence", 2)
+    prefix = f"{topic}-w"
+    originals = [produce_in_transaction(bs, topic, transactional_id(prefix, task),
+                                        {task: [f"task{task}-{i}".encode() for i in range(3)]})
+                 for task in (0, 1)]
+    messages = [KafkaCommitMessage(task=task, records=3, bytes=0,
+                                   partitions=[(topic, task, 3, -1, -1)],
+                                   transactional_id=h.transactional_id,
+                                   producer_id=h.producer_id, producer_epoch=h.producer_epoch)
+                for task, h in enumerate(originals)]
+    copy = produce_in_transaction(bs, topic, transactional_id(prefix, 1), {1: [b"copy"]})
+    assert copy.producer_epoch > originals[1].producer_epoch
+    opts = eos_options(bs)
+    started = time.monotonic()
+    with pytest.raises(TransactionError, match="nothing was committed") as info:
+        commit_all(opts, messages)
+    assert info.value.fenced
+    assert transactional_id(prefix, 1) in str(info.value)
+    assert "speculative" in str(info.value)
+    result = verdict(bs, topic)
+    assert result.committed == []
+    assert sorted(result.open) == sorted([b"task0-0", b"task0-1", b"task0-2", b"copy"])
+    abort_all(opts, prefix, messages)
+    result = verdict(bs, topic)
+    assert result.committed == [] and result.open == []
+    assert b"copy" in result.aborted and b"task0-0" in result.aborted
+    # No request waited for a deadline (Tansu closes the connection on a fenced EndTxn).
+    assert time.monotonic() - started < 20
 
 
 # --- streaming: SIGKILLed drivers, one of them inside the driver's commit ------------------

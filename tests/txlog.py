@@ -5,15 +5,21 @@ Kafka's rule itself: a transactional batch counts only when the next control
 marker of its producer id in that partition is a COMMIT; a non-transactional
 batch always counts. Transactional batches with no marker after them are
 *open* (they hold every read_committed reader at the LSO).
+
+``produce_in_transaction`` writes in a transaction it leaves open, as a write task does.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from kafka_ds.client import KafkaClient
 from kafka_ds.client.cluster import EARLIEST, LATEST
-from kafka_ds.protocol.records import decode_records
+from kafka_ds.client.producer import Producer, ProducerConfig
+from kafka_ds.client.transactions import Transaction
+from kafka_ds.protocol.records import decode_records, encode_record_batch
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20
@@ -120,4 +126,25 @@ def verdict(bootstrap: str, topic: str) -> LogVerdict:
     return LogVerdict(committed, aborted, open_, markers, batches)
 
 
-__all__ = ["read_log", "verdict", "LogVerdict", "LogBatch", "LATEST"]
+def produce_in_transaction(bootstrap, topic, txn_id, values_by_partition, timeout_ms=60000):
+    """Open a transaction, produce, flush; returns the handle (transaction left open)."""
+    client = KafkaClient(bootstrap)
+    try:
+        txn = Transaction(client, txn_id, transaction_timeout_ms=timeout_ms)
+        txn.begin()
+        producer = Producer(client, ProducerConfig(transactional_id=txn_id))
+        producer.use_transaction(txn.producer_id, txn.producer_epoch)
+        txn.add_partitions([(topic, p) for p in values_by_partition])
+        for partition, values in values_by_partition.items():
+            pid, epoch, seq = producer.batch_identity(topic, partition, len(values))
+            data = encode_record_batch(keys=None, values=pa.array(values, pa.binary()),
+                                       producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                       is_transactional=True)
+            producer.send(topic, partition, data, len(values), base_sequence=seq)
+        producer.flush()
+        return txn.handle
+    finally:
+        client.close()
+
+
+__all__ = ["read_log", "verdict", "LogVerdict", "LogBatch", "LATEST", "produce_in_transaction"]

@@ -170,6 +170,61 @@ def end_transactions(client, handles, commit: bool, timeout_ms: int = 60000) -> 
     return failures
 
 
+def add_partitions_to_txn(handle: TransactionHandle, topic_partitions, timeout_ms: int,
+                          coordinators: _Coordinators) -> None:
+    """AddPartitionsToTxn (v0-3: one transactional id per request). The coordinator
+    checks the producer id and epoch first: a fenced handle gets PRODUCER_FENCED."""
+    by_topic = defaultdict(list)
+    for topic, partition in sorted(topic_partitions):
+        by_topic[topic].append(partition)
+    body = {"v3_and_below_transactional_id": handle.transactional_id,
+            "v3_and_below_producer_id": handle.producer_id,
+            "v3_and_below_producer_epoch": handle.producer_epoch,
+            "v3_and_below_topics": [{"name": t, "partitions": ps}
+                                    for t, ps in sorted(by_topic.items())]}
+
+    def call(conn):
+        response = conn.request(m.ADD_PARTITIONS_TO_TXN, body)
+        worst = 0
+        for topic in response["results_by_topic_v3_and_below"]:
+            for part in topic["results_by_partition"]:
+                code = part["partition_error_code"]
+                # OPERATION_NOT_ATTEMPTED only says another partition failed.
+                if code and code != OPERATION_NOT_ATTEMPTED and (
+                        worst == 0 or worst == CONCURRENT_TRANSACTIONS):
+                    worst = code
+        return worst, None
+
+    names = ", ".join(f"{t}-{p}" for t, ps in sorted(by_topic.items()) for p in ps)
+    _coordinator_call(coordinators, handle.transactional_id, f"AddPartitionsToTxn ({names})",
+                      call, timeout_ms)
+
+
+def verify_transaction(client, handle: TransactionHandle, topic_partition, timeout_ms: int = 60000,
+                       coordinators=None) -> None:
+    """Check, without changing it, that ``handle`` is still the open transaction of its
+    id: AddPartitionsToTxn of a partition the transaction already holds is answered at
+    once with no effect, after the coordinator's producer id and epoch check. Raises a
+    fenced :class:`TransactionError` when a newer producer of the id started (and
+    aborted this transaction) or the transaction timed out (Kafka aborts it with a new
+    epoch)."""
+    add_partitions_to_txn(handle, [tuple(topic_partition)], timeout_ms,
+                          coordinators or _Coordinators(client))
+
+
+def verify_transactions(client, probes, timeout_ms: int = 60000) -> list:
+    """:func:`verify_transaction` for several ``(handle, topic_partition)`` pairs (one
+    coordinator cache); returns ``[(handle, error)]`` for the ones that are not open."""
+    coordinators = _Coordinators(client)
+    failures = []
+    for handle, topic_partition in probes:
+        try:
+            verify_transaction(client, handle, topic_partition, timeout_ms, coordinators)
+        except KafkaError as exc:
+            failures.append((handle, exc))
+    return failures
+
+
 class Transaction:
     """One task's transaction: begin, add partitions, hand over (never ends it itself)."""
 
@@ -205,32 +260,9 @@ class Transaction:
         new = sorted(set(topic_partitions) - self.partitions)
         if not new:
             return
-        by_topic = defaultdict(list)
-        for topic, partition in new:
-            by_topic[topic].append(partition)
-        body = {"v3_and_below_transactional_id": self.transactional_id,
-                "v3_and_below_producer_id": self.handle.producer_id,
-                "v3_and_below_producer_epoch": self.handle.producer_epoch,
-                "v3_and_below_topics": [{"name": t, "partitions": ps}
-                                        for t, ps in sorted(by_topic.items())]}
-
-        def call(conn):
-            response = conn.request(m.ADD_PARTITIONS_TO_TXN, body)
-            worst = 0
-            for topic in response["results_by_topic_v3_and_below"]:
-                for part in topic["results_by_partition"]:
-                    code = part["partition_error_code"]
-                    # OPERATION_NOT_ATTEMPTED only says another partition failed.
-                    if code and code != OPERATION_NOT_ATTEMPTED and (
-                            worst == 0 or worst == CONCURRENT_TRANSACTIONS):
-                        worst = code
-            return worst, None
-
-        names = ", ".join(f"{t}-{p}" for t, p in new)
-        _coordinator_call(self._coordinators, self.transactional_id,
-                          f"AddPartitionsToTxn ({names})", call, self.timeout_ms)
+        add_partitions_to_txn(self.handle, new, self.timeout_ms, self._coordinators)
         self.partitions.update(new)
 
-
-__all__ = ["Transaction", "TransactionError", "TransactionHandle", "end_transaction",
-           "end_transactions", "init_transactional_producer"]
+__all__ = ["Transaction", "TransactionError", "TransactionHandle", "add_partitions_to_txn",
+           "end_transaction", "end_transactions", "init_transactional_producer",
+           "verify_transaction", "verify_transactions"]

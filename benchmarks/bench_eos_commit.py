@@ -1,0 +1,65 @@
+"""Driver-side cost of an exactly-once commit: the check that every task's transaction is
+still open (one AddPartitionsToTxn per task, ``exactly_once.check_open``) against the
+EndTxn(commit) pass it precedes, on Tansu (which implements transactions and fencing).
+
+Each round opens ``--tasks`` transactions (one record each, as write tasks leave them),
+then times the check and the commit of that round; best of ``--rounds`` each. No Spark.
+
+    .venv/bin/python benchmarks/bench_eos_commit.py [--tasks 100] [--rounds 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+
+    from brokers import TansuBroker
+    from kafka_ds.exactly_once import _end, check_open, handles_of
+    from kafka_ds.options import parse_write_options
+    from kafka_ds.writer import KafkaCommitMessage
+    from txlog import produce_in_transaction, verdict
+
+    with TansuBroker() as broker:
+        bs = broker.bootstrap_servers
+        topic = broker.unique_topic("eos-commit")
+        broker.create_topic(topic, 12)
+        opts = parse_write_options({"kafka.bootstrap.servers": bs, "topic": topic,
+                                    "deliveryGuarantee": "exactly-once"})
+        best = {"check": float("inf"), "commit": float("inf")}
+        for round_ in range(args.rounds):
+            messages = []
+            for task in range(args.tasks):
+                partition = task % 12
+                handle = produce_in_transaction(bs, topic, f"{topic}-r{round_}-{task}",
+                                                {partition: [b"v"]})
+                messages.append(KafkaCommitMessage(
+                    task=task, records=1, bytes=0, partitions=[(topic, partition, 1, -1, -1)],
+                    transactional_id=handle.transactional_id, producer_id=handle.producer_id,
+                    producer_epoch=handle.producer_epoch))
+            began = time.perf_counter()
+            check_open(opts, messages)
+            checked = time.perf_counter()
+            _end(opts, handles_of(messages), True)
+            done = time.perf_counter()
+            best["check"] = min(best["check"], checked - began)
+            best["commit"] = min(best["commit"], done - checked)
+        committed = len(verdict(bs, topic).committed)
+        assert committed == args.tasks * args.rounds, committed
+        print(f"{args.tasks} task transactions, Tansu, best of {args.rounds}:")
+        print(f"  check (AddPartitionsToTxn per task) {best['check'] * 1000:8.1f} ms")
+        print(f"  commit (EndTxn per task)            {best['commit'] * 1000:8.1f} ms")
+        print(f"  check / commit                      {best['check'] / best['commit']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
