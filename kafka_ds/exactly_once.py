@@ -170,7 +170,7 @@ def check_open(opts, messages) -> None:
     finally:
         client.close()
     if failures:
-        fenced = any(getattr(exc, "fenced", False) for _, exc in failures)
+        fenced = [exc.code for _, exc in failures if getattr(exc, "fenced", False)]
         raise TransactionError(
             f"nothing was committed: {len(failures)} of {len(probes)} task transactions are "
             f"no longer open: {_describe(failures)}"
@@ -179,7 +179,7 @@ def check_open(opts, messages) -> None:
                "docs/exactly_once.md), another write using the same transactionalIdPrefix, "
                "or the transaction outlived kafka.transaction.timeout.ms (raise it for long "
                "writes)" if fenced else ""),
-            code=failures[0][1].code if isinstance(failures[0][1], TransactionError) else -1)
+            code=fenced[0] if fenced else getattr(failures[0][1], "code", -1))
 
 
 def commit_all(opts, messages, before_first_commit=None) -> int:

@@ -263,6 +263,7 @@ class Transaction:
         add_partitions_to_txn(self.handle, new, self.timeout_ms, self._coordinators)
         self.partitions.update(new)
 
+
 __all__ = ["Transaction", "TransactionError", "TransactionHandle", "add_partitions_to_txn",
            "end_transaction", "end_transactions", "init_transactional_producer",
            "verify_transaction", "verify_transactions"]
