@@ -117,19 +117,14 @@ def _describe(failures) -> str:
                      f"{h.producer_epoch}): {exc}" for h, exc in failures)
 
 
-def _end(opts, handles, commit: bool, on_first=None) -> None:
+def _end(client, opts, handles, commit: bool, on_first=None) -> None:
     if not handles:
         return
-    client = _client(opts)
-    try:
-        failures = []
-        for index, handle in enumerate(handles):
-            failures += end_transactions(client, [handle], commit,
-                                         timeout_ms=opts.delivery_timeout_ms)
-            if index == 0 and on_first is not None:
-                on_first()
-    finally:
-        client.close()
+    failures = []
+    for index, handle in enumerate(handles):
+        failures += end_transactions(client, [handle], commit, timeout_ms=opts.delivery_timeout_ms)
+        if index == 0 and on_first is not None:
+            on_first()
     if failures:
         what = "commit" if commit else "abort"
         raise TransactionError(
@@ -156,19 +151,13 @@ def _crash_hook():
     return crash
 
 
-def check_open(opts, messages) -> None:
+def check_open(client, opts, messages) -> None:
     """Raise unless every transaction the tasks reported is still open, before anything
     is committed: Kafka cannot commit several producers' transactions atomically, so a
     transaction found fenced half-way through the EndTxn calls would leave the write
     partly visible."""
     probes = _probes(messages)
-    if not probes:
-        return
-    client = _client(opts)
-    try:
-        failures = verify_transactions(client, probes, timeout_ms=opts.delivery_timeout_ms)
-    finally:
-        client.close()
+    failures = verify_transactions(client, probes, timeout_ms=opts.delivery_timeout_ms)
     if failures:
         fenced = [exc.code for _, exc in failures if getattr(exc, "fenced", False)]
         raise TransactionError(
@@ -188,10 +177,11 @@ def commit_all(opts, messages, before_first_commit=None) -> int:
     handles = handles_of(messages)
     if not handles:
         return 0
-    check_open(opts, messages)
-    if before_first_commit is not None:
-        before_first_commit(handles)
-    _end(opts, handles, True, _crash_hook())
+    with _client(opts) as client:   # one client: the check's coordinator lookups serve the commit
+        check_open(client, opts, messages)
+        if before_first_commit is not None:
+            before_first_commit(handles)
+        _end(client, opts, handles, True, _crash_hook())
     return len(handles)
 
 
@@ -294,7 +284,8 @@ class TransactionLog:
             log.warning("micro-batch %d: committing %d transactions recorded before a restart",
                         batch_id, len(handles))
             try:
-                _end(opts, handles, True)
+                with _client(opts) as client:
+                    _end(client, opts, handles, True)
             except TransactionError as exc:
                 raise TransactionError(
                     f"micro-batch {batch_id} was being committed when the query stopped, and "

@@ -181,7 +181,7 @@ def test_tansu_last_stable_offset_stays_behind_after_a_fenced_transaction(tansu_
 
 
 def test_retriable_coordinator_errors_are_retried(mock_cluster, caplog):
-    caplog.set_level("INFO", logger="kafka_ds.client.transactions")
+    caplog.set_level("INFO", logger="kafka_ds.client.retry")
     bs = mock_cluster.bootstrap_servers
     topic = mock_cluster.unique_topic("retry")
     mock_cluster.create_topic(topic, 1)
@@ -196,7 +196,7 @@ def test_retriable_coordinator_errors_are_retried(mock_cluster, caplog):
         with KafkaClient(bs) as client:
             end_transaction(client, handle, commit=True)
         assert verdict(bs, topic).committed == [b"v1", b"v2"]
-        retried = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+        retried = [r.getMessage() for r in caplog.records if "; retry " in r.getMessage()]
         assert sum("InitProducerId" in r for r in retried) == 3
         assert sum("AddPartitionsToTxn" in r for r in retried) == 2
         assert sum("EndTxn(commit)" in r for r in retried) == 3

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from ..protocol import messages as m
 from ..protocol.errors import (
-    BrokerError,
     CoordinatorLoadInProgress,
     CoordinatorNotAvailable,
     KafkaConnectionError,
@@ -34,6 +33,7 @@ EARLIEST = -2
 LATEST = -1
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1   # FindCoordinator key types
 
 
 @dataclass
@@ -66,7 +66,7 @@ class KafkaClient:
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata_time = 0.0
         self._topic_time: dict[str, float] = {}   # when each topic's metadata was fetched
-        self._coordinators: dict[str, int] = {}
+        self._coordinators: dict[tuple[int, str], int] = {}   # (key type, key) -> node
         self.retries = 0            # retried attempts, all operations
         self.requests = 0           # requests sent by this client's own calls (metadata,
         #                             ListOffsets, Fetch), for the idle-cost benchmark
@@ -189,14 +189,11 @@ class KafkaClient:
             topic_list = [] if version == 0 else None
         else:
             topic_list = [{"name": t} for t in topics]
-        try:
-            response = conn.request(m.METADATA, m.METADATA.body(
-                topics=topic_list,
-                allow_auto_topic_creation=bool(allow_auto_topic_creation and topics)),
-                version=version)
-        except (KafkaConnectionError, KafkaTimeoutError):
-            # That broker went away: forget it and let the caller retry elsewhere.
-            raise
+        # A connection error propagates: the caller's retry policy tries again (elsewhere).
+        response = conn.request(m.METADATA, m.METADATA.body(
+            topics=topic_list,
+            allow_auto_topic_creation=bool(allow_auto_topic_creation and topics)),
+            version=version)
         self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
         self.cluster_id = response.get("cluster_id")
         for node_id in list(self._connections):
@@ -420,38 +417,42 @@ class KafkaClient:
 
     # --- groups ------------------------------------------------------------------
 
-    def coordinator(self, group_id: str, refresh: bool = False) -> BrokerConnection:
-        if refresh or group_id not in self._coordinators:
-            def find():
-                conn = self.any_connection()
-                response = conn.request(m.FIND_COORDINATOR, m.FIND_COORDINATOR.body(
-                    key=group_id, key_type=0, coordinator_keys=[group_id]))
-                if response.get("coordinators"):
-                    entry = response["coordinators"][0]
-                else:
-                    entry = response
-                if entry["error_code"]:
-                    raise error_for_code(entry["error_code"])(f"FindCoordinator {group_id!r}")
-                self.brokers.setdefault(entry["node_id"], (entry["host"], entry["port"]))
-                return entry["node_id"]
+    def find_coordinator(self, key: str, key_type: int = GROUP_KEY_TYPE) -> BrokerConnection:
+        """The connection to the coordinator of ``key``: a group id, or a transactional id
+        with ``key_type`` 1. One FindCoordinator request unless the answer is cached; no
+        retries of its own (:meth:`coordinator_call` retries the whole operation)."""
+        node = self._coordinators.get((key_type, key))
+        if node is None:
+            response = self.any_connection().request(m.FIND_COORDINATOR, m.FIND_COORDINATOR.body(
+                key=key, key_type=key_type, coordinator_keys=[key]))
+            # v0-3 answer at the top level, v4+ in a list of coordinators.
+            entry = response["coordinators"][0] if response.get("coordinators") else response
+            if entry["error_code"]:
+                kind = " (transaction)" if key_type == TRANSACTION_KEY_TYPE else ""
+                raise error_for_code(entry["error_code"])(f"FindCoordinator{kind} {key!r}")
+            node = entry["node_id"]
+            self.brokers.setdefault(node, (entry["host"], entry["port"]))
+            self._coordinators[(key_type, key)] = node
+        return self.connection(node)
 
-            self._coordinators[group_id] = self.retrying(find, "FindCoordinator")
-        return self.connection(self._coordinators[group_id])
-
-    def _group_call(self, group_id, call, what):
+    def coordinator_call(self, key: str, call, what: str, *, key_type: int = GROUP_KEY_TYPE,
+                         policy: RetryPolicy | None = None):
+        """``call(connection)`` at the coordinator of ``key``, under ``policy`` (default:
+        the client's). A coordinator that went away, moved or is still loading is looked
+        up again before the next attempt."""
         def attempt():
             try:
-                return call(self.coordinator(group_id))
-            except (KafkaConnectionError, KafkaTimeoutError):
-                self._coordinators.pop(group_id, None)
-                raise
-            except BrokerError as exc:
-                if isinstance(exc, (CoordinatorLoadInProgress, CoordinatorNotAvailable,
-                                    NotCoordinator)):
-                    self._coordinators.pop(group_id, None)
+                return call(self.find_coordinator(key, key_type))
+            except (KafkaConnectionError, KafkaTimeoutError, CoordinatorLoadInProgress,
+                    CoordinatorNotAvailable, NotCoordinator):
+                self._coordinators.pop((key_type, key), None)
                 raise
 
-        return self.retrying(attempt, what)
+        policy = policy or self.retry_policy()
+        try:
+            return policy.run(attempt, what, refresh=lambda _exc: self.refresh_metadata([]))
+        finally:
+            self.retry_stats_add(policy)
 
     def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int],
                        metadata: str = "") -> None:
@@ -474,7 +475,7 @@ class KafkaClient:
                         raise error_for_code(part["error_code"])(
                             f"OffsetCommit {group_id!r} {topic['name']}-{part['partition_index']}")
 
-        self._group_call(group_id, call, "OffsetCommit")
+        self.coordinator_call(group_id, call, "OffsetCommit")
 
     def fetch_committed(self, group_id: str, topic_partitions) -> dict[tuple[str, int], int]:
         """Committed offsets of ``group_id``; partitions with none are absent."""
@@ -506,7 +507,7 @@ class KafkaClient:
                         result[(topic["name"], part["partition_index"])] = part["committed_offset"]
             return result
 
-        return self._group_call(group_id, call, "OffsetFetch")
+        return self.coordinator_call(group_id, call, "OffsetFetch")
 
     # --- topics ------------------------------------------------------------------
 

@@ -15,31 +15,20 @@ moving or loading (the coordinator is looked up again).
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 
 from ..protocol import messages as m
-from ..protocol.errors import (
-    BrokerError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    error_for_code,
-)
+from ..protocol.errors import KafkaError, error_for_code
+from .cluster import TRANSACTION_KEY_TYPE
+from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_KEY_TYPE = 1
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
 CONCURRENT_TRANSACTIONS = 51
 INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
 PRODUCER_FENCED = 90
 OPERATION_NOT_ATTEMPTED = 55
-_MOVED = (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)
 
 
 class TransactionError(KafkaError):
@@ -63,69 +52,32 @@ class TransactionHandle:
     producer_epoch: int
 
 
-class _Coordinators:
-    """Transaction coordinator lookup (FindCoordinator key type 1) with a cache."""
+def _coordinator_call(client, transactional_id: str, what: str, call, timeout_ms: int):
+    """``call(conn)`` at the coordinator of ``transactional_id`` (``KafkaClient.
+    coordinator_call``), retried until ``timeout_ms`` on connection errors and retriable
+    coordinator errors (CONCURRENT_TRANSACTIONS among them) from 20 ms on, as the Java
+    producer backs off on CONCURRENT_TRANSACTIONS. ``call`` returns an error code
+    (0 = done) and a result. Failures raise :class:`TransactionError` with the code."""
+    def checked(conn):
+        code, result = call(conn)
+        if code:
+            raise error_for_code(code)(f"{what} for transactional id {transactional_id!r}")
+        return result
 
-    def __init__(self, client):
-        self.client = client
-        self._nodes: dict[str, int] = {}
-
-    def connection(self, transactional_id: str):
-        node = self._nodes.get(transactional_id)
-        if node is None:
-            conn = self.client.any_connection()
-            response = conn.request(m.FIND_COORDINATOR, {
-                "key": transactional_id, "key_type": TRANSACTION_KEY_TYPE,
-                "coordinator_keys": [transactional_id]})
-            entry = response["coordinators"][0] if response.get("coordinators") else response
-            if entry["error_code"]:
-                raise error_for_code(entry["error_code"])(
-                    f"FindCoordinator (transaction) {transactional_id!r}")
-            node = entry["node_id"]
-            self.client.brokers.setdefault(node, (entry["host"], entry["port"]))
-            self._nodes[transactional_id] = node
-        return self.client.connection(node)
-
-    def forget(self, transactional_id: str) -> None:
-        self._nodes.pop(transactional_id, None)
-
-
-def _coordinator_call(coordinators: _Coordinators, transactional_id: str, what: str, call,
-                      timeout_ms: int, backoff_ms: int = 20):
-    """``call(conn)`` at the coordinator of ``transactional_id``, retried until
-    ``timeout_ms`` on connection errors and retriable coordinator errors.
-
-    ``call`` returns an error code (0 = done) and a result.
-    """
-    deadline = time.monotonic() + timeout_ms / 1000.0
-    attempt = 0
-    while True:
-        try:
-            code, result = call(coordinators.connection(transactional_id))
-            if code == 0:
-                return result
-            error = error_for_code(code)(f"{what} for transactional id {transactional_id!r}")
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            code, error = -1, exc
-        except BrokerError as exc:   # from FindCoordinator
-            code, error = exc.code, exc
-        if code == -1 or code in _MOVED:
-            coordinators.forget(transactional_id)
-        retriable = code == -1 or code == CONCURRENT_TRANSACTIONS or getattr(
-            error, "retriable", False)
-        if not retriable or time.monotonic() >= deadline:
-            raise TransactionError(f"{what} failed for transactional id {transactional_id!r}: "
-                                   f"{error}", code=code) from error
-        attempt += 1
-        log.info("%s for %r: %s; retrying", what, transactional_id, error)
-        time.sleep(min(backoff_ms * (2 ** min(attempt - 1, 6)), 1000) / 1000.0)
+    try:
+        return client.coordinator_call(
+            transactional_id, checked, f"{what} for {transactional_id!r}",
+            key_type=TRANSACTION_KEY_TYPE,
+            policy=RetryPolicy(timeout_ms, backoff_ms=20, backoff_max_ms=1000))
+    except KafkaError as error:
+        raise TransactionError(f"{what} failed for transactional id {transactional_id!r}: "
+                               f"{error}", code=getattr(error, "code", -1)) from error
 
 
 def init_transactional_producer(client, transactional_id: str, transaction_timeout_ms: int,
-                                timeout_ms: int = 60000, coordinators=None) -> TransactionHandle:
+                                timeout_ms: int = 60000) -> TransactionHandle:
     """InitProducerId for ``transactional_id`` at its coordinator: a new epoch, which
     fences the previous one and aborts its open transaction (if any)."""
-    coordinators = coordinators or _Coordinators(client)
 
     def call(conn):
         response = conn.request(m.INIT_PRODUCER_ID, {
@@ -134,44 +86,42 @@ def init_transactional_producer(client, transactional_id: str, transaction_timeo
             "producer_id": -1, "producer_epoch": -1})
         return response["error_code"], (response["producer_id"], response["producer_epoch"])
 
-    producer_id, epoch = _coordinator_call(coordinators, transactional_id, "InitProducerId",
-                                           call, timeout_ms)
+    producer_id, epoch = _coordinator_call(client, transactional_id, "InitProducerId", call,
+                                           timeout_ms)
     return TransactionHandle(transactional_id, producer_id, epoch)
 
 
-def end_transaction(client, handle: TransactionHandle, commit: bool, timeout_ms: int = 60000,
-                    coordinators=None) -> None:
+def end_transaction(client, handle: TransactionHandle, commit: bool,
+                    timeout_ms: int = 60000) -> None:
     """EndTxn(commit or abort) of the transaction ``handle`` names.
 
     Ending a transaction that already ended the same way succeeds (a retried or
     repeated commit is harmless); a fenced or expired one raises :class:`TransactionError`.
     """
-    coordinators = coordinators or _Coordinators(client)
     body = {"transactional_id": handle.transactional_id, "producer_id": handle.producer_id,
             "producer_epoch": handle.producer_epoch, "committed": bool(commit)}
 
     def call(conn):
         return conn.request(m.END_TXN, body)["error_code"], None
 
-    _coordinator_call(coordinators, handle.transactional_id,
+    _coordinator_call(client, handle.transactional_id,
                       "EndTxn(commit)" if commit else "EndTxn(abort)", call, timeout_ms)
 
 
 def end_transactions(client, handles, commit: bool, timeout_ms: int = 60000) -> list:
-    """End several transactions (one coordinator cache); returns ``[(handle, error)]`` for
-    the ones that failed, after trying every one."""
-    coordinators = _Coordinators(client)
+    """End several transactions; returns ``[(handle, error)]`` for the ones that failed,
+    after trying every one."""
     failures = []
     for handle in handles:
         try:
-            end_transaction(client, handle, commit, timeout_ms, coordinators)
+            end_transaction(client, handle, commit, timeout_ms)
         except KafkaError as exc:
             failures.append((handle, exc))
     return failures
 
 
-def add_partitions_to_txn(handle: TransactionHandle, topic_partitions, timeout_ms: int,
-                          coordinators: _Coordinators) -> None:
+def add_partitions_to_txn(client, handle: TransactionHandle, topic_partitions,
+                          timeout_ms: int = 60000) -> None:
     """AddPartitionsToTxn (v0-3: one transactional id per request). The coordinator
     checks the producer id and epoch first: a fenced handle gets PRODUCER_FENCED."""
     by_topic = defaultdict(list)
@@ -196,30 +146,28 @@ def add_partitions_to_txn(handle: TransactionHandle, topic_partitions, timeout_m
         return worst, None
 
     names = ", ".join(f"{t}-{p}" for t, ps in sorted(by_topic.items()) for p in ps)
-    _coordinator_call(coordinators, handle.transactional_id, f"AddPartitionsToTxn ({names})",
-                      call, timeout_ms)
+    _coordinator_call(client, handle.transactional_id, f"AddPartitionsToTxn ({names})", call,
+                      timeout_ms)
 
 
-def verify_transaction(client, handle: TransactionHandle, topic_partition, timeout_ms: int = 60000,
-                       coordinators=None) -> None:
+def verify_transaction(client, handle: TransactionHandle, topic_partition,
+                       timeout_ms: int = 60000) -> None:
     """Check, without changing it, that ``handle`` is still the open transaction of its
     id: AddPartitionsToTxn of a partition the transaction already holds is answered at
     once with no effect, after the coordinator's producer id and epoch check. Raises a
     fenced :class:`TransactionError` when a newer producer of the id started (and
     aborted this transaction) or the transaction timed out (Kafka aborts it with a new
     epoch)."""
-    add_partitions_to_txn(handle, [tuple(topic_partition)], timeout_ms,
-                          coordinators or _Coordinators(client))
+    add_partitions_to_txn(client, handle, [tuple(topic_partition)], timeout_ms)
 
 
 def verify_transactions(client, probes, timeout_ms: int = 60000) -> list:
-    """:func:`verify_transaction` for several ``(handle, topic_partition)`` pairs (one
-    coordinator cache); returns ``[(handle, error)]`` for the ones that are not open."""
-    coordinators = _Coordinators(client)
+    """:func:`verify_transaction` for several ``(handle, topic_partition)`` pairs; returns
+    ``[(handle, error)]`` for the ones that are not open."""
     failures = []
     for handle, topic_partition in probes:
         try:
-            verify_transaction(client, handle, topic_partition, timeout_ms, coordinators)
+            verify_transaction(client, handle, topic_partition, timeout_ms)
         except KafkaError as exc:
             failures.append((handle, exc))
     return failures
@@ -236,7 +184,6 @@ class Transaction:
         self.timeout_ms = timeout_ms
         self.handle: TransactionHandle | None = None
         self.partitions: set[tuple[str, int]] = set()
-        self._coordinators = _Coordinators(client)
 
     @property
     def producer_id(self) -> int:
@@ -248,8 +195,7 @@ class Transaction:
 
     def begin(self) -> TransactionHandle:
         self.handle = init_transactional_producer(
-            self.client, self.transactional_id, self.transaction_timeout_ms, self.timeout_ms,
-            self._coordinators)
+            self.client, self.transactional_id, self.transaction_timeout_ms, self.timeout_ms)
         self.partitions.clear()
         log.debug("transaction %r: producer id %d epoch %d", self.transactional_id,
                   self.handle.producer_id, self.handle.producer_epoch)
@@ -260,7 +206,7 @@ class Transaction:
         new = sorted(set(topic_partitions) - self.partitions)
         if not new:
             return
-        add_partitions_to_txn(self.handle, new, self.timeout_ms, self._coordinators)
+        add_partitions_to_txn(self.client, self.handle, new, self.timeout_ms)
         self.partitions.update(new)
 
 
