@@ -99,27 +99,24 @@ def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
 def check_topic_exists(opts: WriteOptions) -> None:
     """Fail on the driver, before any task runs, when the 'topic' option names a topic the
     cluster does not have (and, with ``kafka.allow.auto.create.topics``, does not create)."""
-    allow_auto_create = auto_create(opts)
     if opts.topic is None:
         return
     client = KafkaClient(opts.bootstrap_servers, opts.client)
     try:
-        _partition_count(client, opts.topic, opts.bootstrap_servers, allow_auto_create)
+        _partition_count(client, opts.topic, opts.bootstrap_servers,
+                         opts.allow_auto_create_topics)
     finally:
         client.close()
 
 
-def auto_create(opts: WriteOptions) -> bool:
-    """``kafka.allow.auto.create.topics`` (default true, as the Java producer): ask for
-    metadata with AllowAutoTopicCreation, so brokers with auto.create.topics.enable
-    create a missing topic as they do for Spark's ``format("kafka")`` sink."""
-    return opts.allow_auto_create_topics
-
-
 def _partition_count(client: KafkaClient, topic: str, bootstrap: str,
                      allow_auto_create: bool = True) -> int:
-    """Partitions of ``topic``; a clear error when it does not exist (and was not created:
-    a topic a broker creates on request shows up after LEADER_NOT_AVAILABLE answers)."""
+    """Partitions of ``topic``; a clear error when it does not exist (and was not created).
+
+    ``allow_auto_create`` (``kafka.allow.auto.create.topics``, default true, as the Java
+    producer) asks for metadata with AllowAutoTopicCreation, so brokers with
+    auto.create.topics.enable create a missing topic as they do for Spark's
+    ``format("kafka")`` sink; such a topic shows up after LEADER_NOT_AVAILABLE answers."""
     deadline = time.monotonic() + (10.0 if allow_auto_create else 1.0)
     attempt = 0
     while True:
@@ -349,7 +346,7 @@ class TaskWriter:
         state = self.topics.get(name)
         if state is None:
             count = _partition_count(self.client, name, self.opts.bootstrap_servers,
-                                     auto_create(self.opts))
+                                     self.opts.allow_auto_create_topics)
             state = self.topics[name] = _TopicState(name, count, self.opts.batch_size)
         return state
 
