@@ -155,11 +155,10 @@ def test_new_epoch_fences_and_aborts_open_transaction(tansu_broker, tansu_topic)
     assert result.aborted == [b"old"]
 
 
-def test_tansu_last_stable_offset_stays_behind_after_a_fenced_transaction(tansu_broker,
-                                                                          tansu_topic):
-    """Tansu deviation 14 (tests/README.md), pinned so that a fix is noticed. The pattern
-    of a retried write task: x's first attempt is fenced by its retry while y is open; z
-    opens after the retry's first batch; all three commit."""
+def test_last_stable_offset_after_a_fenced_transaction(request, tansu_broker, tansu_topic):
+    """The pattern of a retried write task: x's first attempt is fenced by its retry while
+    y is open; z opens after the retry's first batch; all three commit. Tansu only (the
+    mock does not fence), where the last check is a strict xfail: deviation 14."""
     bs = tansu_broker.bootstrap_servers
     topic = tansu_topic("lso", 1)
     y = produce_in_transaction(bs, topic, f"{topic}-y", {0: [b"y"]})
@@ -173,11 +172,16 @@ def test_tansu_last_stable_offset_stays_behind_after_a_fenced_transaction(tansu_
     result = verdict(bs, topic)
     assert sorted(result.committed) == [b"x-retry", b"y", b"z"] and result.open == []
     assert result.aborted == [b"x-first"]
-    # Kafka: every transaction has ended, so the last stable offset is the high
-    # watermark (8). Tansu answers 3, the offset of b"x-retry".
-    x_retry = next(b.base_offset for b in result.batches if b.values == [b"x-retry"])
     assert part["high_watermark"] == 8
-    assert part["last_stable_offset"] == x_retry == 3
+    # Every transaction has ended, so the last stable offset is the high watermark (Kafka).
+    # Marked only now, so that a failure of the checks above still fails the test.
+    request.applymarker(pytest.mark.xfail(
+        strict=True, raises=AssertionError,
+        reason="Tansu 0.6.0 deviation 14 (tests/README.md): the last stable offset stays at "
+               "the offset of the fenced id's next transaction (3, b'x-retry')"))
+    x_retry = next(b.base_offset for b in result.batches if b.values == [b"x-retry"])
+    assert part["last_stable_offset"] == part["high_watermark"], (
+        f"last stable offset {part['last_stable_offset']} (offset of b'x-retry': {x_retry})")
 
 
 def test_retriable_coordinator_errors_are_retried(mock_cluster, caplog):
@@ -250,8 +254,8 @@ def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_pa
         assert result.open == []
         # read_committed: kafka_ds reads what librdkafka reads. (Both stop short of the
         # committed end: Tansu's last stable offset stays at the retried task's
-        # transaction: Tansu deviation 14, pinned by
-        # test_tansu_last_stable_offset_stays_behind_after_a_fenced_transaction.)
+        # transaction: Tansu deviation 14, a strict xfail in
+        # test_last_stable_offset_after_a_fenced_transaction.)
         ours, theirs = read_committed_both(broker.bootstrap_servers, topic)
         assert ours == theirs and len(ours) > 0
 
