@@ -15,14 +15,19 @@ import struct
 
 import numpy as np
 
-from .protocol.errors import CorruptRecordError
+from .protocol.errors import CorruptRecordError, KafkaProtocolError
+from .protocol.primitives import read_varint
+from .protocol.records_layout import (
+    _LEGACY_V0,
+    _V2_HEADER,
+    ATTR_CODEC_MASK,
+    ATTR_TIMESTAMP_TYPE,
+    V2_HEADER_SIZE,
+)
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_MS = INT64_MAX // 1000            # largest epoch ms whose microseconds fit in int64
 MIN_MS = -(INT64_MIN // -1000)        # smallest (truncated towards zero)
-
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")   # 61 bytes
-_LEGACY = struct.Struct(">qiIbb")              # offset, size, crc, magic, attributes
 
 
 def ms_fits(ms: int) -> bool:
@@ -61,17 +66,6 @@ def _wrap64(value: int) -> int:
     return ((value - INT64_MIN) % (1 << 64)) + INT64_MIN
 
 
-def _varint(buf, pos):
-    shift = result = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
 def raw_timestamp(records, offset: int):
     """The timestamp (ms) of the record at ``offset`` in a Fetch ``records`` field, or None.
     Error path only: walks batch headers and, in the right batch, the records."""
@@ -92,28 +86,28 @@ def raw_timestamp(records, offset: int):
                 (_b, _s, _e, _m, _crc, attrs, last_delta, first_ts, max_ts, _pid, _pe, _seq,
                  count) = _V2_HEADER.unpack_from(buf, pos)
                 if base <= offset <= base + last_delta:
-                    if attrs & 0x08:          # LOG_APPEND_TIME: one time for the batch
+                    if attrs & ATTR_TIMESTAMP_TYPE:   # LOG_APPEND_TIME: one time for the batch
                         return max_ts
-                    body = buf[pos + 61:batch_end]
-                    if attrs & 0x07:
-                        body = memoryview(decompress(attrs & 0x07, body))
+                    body = buf[pos + V2_HEADER_SIZE:batch_end]
+                    if attrs & ATTR_CODEC_MASK:
+                        body = memoryview(decompress(attrs & ATTR_CODEC_MASK, body))
                     p = 0
                     for _ in range(count):
-                        length, p = _varint(body, p)
+                        length, p = read_varint(body, p)
                         record_end = p + length
                         p += 1                    # attributes
-                        ts_delta, p = _varint(body, p)
-                        offset_delta, p = _varint(body, p)
+                        ts_delta, p = read_varint(body, p)
+                        offset_delta, p = read_varint(body, p)
                         if base + offset_delta == offset:
                             return _wrap64(first_ts + ts_delta)
                         p = record_end
                     return None
             elif base == offset and magic == 1:
-                _o, _s, _crc, _m, attrs = _LEGACY.unpack_from(buf, pos)
-                if attrs & 0x07 == 0:
+                _o, _s, _crc, _m, attrs = _LEGACY_V0.unpack_from(buf, pos)
+                if attrs & ATTR_CODEC_MASK == 0:
                     return struct.unpack_from(">q", buf, pos + 18)[0]
                 return None
             pos = batch_end
-    except (IndexError, struct.error, ValueError):
+    except (IndexError, struct.error, ValueError, KafkaProtocolError):
         return None
     return None
