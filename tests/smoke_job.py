@@ -43,6 +43,29 @@ def executor_jvms(spark) -> int:
     return len(set(pids) - {-1})
 
 
+def offsets_by_partition(rows) -> dict:
+    """{partition: [rows, first offset, last offset, distinct offsets]} of collected rows."""
+    found = {}
+    for row in rows:
+        found.setdefault(row.partition, []).append(row.offset)
+    return {str(p): [len(o), min(o), max(o), len(set(o))] for p, o in sorted(found.items())}
+
+
+def broker_ends(bootstrap: str, topic: str) -> dict:
+    """{partition: [ListOffsets latest, Fetch high watermark]} straight from the broker."""
+    from kafka_ds.client.cluster import LATEST, KafkaClient
+    client = KafkaClient(bootstrap)
+    try:
+        partitions = client.partitions_of_topics([topic], 0)[topic]
+        listed = client.list_offsets({(topic, p): LATEST for p in partitions})
+        marks = client.fetch_watermarks({(topic, p): 0 for p in partitions})
+        return {str(p): [listed[(topic, p)][0], marks[(topic, p)][0]] for p in partitions}
+    except Exception as exc:   # a diagnosis only: never hide the failure being diagnosed
+        return {"error": repr(exc)}
+    finally:
+        client.close()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", required=True)
@@ -99,12 +122,20 @@ def main(argv=None) -> int:
         lap("write")
         back = (spark.read.format("pykafka").option("kafka.bootstrap.servers", args.bootstrap)
                 .option("subscribe", args.topic).option("includeHeaders", "true").load())
+        collected = back.collect()
         got = sorted((r.key.decode(), r.value.decode(), [(h.key, bytes(h.value)) for h in r.headers])
-                     for r in back.collect())
+                     for r in collected)
         want = sorted((f"k{i % 7}", f"v{i}", [("h", b"x")]) for i in range(300))
         seen["batch_rows"] = len(got)
         if got != want:
             failures.append(f"batch read: {len(got)} rows, expected the 300 written")
+            # Which partitions came short, and whether a second read sees the same: tells a
+            # write that lost records from a read that planned or fetched short.
+            seen["batch_partitions"] = offsets_by_partition(collected)
+            seen["reread_partitions"] = offsets_by_partition(back.collect())
+            seen["broker_ends"] = broker_ends(args.bootstrap, args.topic)
+            missing = sorted(set(range(300)) - {int(v[1:]) for _k, v, _h in got})
+            seen["missing_values"] = missing[:50]
         lap("read")
 
         with tempfile.TemporaryDirectory() as work:

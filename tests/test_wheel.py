@@ -123,7 +123,9 @@ def run_smoke(python, bootstrap, topic, *extra, cwd, env=None, timeout=900):
     lines = [line for line in run.stdout.splitlines() if line.startswith("SMOKE ")]
     assert lines, f"no SMOKE line; rc={run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
     seen = json.loads(lines[-1][len("SMOKE "):])
-    assert run.returncode == 0 and not seen["failures"], (seen, run.stderr[-3000:])
+    # A string message: pytest shortens the repr of a tuple, and this record is the diagnosis.
+    assert run.returncode == 0 and not seen["failures"], \
+        f"SMOKE {json.dumps(seen, sort_keys=True)}\n{run.stderr[-3000:]}"
     assert (seen["batch_rows"], seen["stream_first"], seen["stream_after_restart"]) == \
         (300, 300, 500), seen
     return seen
