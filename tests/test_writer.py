@@ -787,6 +787,39 @@ def test_resent_idempotent_batch_is_not_appended_again(broker, idempotent_batche
     assert raw_produce(conn, topic, batch(10))[0] == 45      # a gap: OUT_OF_ORDER_SEQUENCE
 
 
+def test_duplicate_answer_to_a_first_attempt_fails_instead_of_counting_records(tansu_broker):
+    """DUPLICATE_SEQUENCE_NUMBER means "written before" only for a batch sent before. Two
+    producers sharing one producer id (Tansu checks sequences; the mock does not, mock
+    deviation 8): the second one's first batch is refused as a duplicate of records it never
+    sent. The write must fail, not count those records as written."""
+    from kafka_ds.client.producer import Producer
+    topic = tansu_broker.unique_topic("dup")
+    tansu_broker.create_topic(topic, partitions=1)
+    client = KafkaClient(tansu_broker.bootstrap_servers)
+    try:
+        first, second = Producer(client), Producer(client)
+        first.start()
+        # The same producer id and epoch, with sequences of its own starting at 0.
+        second.use_transaction(first.producer_id, first.producer_epoch)
+
+        def send(producer, values):
+            producer_id, epoch, sequence = producer.batch_identity(topic, 0, len(values))
+            producer.send(topic, 0, encode_record_batch(
+                keys=None, values=values, producer_id=producer_id, producer_epoch=epoch,
+                base_sequence=sequence), len(values), base_sequence=sequence)
+            producer.flush()
+
+        send(first, [b"a", b"b", b"c"])
+        with pytest.raises(ProduceError, match=r"DUPLICATE_SEQUENCE_NUMBER \(46\) to the first "
+                                               r"attempt of 2 records .*never sent before"):
+            send(second, [b"x", b"y"])
+        assert second.results() == {}
+        assert client.fetch_watermarks({(topic, 0): 0})[(topic, 0)][0] == 3
+    finally:
+        client.close()
+        tansu_broker.delete_topic(topic)
+
+
 def test_resent_idempotent_batch_is_answered_with_its_offset(broker, idempotent_batches, request):
     """Kafka answers a duplicate of one of the last 5 batches with NONE and the offset the
     batch got the first time; kafka_ds also accepts DUPLICATE_SEQUENCE_NUMBER (46)."""

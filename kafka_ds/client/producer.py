@@ -397,6 +397,18 @@ class Producer:
             return
         idempotent = self.config.idempotent
         if code == DuplicateSequenceNumber.code and idempotent:
+            if batch.attempts == 0:
+                # Sent once and never resent, so no earlier attempt of ours can have put
+                # it there: the broker's sequence for this producer id is ahead of ours
+                # (another writer with the same producer id, or a broker that lost track).
+                # Counting it as delivered would report records no broker confirmed.
+                raise ProduceError(
+                    f"the broker answered DUPLICATE_SEQUENCE_NUMBER (46) to the first attempt "
+                    f"of {batch.record_count} records for {batch.where()} (producer id "
+                    f"{self.producer_id}, epoch {self.producer_epoch}, base sequence "
+                    f"{batch.base_sequence}): it claims to hold records this writer never "
+                    "sent before, so they are not counted as written. Another producer may be "
+                    "using the same producer id.", topic=batch.topic, partition=batch.partition)
             # The broker has this batch already (an earlier attempt got through).
             self.stats.duplicates += 1
             self._acknowledge(batch, part.get("base_offset", -1))
