@@ -214,11 +214,12 @@ OPTIONS: tuple[Option, ...] = (
            "instead.",
            choice({"error": "error", "latest": "latest"}), "error", field="timestamp_strategy"),
     Option("latestOffsetsVia", READ,
-           "How `latest` offsets are looked up: `auto` (ListOffsets, as Spark does, checked "
-           "against the high watermark of one small Fetch per broker; the larger wins, so "
-           "brokers whose ListOffsets lags, e.g. Tansu 0.6 after multi-record batches, still "
-           "read every record), `listOffsets` (ListOffsets only, one request fewer) or `fetch` "
-           "(same as `auto`).",
+           "How `latest` (and `earliest`) offsets are looked up: `auto` (ListOffsets, as "
+           "Spark does, checked against one small Fetch per broker: the larger of it and the "
+           "high watermark for `latest`, the smaller of it and the log start offset for "
+           "`earliest`, so brokers whose ListOffsets is off, e.g. Tansu 0.6 after "
+           "multi-record or concurrently written batches, still read every record), "
+           "`listOffsets` (ListOffsets only, one request fewer) or `fetch` (same as `auto`).",
            choice({"auto": True, "listOffsets": False, "fetch": True}), "auto",
            field="latest_via_fetch"),
     Option("failOnDataLoss", READ,

@@ -73,11 +73,16 @@ def make_client(opts: ReadOptions) -> KafkaClient:
 # --- planning (driver) ----------------------------------------------------------------
 
 class OffsetPlanner:
-    """Resolves subscriptions and offset specs into concrete offsets via the cluster."""
+    """Resolves subscriptions and offset specs into concrete offsets via the cluster.
+    One planner serves one planning step (a batch read's plan, a micro-batch's offsets,
+    a task's rebinding)."""
 
     def __init__(self, opts: ReadOptions, client: KafkaClient):
         self.opts = opts
         self.client = client
+        # (isolation level, topic, partition) -> the Fetch answer that checked ListOffsets:
+        # one Fetch per leader serves a step's earliest and latest checks alike.
+        self._fetched: dict[tuple[int, str, int], tuple[int, int, int]] = {}
 
     def _with_retries(self, operation, what, topics=None):
         """Driver-side calls retry under the client's policy, within
@@ -116,31 +121,43 @@ class OffsetPlanner:
         # topic deleted meanwhile are left out (the caller reports them).
         found = self.client.list_offsets(requests, isolation_level=level, missing_ok=True)
         if self.opts.latest_via_fetch:
-            latest = {tp: found[tp][0] for tp, wanted in requests.items()
-                      if wanted == LATEST and tp in found}
-            for tp, end in self._fetch_latest(latest, level).items():
-                found[tp] = (end, found[tp][1])
+            ends = {tp: wanted for tp, wanted in requests.items()
+                    if wanted in (EARLIEST, LATEST) and tp in found}
+            for tp, offset in self._check_with_fetch(
+                    {tp: found[tp][0] for tp in ends}, ends, level).items():
+                found[tp] = (offset, found[tp][1])
         return found
 
-    def _fetch_latest(self, listed: dict, level: int) -> dict:
-        """Check ListOffsets(latest) against the high watermark (or last stable offset)
-        a Fetch reports, one Fetch per leader for all partitions. On Apache Kafka both
-        agree (the Fetch, at the high watermark, carries no records); brokers whose
-        ListOffsets lags (Tansu answers the last batch's base offset + 1) would
-        otherwise make a batch read silently stop short of the records it saw. The
-        larger answer wins: a batch read's end is fixed here, at planning."""
+    def _check_with_fetch(self, listed: dict, wanted: dict, level: int) -> dict:
+        """Check ListOffsets' earliest and latest answers against one Fetch per leader for
+        all partitions: its high watermark (or last stable offset) for latest, its log start
+        offset for earliest. On Apache Kafka both agree (the Fetch, at the high watermark,
+        carries no records). Tansu answers both from its batches' modification times
+        (latest: the newest batch's base offset + 1; earliest: the oldest-written batch's
+        base offset, which concurrent producers can make a later batch's), so without the
+        check a read would silently start after, or stop before, records it should read.
+        Latest takes the larger answer and earliest the smaller: a batch read's range is
+        fixed here, at planning."""
         if not listed:
             return {}
-        # KafkaClient.fetch_watermarks retries under the client's policy itself.
-        marks = self.client.fetch_watermarks(listed, isolation_level=level)
+        unchecked = {tp: offset for tp, offset in listed.items()
+                     if (level, *tp) not in self._fetched}
+        if unchecked:
+            # KafkaClient.fetch_watermarks retries under the client's policy itself.
+            marks = self.client.fetch_watermarks(unchecked, isolation_level=level)
+            self._fetched.update(((level, *tp), mark) for tp, mark in marks.items())
         result = {}
         for tp, offset in listed.items():
-            high_watermark, last_stable = marks[tp]
-            end = last_stable if level and last_stable >= 0 else high_watermark
-            if end > offset:
-                log.debug("%s-%d: ListOffsets said latest=%d, Fetch says %d", tp[0], tp[1],
-                          offset, end)
-            result[tp] = max(offset, end)
+            high_watermark, last_stable, log_start = self._fetched[(level, *tp)]
+            if wanted[tp] == EARLIEST:
+                checked = min(offset, log_start) if log_start >= 0 else offset
+            else:
+                end = last_stable if level and last_stable >= 0 else high_watermark
+                checked = max(offset, end)
+            if checked != offset:
+                log.debug("%s-%d: ListOffsets said %s=%d, Fetch says %d", tp[0], tp[1],
+                          "earliest" if wanted[tp] == EARLIEST else "latest", offset, checked)
+            result[tp] = checked
         return result
 
     def _offsets_at(self, markers: dict) -> dict:

@@ -270,9 +270,102 @@ def test_latest_offsets_after_multi_record_batches(spark, broker, new_topic, lat
     assert rows == [(p, i, f"{p}-{i}".encode()) for p in (0, 1) for i in range(last)]
 
 
+def _topic_with_a_later_batch_written_first(broker, deadline_s=90.0):
+    """A one-partition Tansu topic whose ListOffsets EARLIEST is wrong: a large batch takes
+    offset 0 while small batches, produced at the same time, get later offsets and finish
+    being stored first (Tansu answers EARLIEST from the oldest-stored batch: tests/README.md,
+    Tansu deviation 15). A race, so topics are tried until one shows it (a few seconds:
+    about 1 round in 40 on this machine). Returns (topic, records, wrong earliest)."""
+    import threading
+    import time
+
+    from kafka_ds.client import EARLIEST, KafkaClient
+    from kafka_ds.protocol import messages as m
+    from kafka_ds.protocol.records import encode_record_batch
+
+    big = encode_record_batch(keys=None, values=[b"x" * 1000] * 4000)
+    small = encode_record_batch(keys=None, values=[b"y"] * 3)
+    started = time.monotonic()
+    attempt = 0
+    while time.monotonic() - started < deadline_s:
+        topic = broker.unique_topic("early")
+        broker.create_topic(topic, partitions=1)
+        done = threading.Event()
+        produced = []
+
+        def produce(batch, count, again, delay=0.0):
+            time.sleep(delay)
+            client = KafkaClient(broker.bootstrap_servers)
+            try:
+                conn = client.connection(client.leader_for(topic, 0))
+                while True:
+                    response = conn.request(m.PRODUCE, {
+                        "transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                        "topic_data": [{"name": topic, "partition_data": [
+                            {"index": 0, "records": batch}]}]})
+                    assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
+                    produced.append(count)
+                    if not again or done.is_set():
+                        break
+            finally:
+                client.close()
+
+        # The small producers start a little after the large one, at a delay that sweeps
+        # over the time the broker takes to receive the large request.
+        delay = (attempt % 30) * 0.002
+        smalls = [threading.Thread(target=produce, args=(small, 3, True, delay)) for _ in range(2)]
+        for thread in smalls:
+            thread.start()
+        produce(big, 4000, False)
+        done.set()
+        for thread in smalls:
+            thread.join()
+        client = KafkaClient(broker.bootstrap_servers)
+        try:
+            earliest = client.list_offsets({(topic, 0): EARLIEST})[(topic, 0)][0]
+        finally:
+            client.close()
+        if earliest != 0:
+            return topic, sum(produced), earliest
+        broker.delete_topic(topic, wait=False)
+        attempt += 1
+    pytest.fail(f"Tansu answered ListOffsets EARLIEST correctly in all {attempt} rounds "
+                f"({deadline_s:.0f} s): the race this test needs did not happen")
+
+
+@pytest.mark.spark
+def test_earliest_offset_when_a_later_batch_was_stored_first(spark, tansu_broker):
+    """Tansu's ListOffsets EARLIEST can name a later batch; the default lookup checks it
+    against the log start offset of one small Fetch and reads from offset 0, where
+    ``latestOffsetsVia=listOffsets`` (Spark's lookup alone) silently skips the batch."""
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import OffsetPlanner, make_client
+
+    topic, records, wrong = _topic_with_a_later_batch_written_first(tansu_broker)
+    try:
+        assert wrong > 0
+        for via, expected in (("auto", 0), ("listOffsets", wrong)):
+            opts = parse_read_options({"kafka.bootstrap.servers": tansu_broker.bootstrap_servers,
+                                       "subscribe": topic, "latestOffsetsVia": via},
+                                      streaming=False)
+            client = make_client(opts)
+            try:
+                assert OffsetPlanner(opts, client).earliest([(topic, 0)]) == {(topic, 0): expected}
+            finally:
+                client.close()
+        rows = (spark.read.format("pykafka")
+                .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+                .option("subscribe", topic).load()
+                .selectExpr("min(offset)", "max(offset)", "count(*)").collect())
+        assert tuple(rows[0]) == (0, records - 1, records)
+    finally:
+        tansu_broker.delete_topic(topic, wait=False)
+
+
 def test_latest_offsets_check_is_one_fetch_per_leader(broker, new_topic):
     """Planning checks ListOffsets against Fetch with one request per leader, whatever
-    the number of partitions, and only for partitions whose end is ``latest``."""
+    the number of partitions: one Fetch serves the check of the ``earliest`` starts and of
+    the ``latest`` ends."""
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
     from kafka_ds.options import parse_read_options

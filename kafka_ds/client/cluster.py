@@ -370,8 +370,9 @@ class KafkaClient:
 
     def fetch_watermarks(self, offsets: dict[tuple[str, int], int],
                          isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], tuple[int, int]]:
-        """{(topic, partition): fetch_offset} -> {(t, p): (high_watermark, last_stable_offset)}
-        from one Fetch per leader carrying all its partitions.
+        """{(topic, partition): fetch_offset} ->
+        {(t, p): (high_watermark, last_stable_offset, log_start_offset)} from one Fetch per
+        leader carrying all its partitions (-1 for what the Fetch version does not carry).
 
         Fetching at an offset at or near the end keeps the answers small (Kafka sends
         nothing at the high watermark; brokers that send the batch around ``fetch_offset``
@@ -379,7 +380,7 @@ class KafkaClient:
         Tansu answers a 0 ms wait with no partitions at all. A partition missing from an
         answer, or answered with an error, raises: callers must not guess an end.
         """
-        results: dict[tuple[str, int], tuple[int, int]] = {}
+        results: dict[tuple[str, int], tuple[int, int, int]] = {}
         remaining = dict(offsets)
 
         def attempt():
@@ -406,7 +407,8 @@ class KafkaClient:
                             continue
                         if key in remaining:
                             results[key] = (part["high_watermark"],
-                                            part.get("last_stable_offset", -1))
+                                            part.get("last_stable_offset", -1),
+                                            part.get("log_start_offset", -1))
                             remaining.pop(key)
             _raise_for_unanswered(remaining, failures, "Fetch")
 
