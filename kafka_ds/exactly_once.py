@@ -198,8 +198,7 @@ def abort_all(opts, prefix: str, messages) -> None:
                     if msg is not None and msg.transactional_id}
     fence = [transactional_id(prefix, task) for task in range(len(messages))
              if transactional_id(prefix, task) not in reported_ids]
-    client = _client(opts)
-    try:
+    with _client(opts) as client:
         not_open = {h.transactional_id for h, _ in verify_transactions(
             client, _probes(messages), timeout_ms=opts.request_timeout_ms)}
         still_open = [_handle(msg) for msg in reported if msg.transactional_id not in not_open]
@@ -216,8 +215,6 @@ def abort_all(opts, prefix: str, messages) -> None:
                                             timeout_ms=opts.request_timeout_ms)
             except KafkaError as exc:
                 log.warning("could not fence transactional id %r: %s", txn_id, exc)
-    finally:
-        client.close()
 
 
 class TransactionLog:

@@ -280,8 +280,8 @@ def _topic_with_a_later_batch_written_first(broker, deadline_s=90.0):
     import time
 
     from kafka_ds.client import EARLIEST, KafkaClient
-    from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records import encode_record_batch
+    from test_client import _produce_batches
 
     big = encode_record_batch(keys=None, values=[b"x" * 1000] * 4000)
     small = encode_record_batch(keys=None, values=[b"y"] * 3)
@@ -297,13 +297,8 @@ def _topic_with_a_later_batch_written_first(broker, deadline_s=90.0):
             time.sleep(delay)
             client = KafkaClient(broker.bootstrap_servers)
             try:
-                conn = client.connection(client.leader_for(topic, 0))
                 while True:
-                    response = conn.request(m.PRODUCE, {
-                        "transactional_id": None, "acks": -1, "timeout_ms": 5000,
-                        "topic_data": [{"name": topic, "partition_data": [
-                            {"index": 0, "records": batch}]}]})
-                    assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
+                    _produce_batches(client, topic, 0, [batch])
                     produced.append(count)
                     if not again or done.is_set():
                         break

@@ -369,7 +369,8 @@ class KafkaClient:
         raise UnknownTopicOrPartition(f"Fetch response had no {topic}-{partition}")
 
     def fetch_watermarks(self, offsets: dict[tuple[str, int], int],
-                         isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], tuple[int, int]]:
+                         isolation_level: int = READ_UNCOMMITTED
+                         ) -> dict[tuple[str, int], tuple[int, int, int]]:
         """{(topic, partition): fetch_offset} ->
         {(t, p): (high_watermark, last_stable_offset, log_start_offset)} from one Fetch per
         leader carrying all its partitions (-1 for what the Fetch version does not carry).
