@@ -1,0 +1,222 @@
+"""The option machinery: value parsers, the modes an option applies to, the :class:`Option`
+and :class:`Forbidden` declaration types, and the helpers every parser of options shares.
+Nothing here knows which options exist (that is :mod:`kafka_ds.options.registry`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+from ..protocol.errors import ConfigurationError
+
+EARLIEST = -2
+LATEST = -1
+INT32_MAX = 2147483647
+
+# --- value parsers: text -> value, or ValueError(what was expected) ----------------------
+
+
+def text(raw) -> str:
+    return str(raw)
+
+
+def integer(raw) -> int:
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise ValueError("an integer") from None
+
+
+def boolean(raw) -> bool:
+    value = str(raw).strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError("'true' or 'false'")
+
+
+_DURATION_UNITS = (("ms", 1), ("s", 1000), ("m", 60000), ("h", 3600000), ("d", 86400000))
+
+
+def duration_ms(raw) -> int:
+    """'15m', '30s', '500ms', '2h' or plain milliseconds."""
+    value = str(raw).strip().lower()
+    for suffix, factor in _DURATION_UNITS:
+        number = value[:-len(suffix)].strip()
+        if value.endswith(suffix) and number.replace(".", "", 1).isdigit():
+            return int(float(number) * factor)
+    if value.isdigit():
+        return int(value)
+    raise ValueError("a duration like '15m', '30s' or '500ms'")
+
+
+def choice(mapping: dict, expected: str = "") -> Callable[[Any], Any]:
+    """One of ``mapping``'s keys (any case) -> its value."""
+    lowered = {key.lower(): value for key, value in mapping.items()}
+    names = [f"'{key}'" for key in mapping]
+    expected = expected or (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1
+                            else names[0])
+
+    def parse(raw):
+        key = str(raw).strip().lower()
+        if key not in lowered:
+            raise ValueError(expected)
+        return lowered[key]
+    return parse
+
+
+# --- modes and declaration types ------------------------------------------------------
+
+BATCH, STREAM, WRITE = "batch read", "streaming read", "write"
+READ = frozenset({BATCH, STREAM})
+READ_WRITE = READ | {WRITE}
+
+
+@dataclass(frozen=True)
+class ByMode:
+    """A default that differs between reads and writes."""
+
+    read: Any
+    write: Any
+
+
+@dataclass(frozen=True)
+class Option:
+    """One user-facing option.
+
+    ``default`` is the value when the option is not set: a ``str`` is written as a user
+    would write it and goes through ``parse``; ``None`` means unset. ``parse=None``: a
+    dedicated function parses it (subscription, offsets), declared for docs and checks.
+    ``field``: the attribute the value fills (see :mod:`kafka_ds.options`).
+    """
+
+    name: str
+    applies: frozenset
+    doc: str
+    parse: Callable[[Any], Any] | None = None
+    default: Any = None
+    field: str | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    example: str | None = None         # a valid value, shown in errors
+    shown_default: str | None = None   # README default when not simply `default`
+
+    def __post_init__(self):
+        if self.parse is integer and self.name.startswith("kafka.") and self.maximum is None:
+            # Kafka's int settings; they end up in int32 wire fields.
+            object.__setattr__(self, "maximum", INT32_MAX)
+
+    def default_for(self, modes: frozenset):
+        default = self.default
+        if isinstance(default, ByMode):
+            default = default.write if WRITE in modes else default.read
+        if isinstance(default, str) and self.parse is not None:
+            default = self.parse(default)
+        return default
+
+    def value(self, options: dict, modes: frozenset):
+        """The parsed, checked value in ``options`` (lower-cased keys), else the default."""
+        raw = options.get(self.name.lower())
+        return self.default_for(modes) if raw is None else self.check(raw)
+
+    def check(self, raw):
+        try:
+            value = self.parse(raw)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"Option '{self.name}' must be {exc}, got {raw!r}{self._fix()}") from None
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigurationError(
+                f"Option '{self.name}' must be at least {self.minimum}, got {value}{self._fix()}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigurationError(
+                f"Option '{self.name}' must be at most {self.maximum}, got {value}{self._fix()}")
+        return value
+
+    def _fix(self) -> str:
+        default = self.default.read if isinstance(self.default, ByMode) else self.default
+        example = self.example or _plain(default)
+        return f"; e.g. .option(\"{self.name}\", \"{example}\")" if example else ""
+
+    def markdown_default(self) -> str:
+        if self.shown_default is not None:
+            return self.shown_default
+        if isinstance(self.default, ByMode):
+            return f"read: `{_plain(self.default.read)}`, write: `{_plain(self.default.write)}`"
+        return f"`{_plain(self.default)}`" if self.default is not None else ""
+
+    def markdown_applies(self) -> str:
+        if self.applies >= READ:
+            return "read, write" if WRITE in self.applies else "read"
+        return ", ".join(sorted(self.applies))
+
+
+def _plain(value) -> str:
+    if value is None or isinstance(value, ByMode):
+        return ""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """A Kafka client setting Spark's connector rejects (or that cannot work here)."""
+
+    name: str
+    applies: frozenset
+    reason: str    # Spark's words where Spark rejects it
+    fix: str
+
+    def error(self) -> ConfigurationError:
+        # Spark names the Kafka setting without the source's "kafka." prefix.
+        short = self.name[len("kafka."):] if self.name.startswith("kafka.") else self.name
+        return ConfigurationError(
+            f"Kafka option '{short}' is not supported{self.reason} (option '{self.name}'): "
+            f"{self.fix}.")
+
+
+# --- helpers shared by the parsers of options -----------------------------------------
+
+def lower_keys(options) -> dict[str, str]:
+    """Spark option keys are case-insensitive: normalise to lower case."""
+    return {str(k).lower(): v for k, v in dict(options).items()}
+
+
+def kafka_params(options: dict[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` options with the prefix removed (keys lower-cased)."""
+    return {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
+
+
+def fields_of(cls, values: dict, **overrides) -> dict:
+    """The entries of ``values`` that are fields of the dataclass ``cls``."""
+    picked = {f.name: values[f.name] for f in fields(cls) if f.name in values}
+    return {**picked, **overrides}
+
+
+def _checked(options, key, parse, default, minimum=None):
+    raw = options.get(key.lower())
+    if raw is None:
+        return default
+    return Option(key, READ_WRITE, "", parse, minimum=minimum).check(raw)
+
+
+def parse_bool(options, key, default: bool) -> bool:
+    return _checked(options, key, boolean, default)
+
+
+def parse_int(options, key, default=None, minimum=None):
+    return _checked(options, key, integer, default, minimum)
+
+
+def parse_duration_ms(options, key, default_ms):
+    """'15m', '30s', '500ms', '2h' or plain milliseconds."""
+    return _checked(options, key, duration_ms, default_ms)
+
+
+def parse_json(options, key):
+    """The JSON value of option ``key`` (present in ``options``)."""
+    raw = options[key.lower()]
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"Option '{key}' is not valid JSON ({exc}): {raw!r}") from None
+
