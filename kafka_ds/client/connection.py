@@ -1,6 +1,6 @@
 """One TCP connection to one broker: framing, correlation ids, pipelining,
-timeouts and ApiVersions negotiation. All socket I/O of kafka_ds lives in
-this package.
+timeouts and ApiVersions negotiation (its TLS handshake and SASL exchange:
+``broker_security``). All socket I/O of kafka_ds lives in this package.
 """
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from ..protocol.errors import (
     UnsupportedVersionError,
 )
 from ..protocol.schema import Message, decode_response, encode_request
-from .config import DEFAULT_CLIENT_CONFIG
 from .broker_security import (
     early_close_hint,
     explain_first_failure,
@@ -29,6 +28,7 @@ from .broker_security import (
     tls_answer_error,
     tls_handshake,
 )
+from .config import DEFAULT_CLIENT_CONFIG
 
 log = logging.getLogger(__name__)
 
