@@ -27,7 +27,7 @@ import os
 import signal
 import uuid
 
-from .client import KafkaClient
+from .client import make_client
 from .client.transactions import TransactionError, TransactionHandle, end_transactions, \
     init_transactional_producer, verify_transactions
 from .protocol.errors import ConfigurationError, KafkaError
@@ -84,10 +84,6 @@ def current_batch_id() -> int | None:
         return int(value) if value is not None else None
     except Exception:   # not in a Spark task
         return None
-
-
-def _client(opts) -> KafkaClient:
-    return KafkaClient(opts.bootstrap_servers, opts.client)   # built on the driver
 
 
 def _reported(messages) -> list:
@@ -177,7 +173,8 @@ def commit_all(opts, messages, before_first_commit=None) -> int:
     handles = handles_of(messages)
     if not handles:
         return 0
-    with _client(opts) as client:   # one client: the check's coordinator lookups serve the commit
+    # One client: the check's coordinator lookups serve the commit.
+    with make_client(opts) as client:
         check_open(client, opts, messages)
         if before_first_commit is not None:
             before_first_commit(handles)
@@ -198,7 +195,7 @@ def abort_all(opts, prefix: str, messages) -> None:
                     if msg is not None and msg.transactional_id}
     fence = [transactional_id(prefix, task) for task in range(len(messages))
              if transactional_id(prefix, task) not in reported_ids]
-    with _client(opts) as client:
+    with make_client(opts) as client:
         not_open = {h.transactional_id for h, _ in verify_transactions(
             client, _probes(messages), timeout_ms=opts.request_timeout_ms)}
         still_open = [_handle(msg) for msg in reported if msg.transactional_id not in not_open]
@@ -281,7 +278,7 @@ class TransactionLog:
             log.warning("micro-batch %d: committing %d transactions recorded before a restart",
                         batch_id, len(handles))
             try:
-                with _client(opts) as client:
+                with make_client(opts) as client:
                     _end(client, opts, handles, True)
             except TransactionError as exc:
                 raise TransactionError(

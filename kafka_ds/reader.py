@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .client import EARLIEST, LATEST, KafkaClient
+from .client import EARLIEST, LATEST, KafkaClient, make_client
 from .columns import arrow_schema, spark_ddl  # noqa: F401  (arrow_schema: re-exported)
 from .options import OffsetSpec, ReadOptions
 from .protocol.errors import (
@@ -64,10 +64,6 @@ class KafkaInputPartition(InputPartition):
     # from "latest" (or whose start came from "earliest") is re-resolved by its task.
     late_start: bool = False
     late_end: bool = False
-
-
-def make_client(opts: ReadOptions) -> KafkaClient:
-    return KafkaClient(opts.bootstrap_servers, opts.client)
 
 
 # --- planning (driver) ----------------------------------------------------------------

@@ -177,6 +177,19 @@ def test_classification():
     assert not needs_metadata_refresh(THROTTLED()) and not needs_metadata_refresh(CORRUPT())
 
 
+def test_invalid_metadata_codes_are_the_error_tables():
+    from kafka_ds.client.retry import INVALID_METADATA_CODES
+    from kafka_ds.protocol.errors import ERROR_TABLE, error_for_code
+
+    assert INVALID_METADATA_CODES == {s.code for s in ERROR_TABLE if s.invalid_metadata}
+    # UNKNOWN_LEADER_EPOCH: the broker lags the client's metadata; retry without a refresh.
+    assert 75 not in INVALID_METADATA_CODES and not needs_metadata_refresh(error_for_code(75)())
+    # PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, ELECTION_NOT_NEEDED:
+    # InvalidMetadataException subclasses in Java (ElectLeaders answers only).
+    for code in (80, 83, 84):
+        assert code in INVALID_METADATA_CODES and needs_metadata_refresh(error_for_code(code)())
+
+
 def test_client_policy_follows_the_client_settings():
     from kafka_ds.client import ClientConfig, KafkaClient
 

@@ -1,5 +1,9 @@
-"""Cluster client: bootstrap, metadata cache, leader routing, retries, and the
-group coordinator. Blocking and single-threaded: a Spark task owns one.
+"""Cluster client: bootstrap, connections, the metadata cache, leader routing and
+retries. Blocking and single-threaded: a Spark task owns one.
+
+What the client does with that routing lives beside it: ListOffsets and Fetch in
+reads.py, group and transaction coordinators in coordinators.py, CreateTopics and
+InitProducerId in admin.py. The client offers those as its methods too.
 """
 from __future__ import annotations
 
@@ -12,28 +16,20 @@ from dataclasses import dataclass, field
 
 from ..protocol import messages as m
 from ..protocol.errors import (
-    CoordinatorLoadInProgress,
-    CoordinatorNotAvailable,
     KafkaConnectionError,
     KafkaError,
-    KafkaTimeoutError,
     LeaderNotAvailable,
-    NotCoordinator,
-    OffsetOutOfRange,
     UnknownTopicOrPartition,
     error_for_code,
 )
+from . import admin, coordinators, reads
 from .config import ClientConfig
 from .connection import BrokerConnection, parse_bootstrap
+from .coordinators import GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, Coordinators  # noqa: F401
+from .reads import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED  # noqa: F401
 from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
-
-EARLIEST = -2
-LATEST = -1
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
-GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1   # FindCoordinator key types
 
 
 @dataclass
@@ -66,7 +62,7 @@ class KafkaClient:
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata_time = 0.0
         self._topic_time: dict[str, float] = {}   # when each topic's metadata was fetched
-        self._coordinators: dict[tuple[int, str], int] = {}   # (key type, key) -> node
+        self.coordinators = Coordinators(self)   # group and transaction coordinators
         self.retries = 0            # retried attempts, all operations
         self.requests = 0           # requests sent by this client's own calls (metadata,
         #                             ListOffsets, Fetch), for the idle-cost benchmark
@@ -286,277 +282,24 @@ class KafkaClient:
             grouped[self.leader_for(topic, partition)].append((topic, partition))
         return grouped
 
-    # --- offsets -----------------------------------------------------------------
+    # --- operations -------------------------------------------------------------
+    # Built on the routing above, written in their own modules as functions of a client;
+    # bound here so callers keep writing ``client.list_offsets(...)``.
 
-    def list_offsets(self, requests: dict[tuple[str, int], int],
-                     isolation_level: int = READ_UNCOMMITTED, *,
-                     missing_ok: bool = False) -> dict[tuple[str, int], tuple[int, int]]:
-        """{(topic, partition): timestamp | EARLIEST | LATEST} -> {(t, p): (offset, timestamp)}.
-
-        For a timestamp with no record at or after it, Kafka answers offset -1.
-        One request per leader. ``missing_ok``: partitions that fresh metadata no longer
-        lists (topic deleted) are left out of the answer instead of retried.
-        """
-        results: dict[tuple[str, int], tuple[int, int]] = {}
-        remaining = dict(requests)
-
-        def attempt():
-            if missing_ok:
-                unknown = sorted({t for t, p in remaining if t not in self.topics
-                                  or p not in self.topics[t].partitions})
-                if unknown:
-                    self.refresh_metadata(unknown)
-                    for t, p in list(remaining):
-                        if t not in self.topics or p not in self.topics[t].partitions:
-                            log.info("ListOffsets: %s-%d is not in the metadata any more", t, p)
-                            remaining.pop((t, p))
-            failures = []
-            for leader, tps in self.group_by_leader(list(remaining)).items():
-                conn = self.connection(leader)
-                by_topic = defaultdict(list)
-                for topic, partition in tps:
-                    by_topic[topic].append({
-                        "partition_index": partition, "timestamp": remaining[(topic, partition)]})
-                response = conn.request(m.LIST_OFFSETS, m.LIST_OFFSETS.body(
-                    replica_id=-1, isolation_level=isolation_level,
-                    topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()]))
-                for topic in response["topics"]:
-                    for part in topic["partitions"]:
-                        key = (topic["name"], part["partition_index"])
-                        code = part["error_code"]
-                        if code:
-                            failures.append(error_for_code(code)(f"ListOffsets {key[0]}-{key[1]}"))
-                            continue
-                        offset = part.get("offset", -1)
-                        old = part.get("old_style_offsets") or []
-                        if old and offset == -1:
-                            offset = old[0]
-                        results[key] = (offset, part.get("timestamp", -1))
-                        remaining.pop(key, None)
-            _raise_for_unanswered(remaining, failures, "ListOffsets")
-
-        if remaining:
-            self.retrying(attempt, "ListOffsets",
-                          topics=lambda: {topic for topic, _p in remaining})
-        return results
-
-    # --- fetch -------------------------------------------------------------------
-
-    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
-              max_wait_ms: int = 500, min_bytes: int = 1,
-              isolation_level: int = READ_UNCOMMITTED) -> dict:
-        """One Fetch for one partition from its leader; returns the partition's response dict.
-
-        Broker error codes are returned in ``error_code`` (not raised) so the caller can
-        apply its own policy (data loss, retries).
-        """
-        leader = self.leader_for(topic, partition)
-        conn = self.connection(leader)
-        # A sessionless full fetch: session id 0 and epoch -1 are the message's defaults.
-        response = conn.request(m.FETCH, m.FETCH.body(
-            max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max(max_bytes, 1),
-            isolation_level=isolation_level,
-            topics=[{"topic": topic, "partitions": [{
-                "partition": partition, "fetch_offset": offset,
-                "partition_max_bytes": max_bytes}]}]))
-        if response.get("error_code"):
-            raise error_for_code(response["error_code"])(
-                f"Fetch {topic}-{partition} at offset {offset}")
-        for topic_response in response["responses"]:
-            for part in topic_response["partitions"]:
-                if part["partition_index"] == partition:
-                    return part
-        raise UnknownTopicOrPartition(f"Fetch response had no {topic}-{partition}")
-
-    def fetch_watermarks(self, offsets: dict[tuple[str, int], int],
-                         isolation_level: int = READ_UNCOMMITTED
-                         ) -> dict[tuple[str, int], tuple[int, int, int]]:
-        """{(topic, partition): fetch_offset} ->
-        {(t, p): (high_watermark, last_stable_offset, log_start_offset)} from one Fetch per
-        leader carrying all its partitions (-1 for what the Fetch version does not carry).
-
-        Fetching at an offset at or near the end keeps the answers small (Kafka sends
-        nothing at the high watermark; brokers that send the batch around ``fetch_offset``
-        anyway send at most that one). min_bytes=0 answers at once; max_wait_ms=1 since
-        Tansu answers a 0 ms wait with no partitions at all. A partition missing from an
-        answer, or answered with an error, raises: callers must not guess an end.
-        """
-        results: dict[tuple[str, int], tuple[int, int, int]] = {}
-        remaining = dict(offsets)
-
-        def attempt():
-            failures = []
-            for leader, tps in self.group_by_leader(list(remaining)).items():
-                by_topic = defaultdict(list)
-                for topic, partition in tps:
-                    by_topic[topic].append({
-                        "partition": partition,
-                        "fetch_offset": max(remaining[(topic, partition)], 0),
-                        "partition_max_bytes": 1})
-                response = self.connection(leader).request(m.FETCH, m.FETCH.body(
-                    max_wait_ms=1, min_bytes=0, max_bytes=1, isolation_level=isolation_level,
-                    topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()]))
-                if response.get("error_code"):
-                    raise error_for_code(response["error_code"])(f"Fetch from broker {leader}")
-                for topic_response in response["responses"]:
-                    for part in topic_response["partitions"]:
-                        key = (topic_response["topic"], part["partition_index"])
-                        # OFFSET_OUT_OF_RANGE still carries the high watermark.
-                        if part["error_code"] and part["error_code"] != OffsetOutOfRange.code:
-                            failures.append(error_for_code(part["error_code"])(
-                                f"Fetch {key[0]}-{key[1]}"))
-                            continue
-                        if key in remaining:
-                            results[key] = (part["high_watermark"],
-                                            part.get("last_stable_offset", -1),
-                                            part.get("log_start_offset", -1))
-                            remaining.pop(key)
-            _raise_for_unanswered(remaining, failures, "Fetch")
-
-        if remaining:
-            self.retrying(attempt, "Fetch (high watermarks)",
-                          topics=lambda: {topic for topic, _p in remaining})
-        return results
-
-    # --- groups ------------------------------------------------------------------
-
-    def find_coordinator(self, key: str, key_type: int = GROUP_KEY_TYPE) -> BrokerConnection:
-        """The connection to the coordinator of ``key``: a group id, or a transactional id
-        with ``key_type`` 1. One FindCoordinator request unless the answer is cached; no
-        retries of its own (:meth:`coordinator_call` retries the whole operation)."""
-        node = self._coordinators.get((key_type, key))
-        if node is None:
-            response = self.any_connection().request(m.FIND_COORDINATOR, m.FIND_COORDINATOR.body(
-                key=key, key_type=key_type, coordinator_keys=[key]))
-            # v0-3 answer at the top level, v4+ in a list of coordinators.
-            entry = response["coordinators"][0] if response.get("coordinators") else response
-            if entry["error_code"]:
-                kind = " (transaction)" if key_type == TRANSACTION_KEY_TYPE else ""
-                raise error_for_code(entry["error_code"])(f"FindCoordinator{kind} {key!r}")
-            node = entry["node_id"]
-            self.brokers.setdefault(node, (entry["host"], entry["port"]))
-            self._coordinators[(key_type, key)] = node
-        return self.connection(node)
-
-    def coordinator_call(self, key: str, call, what: str, *, key_type: int = GROUP_KEY_TYPE,
-                         policy: RetryPolicy | None = None):
-        """``call(connection)`` at the coordinator of ``key``, under ``policy`` (default:
-        the client's). A coordinator that went away, moved or is still loading is looked
-        up again before the next attempt."""
-        def attempt():
-            try:
-                return call(self.find_coordinator(key, key_type))
-            except (KafkaConnectionError, KafkaTimeoutError, CoordinatorLoadInProgress,
-                    CoordinatorNotAvailable, NotCoordinator):
-                self._coordinators.pop((key_type, key), None)
-                raise
-
-        policy = policy or self.retry_policy()
-        try:
-            return policy.run(attempt, what, refresh=lambda _exc: self.refresh_metadata([]))
-        finally:
-            self.retry_stats_add(policy)
-
-    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int],
-                       metadata: str = "") -> None:
-        """OffsetCommit outside any group generation (generation -1, empty member id),
-        the way standalone consumers and Spark-managed offsets commit."""
-        by_topic = defaultdict(list)
-        for (topic, partition), offset in sorted(offsets.items()):
-            by_topic[topic].append({"partition_index": partition, "committed_offset": offset,
-                                    "committed_metadata": metadata})
-        # Generation -1, no member, no leader epoch, broker-side retention: the defaults.
-        body = m.OFFSET_COMMIT.body(
-            group_id=group_id,
-            topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()])
-
-        def call(conn):
-            response = conn.request(m.OFFSET_COMMIT, body)
-            for topic in response["topics"]:
-                for part in topic["partitions"]:
-                    if part["error_code"]:
-                        raise error_for_code(part["error_code"])(
-                            f"OffsetCommit {group_id!r} {topic['name']}-{part['partition_index']}")
-
-        self.coordinator_call(group_id, call, "OffsetCommit")
-
-    def fetch_committed(self, group_id: str, topic_partitions) -> dict[tuple[str, int], int]:
-        """Committed offsets of ``group_id``; partitions with none are absent."""
-        by_topic = defaultdict(list)
-        for topic, partition in topic_partitions:
-            by_topic[topic].append(partition)
-        topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
-        # v0-7 name the group at the top, v8+ in a list of groups; the codec sends
-        # whichever the negotiated version has.
-        body = m.OFFSET_FETCH.body(group_id=group_id, topics=topics,
-                                   groups=[{"group_id": group_id, "topics": topics}])
-
-        def call(conn):
-            response = conn.request(m.OFFSET_FETCH, body)
-            if response.get("groups"):
-                group = response["groups"][0]
-                code, topic_list = group["error_code"], group["topics"]
-            else:
-                code, topic_list = response.get("error_code", 0), response["topics"]
-            if code:
-                raise error_for_code(code)(f"OffsetFetch {group_id!r}")
-            result = {}
-            for topic in topic_list:
-                for part in topic["partitions"]:
-                    if part["error_code"]:
-                        raise error_for_code(part["error_code"])(
-                            f"OffsetFetch {group_id!r} {topic['name']}-{part['partition_index']}")
-                    if part["committed_offset"] >= 0:
-                        result[(topic["name"], part["partition_index"])] = part["committed_offset"]
-            return result
-
-        return self.coordinator_call(group_id, call, "OffsetFetch")
-
-    # --- topics ------------------------------------------------------------------
-
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     timeout_ms: int | None = None) -> None:
-        """CreateTopics through any broker (it forwards to the controller); an existing
-        topic is an error, as in the admin API."""
-        conn = self.any_connection()
-        response = conn.request(m.CREATE_TOPICS, m.CREATE_TOPICS.body(
-            topics=[{"name": name, "num_partitions": partitions,
-                     "replication_factor": replication_factor}],
-            timeout_ms=self.config.request_timeout_ms if timeout_ms is None else timeout_ms))
-        for topic in response["topics"]:
-            if topic["error_code"]:
-                raise error_for_code(topic["error_code"])(
-                    f"CreateTopics {name!r}: {topic.get('error_message') or ''}".rstrip(": "))
-        self.refresh_metadata([name])
-
-    # --- producing ---------------------------------------------------------------
-
-    def init_producer_id(self, transactional_id: str | None = None,
-                         transaction_timeout_ms: int = 60000) -> tuple[int, int]:
-        def attempt():
-            conn = self.any_connection()
-            response = conn.request(m.INIT_PRODUCER_ID, m.INIT_PRODUCER_ID.body(
-                transactional_id=transactional_id,
-                transaction_timeout_ms=transaction_timeout_ms))
-            if response["error_code"]:
-                raise error_for_code(response["error_code"])("InitProducerId")
-            return response["producer_id"], response["producer_epoch"]
-
-        return self.retrying(attempt, "InitProducerId")
+    list_offsets = reads.list_offsets
+    fetch = reads.fetch
+    fetch_watermarks = reads.fetch_watermarks
+    commit_offsets = coordinators.commit_offsets
+    fetch_committed = coordinators.fetch_committed
+    create_topic = admin.create_topic
+    init_producer_id = admin.init_producer_id
 
 
 __all__ = ["KafkaClient", "ClientConfig", "PartitionInfo", "TopicInfo", "EARLIEST", "LATEST",
-           "READ_COMMITTED", "READ_UNCOMMITTED", "KafkaError"]
+           "READ_COMMITTED", "READ_UNCOMMITTED", "KafkaError", "make_client"]
 
 
-def _raise_for_unanswered(remaining: dict, failures: list, api: str) -> None:
-    """After one round of per-leader requests: nothing left, or raise what a retry should
-    see -- a retriable failure first (the policy retries it), else UNKNOWN_TOPIC_OR_PARTITION
-    for partitions no answer named, else the first fatal failure."""
-    if not remaining:
-        return
-    retriable = [f for f in failures if f.retriable]
-    if retriable or not failures:
-        raise retriable[0] if retriable else UnknownTopicOrPartition(
-            f"no {api} answer for {sorted(remaining)}")
-    raise failures[0]
+def make_client(opts) -> KafkaClient:
+    """The client for parsed options (``ReadOptions``, ``WriteOptions``: anything with
+    ``bootstrap_servers`` and ``client``)."""
+    return KafkaClient(opts.bootstrap_servers, opts.client)

@@ -12,105 +12,36 @@ raises the first fatal error.
 
 Retries resend the very same bytes, sequence included, so with idempotence a batch the
 broker already appended (but whose answer was lost) is recognised as a duplicate.
+
+Here is the send pump (requests out, answers in, connection losses). The per-partition
+queues and sequence numbers are in :mod:`.producer_batches`; what an answer or an error
+means for a batch (acknowledge, retry, fail) in :mod:`.producer_outcomes`.
 """
 from __future__ import annotations
 
-import heapq
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..protocol import messages as m
 from ..protocol.errors import (
-    DuplicateSequenceNumber,
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
-    MessageTooLarge,
-    OutOfOrderSequenceNumber,
     ProduceError,
     RetriableError,
-    error_for_code,
 )
 from .config import ProducerConfig  # noqa: F401  (defined with the other settings)
-from .retry import RetryPolicy, needs_metadata_refresh
+from .producer_batches import (  # noqa: F401  (re-exported)
+    SEQUENCE_MODULUS, PartitionQueues, PartitionResult, PartitionState, ProducerBatch,
+)
+from .producer_outcomes import BatchOutcomes, ProducerStats
 
 log = logging.getLogger(__name__)
-
-SEQUENCE_MODULUS = 1 << 31   # sequences wrap from Int32.MAX to 0, as in the Java client
-
-
-class ProducerBatch:
-    """One encoded record batch on its way to one partition."""
-
-    __slots__ = ("topic", "partition", "data", "record_count", "base_sequence", "ordinal",
-                 "created", "deadline", "attempts", "retry_at", "last_error", "rows",
-                 "describe_rows")
-
-    def __init__(self, topic, partition, data, record_count, base_sequence, ordinal, created,
-                 deadline, rows, describe_rows):
-        self.topic = topic
-        self.partition = partition
-        self.data = data
-        self.record_count = record_count
-        self.base_sequence = base_sequence
-        self.ordinal = ordinal           # send order within the partition
-        self.created = created
-        self.deadline = deadline
-        self.attempts = 0                # failed attempts so far
-        self.retry_at = 0.0
-        self.last_error: Exception | None = None
-        self.rows = rows                 # input row positions of the records, or None
-        self.describe_rows = describe_rows
-
-    def where(self, index: int | None = None) -> str:
-        """Topic, partition and the input rows, for error messages."""
-        text = f"topic '{self.topic}' partition {self.partition}"
-        if self.rows is not None and len(self.rows):
-            if index is not None and 0 <= index < len(self.rows):
-                rows = self.rows[index:index + 1]
-            else:
-                rows = self.rows
-            text += ", " + self.describe_rows(rows)
-        return text
-
-
-@dataclass
-class PartitionResult:
-    """What one partition received: counts and the offsets the broker assigned."""
-
-    records: int = 0
-    batches: int = 0
-    first_offset: int = -1      # -1: unknown (acks=0, or only duplicates acknowledged)
-    last_offset: int = -1
-    records_without_offset: int = 0
-
-    def add(self, base_offset: int, count: int) -> None:
-        self.records += count
-        self.batches += 1
-        if base_offset < 0:
-            self.records_without_offset += count
-            return
-        last = base_offset + count - 1
-        if self.first_offset < 0 or base_offset < self.first_offset:
-            self.first_offset = base_offset
-        if last > self.last_offset:
-            self.last_offset = last
-
-
-class _PartitionState:
-    __slots__ = ("queue", "unacked", "next_sequence", "next_ordinal", "result")
-
-    def __init__(self):
-        self.queue: list = []          # heap of (ordinal, batch) waiting to be sent
-        self.unacked: set = set()      # ordinals sent or queued, not yet acknowledged
-        self.next_sequence = 0
-        self.next_ordinal = 0
-        self.result = PartitionResult()
 
 
 @dataclass
@@ -122,21 +53,6 @@ class _InFlight:
     sent_at: float
 
 
-@dataclass
-class ProducerStats:
-    requests: int = 0
-    bytes_sent: int = 0
-    retries: int = 0
-    connection_losses: int = 0
-    duplicates: int = 0
-    metadata_refreshes: int = 0
-    errors: dict = field(default_factory=dict)   # error name -> count of retried batches
-
-
-def _no_rows(_rows) -> str:
-    return ""
-
-
 class Producer:
     """Sends encoded batches for one writer (single-threaded, like its ``KafkaClient``)."""
 
@@ -146,16 +62,11 @@ class Producer:
         self.producer_id = -1
         self.producer_epoch = -1
         self.stats = ProducerStats()
-        self._partitions: dict[tuple[str, int], _PartitionState] = {}
+        self._partitions = PartitionQueues()
         self._in_flight: dict[int, deque[_InFlight]] = {}
         self._acks0_leaders: set[int] = set()   # brokers sent acks=0 requests since flush
-        self._refresh_needed = False
         self._rotation = 0
-        # The shared policy's back-off (exponential, jittered); the limits are per batch:
-        # its delivery deadline and kafka.retries, checked in _retry.
-        self._policy = RetryPolicy(self.config.delivery_timeout_ms,
-                                   backoff_ms=self.config.retry_backoff_ms,
-                                   backoff_max_ms=self.config.retry_backoff_max_ms)
+        self._outcomes = BatchOutcomes(self.config, self._partitions, self.stats)
 
     # --- identity ------------------------------------------------------------------
 
@@ -170,13 +81,6 @@ class Producer:
             self.producer_id, self.producer_epoch = self.client.init_producer_id()
             log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
 
-    def _state(self, topic: str, partition: int) -> _PartitionState:
-        key = (topic, partition)
-        state = self._partitions.get(key)
-        if state is None:
-            state = self._partitions[key] = _PartitionState()
-        return state
-
     def batch_identity(self, topic: str, partition: int, record_count: int) -> tuple[int, int, int]:
         """(producer_id, producer_epoch, base_sequence) for the next batch of ``partition``.
 
@@ -186,7 +90,8 @@ class Producer:
         if not self.config.idempotent:
             return -1, -1, -1
         self.start()
-        return self.producer_id, self.producer_epoch, self._state(topic, partition).next_sequence
+        sequence = self._partitions.state(topic, partition).next_sequence
+        return self.producer_id, self.producer_epoch, sequence
 
     # --- public API ------------------------------------------------------------------
 
@@ -200,21 +105,10 @@ class Producer:
                 f"record batch of {len(data)} bytes for topic '{topic}' partition {partition} "
                 f"is larger than 'kafka.max.request.size' ({self.config.max_request_size})",
                 topic=topic, partition=partition)
-        state = self._state(topic, partition)
-        if self.config.idempotent:
-            if base_sequence != state.next_sequence:
-                raise KafkaProtocolError(
-                    f"batch for topic '{topic}' partition {partition} has base sequence "
-                    f"{base_sequence}, the partition's next sequence is {state.next_sequence}")
-            state.next_sequence = (base_sequence + record_count) % SEQUENCE_MODULUS
-        now = time.monotonic()
-        batch = ProducerBatch(topic, partition, data, record_count, base_sequence,
-                              state.next_ordinal, now,
-                              now + self.config.delivery_timeout_ms / 1000.0,
-                              rows, describe_rows or _no_rows)
-        state.next_ordinal += 1
-        state.unacked.add(batch.ordinal)
-        heapq.heappush(state.queue, (batch.ordinal, batch))
+        self._partitions.add(topic, partition, data, record_count, base_sequence,
+                             idempotent=self.config.idempotent,
+                             delivery_timeout_ms=self.config.delivery_timeout_ms,
+                             rows=rows, describe_rows=describe_rows)
         self._pump(drain=False)
 
     def flush(self) -> None:
@@ -237,10 +131,10 @@ class Producer:
         self._acks0_leaders.clear()
 
     def results(self) -> dict[tuple[str, int], PartitionResult]:
-        return {tp: state.result for tp, state in self._partitions.items() if state.result.batches}
+        return self._partitions.results()
 
     def pending_batches(self) -> int:
-        return sum(len(state.unacked) for state in self._partitions.values())
+        return self._partitions.pending()
 
     # --- the send/receive loop ---------------------------------------------------------
 
@@ -250,7 +144,7 @@ class Producer:
             in_flight = [q[0] for q in self._in_flight.values() if q]
             if drain:
                 if not in_flight:
-                    waiting = [b for s in self._partitions.values() for _o, b in s.queue]
+                    waiting = self._partitions.waiting()
                     if not waiting:
                         return
                     # Everything left waits for a retry back-off (or a leader): sleep.
@@ -268,20 +162,20 @@ class Producer:
     def _send_ready(self) -> list[int]:
         """Send the batches that may go now. Returns the leaders that are at
         ``max_in_flight`` while batches for them still wait."""
-        if self._refresh_needed:
+        if self._outcomes.refresh_needed:
             self._refresh_metadata()
         now = time.monotonic()
-        by_leader: dict[int, list[_PartitionState]] = {}
+        by_leader: dict[int, list[PartitionState]] = {}
         for (topic, partition), state in self._partitions.items():
             if not state.queue:
                 continue
-            head = state.queue[0][1]
+            head = state.head()
             if head.retry_at > now:
                 continue
             try:
                 leader = self.client.leader_for(topic, partition)
             except RetriableError as exc:
-                self._retry_queued(state, exc)
+                self._outcomes.retry_head(state, exc)
                 continue
             except KafkaError as exc:
                 raise ProduceError(f"cannot produce to {head.where()}: {exc}",
@@ -295,7 +189,7 @@ class Producer:
             start = self._rotation % len(states)
             states = states[start:] + states[:start]
             while True:
-                ready = [s for s in states if s.queue and s.queue[0][1].retry_at <= now]
+                ready = [s for s in states if s.queue and s.head().retry_at <= now]
                 if not ready:
                     break
                 if len(queue) >= self.config.max_in_flight:
@@ -305,14 +199,14 @@ class Producer:
                     break   # the connection failed; its batches were requeued
         return blocked
 
-    def _send_request(self, leader: int, ready: list[_PartitionState]) -> bool:
+    def _send_request(self, leader: int, ready: list[PartitionState]) -> bool:
         batches: dict[tuple[str, int], ProducerBatch] = {}
         size = 0
         for state in ready:
-            batch = state.queue[0][1]
+            batch = state.head()
             if batches and size + len(batch.data) > self.config.max_request_size:
                 continue
-            heapq.heappop(state.queue)
+            state.pop_head()
             batches[(batch.topic, batch.partition)] = batch
             size += len(batch.data)
         by_topic: dict[str, list] = {}
@@ -331,7 +225,7 @@ class Producer:
             self.stats.connection_losses += 1
             self._lose_in_flight(leader, exc)
             for batch in batches.values():
-                self._retry(batch, exc)
+                self._outcomes.retry(batch, exc)
             return False
         self.stats.requests += 1
         self.stats.bytes_sent += size
@@ -339,7 +233,7 @@ class Producer:
             # acks=0: the broker never answers; a batch counts as delivered once written.
             self._acks0_leaders.add(leader)
             for batch in batches.values():
-                self._acknowledge(batch, -1)
+                self._partitions.acknowledge(batch, -1)
             return True
         self._in_flight[leader].append(_InFlight(leader, conn, pending, batches, time.monotonic()))
         return True
@@ -362,7 +256,8 @@ class Producer:
             self._requeue_request(request, exc)
             self._lose_in_flight(leader, exc)
             return
-        self._handle_response(request, response)
+        self._outcomes.handle_response(request.leader, request.batches, response,
+                                       self.producer_id, self.producer_epoch)
 
     def _lose_in_flight(self, leader: int, exc: Exception) -> None:
         queue = self._in_flight.get(leader)
@@ -371,128 +266,17 @@ class Producer:
 
     def _requeue_request(self, request: _InFlight, exc: Exception) -> None:
         for batch in request.batches.values():
-            self._retry(batch, exc)
-
-    def _handle_response(self, request: _InFlight, response: dict) -> None:
-        answered = set()
-        for topic_response in response["responses"]:
-            topic = topic_response["name"]
-            for part in topic_response["partition_responses"]:
-                key = (topic, part["index"])
-                batch = request.batches.get(key)
-                if batch is None or key in answered:
-                    continue
-                answered.add(key)
-                self._handle_partition(batch, part)
-        missing = [b for k, b in request.batches.items() if k not in answered]
-        for batch in missing:
-            raise ProduceError(
-                f"the Produce response from broker {request.leader} has no answer for "
-                f"{batch.where()}", topic=batch.topic, partition=batch.partition)
-
-    def _handle_partition(self, batch: ProducerBatch, part: dict) -> None:
-        code = part["error_code"]
-        if code == 0:
-            self._acknowledge(batch, part["base_offset"])
-            return
-        idempotent = self.config.idempotent
-        if code == DuplicateSequenceNumber.code and idempotent:
-            if batch.attempts == 0:
-                # Sent once and never resent, so no earlier attempt of ours can have put
-                # it there: the broker's sequence for this producer id is ahead of ours
-                # (another writer with the same producer id, or a broker that lost track).
-                # Counting it as delivered would report records no broker confirmed.
-                raise ProduceError(
-                    f"the broker answered DUPLICATE_SEQUENCE_NUMBER (46) to the first attempt "
-                    f"of {batch.record_count} records for {batch.where()} (producer id "
-                    f"{self.producer_id}, epoch {self.producer_epoch}, base sequence "
-                    f"{batch.base_sequence}): it claims to hold records this writer never "
-                    "sent before, so they are not counted as written. Another producer may be "
-                    "using the same producer id.", topic=batch.topic, partition=batch.partition)
-            # The broker has this batch already (an earlier attempt got through).
-            self.stats.duplicates += 1
-            self._acknowledge(batch, part.get("base_offset", -1))
-            return
-        detail = part.get("error_message") or ""
-        exc = error_for_code(code)(f"Produce to {batch.where()}" + (f": {detail}" if detail else ""))
-        if code == OutOfOrderSequenceNumber.code and idempotent:
-            state = self._partitions[(batch.topic, batch.partition)]
-            if any(o < batch.ordinal for o in state.unacked):
-                # An earlier batch of this partition failed and is being resent: this one
-                # was refused because of the gap and goes again right after it.
-                self._retry(batch, exc)
-                return
-        if exc.retriable:
-            self._retry(batch, exc)
-            return
-        self._fail(batch, exc, part)
-
-    def _acknowledge(self, batch: ProducerBatch, base_offset: int) -> None:
-        state = self._partitions[(batch.topic, batch.partition)]
-        state.unacked.discard(batch.ordinal)
-        state.result.add(base_offset, batch.record_count)
-        batch.data = b""   # the bytes are no longer needed
-
-    def _retry_queued(self, state: _PartitionState, exc: Exception) -> None:
-        """No leader (or no metadata) for a partition: its waiting head backs off."""
-        _ordinal, batch = heapq.heappop(state.queue)
-        self._retry(batch, exc)
-
-    def _retry(self, batch: ProducerBatch, exc: Exception) -> None:
-        batch.attempts += 1
-        batch.last_error = exc
-        now = time.monotonic()
-        backoff = self._policy.backoff(batch.attempts)
-        name = getattr(exc, "name", type(exc).__name__)
-        self.stats.errors[name] = self.stats.errors.get(name, 0) + 1
-        if batch.attempts > self.config.retries:
-            raise ProduceError(
-                f"gave up producing {batch.record_count} records to {batch.where()} after "
-                f"{batch.attempts} failed attempts ('kafka.retries' is {self.config.retries}); "
-                f"last error: {exc}", topic=batch.topic, partition=batch.partition,
-                cause=exc) from exc
-        if now + backoff >= batch.deadline:
-            raise ProduceError(
-                f"{batch.record_count} records for {batch.where()} were not acknowledged within "
-                f"'kafka.delivery.timeout.ms' ({self.config.delivery_timeout_ms} ms, "
-                f"{batch.attempts} attempts); last error: {exc}",
-                topic=batch.topic, partition=batch.partition, cause=exc) from exc
-        log.info("retrying %d records for %s (attempt %d): %s", batch.record_count,
-                 batch.where(), batch.attempts + 1, exc)
-        self.stats.retries += 1
-        batch.retry_at = now + backoff
-        state = self._partitions[(batch.topic, batch.partition)]
-        heapq.heappush(state.queue, (batch.ordinal, batch))
-        if needs_metadata_refresh(exc):
-            # Only when the leader may have moved (a throttled or busy broker, or an
-            # out-of-order resend, costs no Metadata request).
-            self._refresh_needed = True
-
-    def _fail(self, batch: ProducerBatch, exc: Exception, part: dict) -> None:
-        code = part["error_code"]
-        hints = []
-        for record_error in part.get("record_errors") or []:
-            index = record_error.get("batch_index", -1)
-            message = record_error.get("batch_index_error_message") or ""
-            hints.append(f"record {index} ({batch.where(index)}): {message}".rstrip(": "))
-        if code == MessageTooLarge.code:
-            hints.append(f"the batch is {len(batch.data)} bytes with {batch.record_count} "
-                         "records: lower 'kafka.batch.size' or raise the topic's "
-                         "max.message.bytes")
-        text = f"producing {batch.record_count} records failed: {exc}"
-        if hints:
-            text += "; " + "; ".join(hints)
-        raise ProduceError(text, topic=batch.topic, partition=batch.partition, cause=exc) from exc
+            self._outcomes.retry(batch, exc)
 
     def _refresh_metadata(self) -> None:
-        topics = sorted({t for (t, _p), s in self._partitions.items() if s.queue or s.unacked})
+        topics = self._partitions.active_topics()
         if not topics:
-            self._refresh_needed = False
+            self._outcomes.refresh_needed = False
             return
         try:
             self.client.refresh_metadata(topics)
             self.stats.metadata_refreshes += 1
-            self._refresh_needed = False
+            self._outcomes.refresh_needed = False
         except (KafkaConnectionError, KafkaTimeoutError, KafkaProtocolError) as exc:
             # Try again before the next send; the batches' back-off paces this.
             log.info("metadata refresh failed: %s", exc)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..protocol.errors import (
+    ERROR_TABLE,
     ConfigurationError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -36,11 +37,11 @@ from ..protocol.errors import (
 
 log = logging.getLogger(__name__)
 
-# Broker error codes that mean "your metadata is out of date": UNKNOWN_TOPIC_OR_PARTITION,
-# LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, REPLICA_NOT_AVAILABLE, NETWORK_EXCEPTION,
-# KAFKA_STORAGE_ERROR, LISTENER_NOT_FOUND, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
-# UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID (the Java client's InvalidMetadataException family).
-INVALID_METADATA_CODES = frozenset({3, 5, 6, 9, 13, 56, 72, 74, 75, 100, 103})
+# Broker error codes that mean "your metadata is out of date": the error table's
+# invalid_metadata rows (the Java client's InvalidMetadataException family). Not
+# UNKNOWN_LEADER_EPOCH (75): the broker is behind the client's metadata, so a plain retry
+# is what helps (Java: "Clients need not refresh metadata before retrying").
+INVALID_METADATA_CODES = frozenset(spec.code for spec in ERROR_TABLE if spec.invalid_metadata)
 
 
 def is_retriable(exc: BaseException) -> bool:

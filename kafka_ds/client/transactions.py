@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..protocol import messages as m
 from ..protocol.errors import KafkaError, error_for_code
-from .cluster import TRANSACTION_KEY_TYPE
+from .coordinators import TRANSACTION_KEY_TYPE
 from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -53,8 +53,8 @@ class TransactionHandle:
 
 
 def _coordinator_call(client, transactional_id: str, what: str, call, timeout_ms: int):
-    """``call(conn)`` at the coordinator of ``transactional_id`` (``KafkaClient.
-    coordinator_call``), retried until ``timeout_ms`` on connection errors and retriable
+    """``call(conn)`` at the coordinator of ``transactional_id`` (``Coordinators.call``
+    of the client), retried until ``timeout_ms`` on connection errors and retriable
     coordinator errors (CONCURRENT_TRANSACTIONS among them) from 20 ms on, as the Java
     producer backs off on CONCURRENT_TRANSACTIONS. ``call`` returns an error code
     (0 = done) and a result. Failures raise :class:`TransactionError` with the code."""
@@ -65,7 +65,7 @@ def _coordinator_call(client, transactional_id: str, what: str, call, timeout_ms
         return result
 
     try:
-        return client.coordinator_call(
+        return client.coordinators.call(
             transactional_id, checked, f"{what} for {transactional_id!r}",
             key_type=TRANSACTION_KEY_TYPE,
             policy=RetryPolicy(timeout_ms, backoff_ms=20, backoff_max_ms=1000))

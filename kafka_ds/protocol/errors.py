@@ -137,6 +137,8 @@ _ROWS = [
     (77, "STALE_BROKER_EPOCH", False, False, "Broker epoch has changed."),
     (78, "OFFSET_NOT_AVAILABLE", True, False, "The leader high watermark has not caught up from a recent leader election so the offsets cannot be guaranteed to be monotonically increasing."),
     (79, "MEMBER_ID_REQUIRED", False, False, "The group member needs to have a valid member id before actually entering a consumer group."),
+    # 80, 83, 84 answer ElectLeaders only (an admin request kafka_ds never sends); Java
+    # makes them InvalidMetadataException subclasses, so they are flagged as Java has them.
     (80, "PREFERRED_LEADER_NOT_AVAILABLE", True, True, "The preferred leader was not available."),
     (81, "GROUP_MAX_SIZE_REACHED", False, False, "The consumer group has reached its max size."),
     (82, "FENCED_INSTANCE_ID", False, False, "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id."),

@@ -1,0 +1,129 @@
+"""Group and transaction coordinators: which broker coordinates a key (cached), calls to
+it under the retry policy, and the group offset requests (OffsetCommit, OffsetFetch).
+
+A :class:`~kafka_ds.client.cluster.KafkaClient` owns one :class:`Coordinators` as
+``client.coordinators`` (the cache lives as long as the client's connections) and offers
+:func:`commit_offsets` and :func:`fetch_committed` as its methods too.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..protocol import messages as m
+from ..protocol.errors import (
+    CoordinatorLoadInProgress,
+    CoordinatorNotAvailable,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NotCoordinator,
+    error_for_code,
+)
+from .connection import BrokerConnection
+from .retry import RetryPolicy
+
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1   # FindCoordinator key types
+
+
+class Coordinators:
+    """The coordinators one client has found: ``(key type, key) -> node id``."""
+
+    def __init__(self, client):
+        self.client = client
+        self._nodes: dict[tuple[int, str], int] = {}
+
+    def find(self, key: str, key_type: int = GROUP_KEY_TYPE) -> BrokerConnection:
+        """The connection to the coordinator of ``key``: a group id, or a transactional id
+        with ``key_type`` 1. One FindCoordinator request unless the answer is cached; no
+        retries of its own (:meth:`call` retries the whole operation)."""
+        client = self.client
+        node = self._nodes.get((key_type, key))
+        if node is None:
+            response = client.any_connection().request(m.FIND_COORDINATOR, m.FIND_COORDINATOR.body(
+                key=key, key_type=key_type, coordinator_keys=[key]))
+            # v0-3 answer at the top level, v4+ in a list of coordinators.
+            entry = response["coordinators"][0] if response.get("coordinators") else response
+            if entry["error_code"]:
+                kind = " (transaction)" if key_type == TRANSACTION_KEY_TYPE else ""
+                raise error_for_code(entry["error_code"])(f"FindCoordinator{kind} {key!r}")
+            node = entry["node_id"]
+            client.brokers.setdefault(node, (entry["host"], entry["port"]))
+            self._nodes[(key_type, key)] = node
+        return client.connection(node)
+
+    def call(self, key: str, call, what: str, *, key_type: int = GROUP_KEY_TYPE,
+             policy: RetryPolicy | None = None):
+        """``call(connection)`` at the coordinator of ``key``, under ``policy`` (default:
+        the client's). A coordinator that went away, moved or is still loading is looked
+        up again before the next attempt."""
+        client = self.client
+
+        def attempt():
+            try:
+                return call(self.find(key, key_type))
+            except (KafkaConnectionError, KafkaTimeoutError, CoordinatorLoadInProgress,
+                    CoordinatorNotAvailable, NotCoordinator):
+                self._nodes.pop((key_type, key), None)
+                raise
+
+        policy = policy or client.retry_policy()
+        try:
+            return policy.run(attempt, what, refresh=lambda _exc: client.refresh_metadata([]))
+        finally:
+            client.retry_stats_add(policy)
+
+
+def commit_offsets(client, group_id: str, offsets: dict[tuple[str, int], int],
+                   metadata: str = "") -> None:
+    """OffsetCommit outside any group generation (generation -1, empty member id),
+    the way standalone consumers and Spark-managed offsets commit."""
+    by_topic = defaultdict(list)
+    for (topic, partition), offset in sorted(offsets.items()):
+        by_topic[topic].append({"partition_index": partition, "committed_offset": offset,
+                                "committed_metadata": metadata})
+    # Generation -1, no member, no leader epoch, broker-side retention: the defaults.
+    body = m.OFFSET_COMMIT.body(
+        group_id=group_id,
+        topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()])
+
+    def call(conn):
+        response = conn.request(m.OFFSET_COMMIT, body)
+        for topic in response["topics"]:
+            for part in topic["partitions"]:
+                if part["error_code"]:
+                    raise error_for_code(part["error_code"])(
+                        f"OffsetCommit {group_id!r} {topic['name']}-{part['partition_index']}")
+
+    client.coordinators.call(group_id, call, "OffsetCommit")
+
+
+def fetch_committed(client, group_id: str, topic_partitions) -> dict[tuple[str, int], int]:
+    """Committed offsets of ``group_id``; partitions with none are absent."""
+    by_topic = defaultdict(list)
+    for topic, partition in topic_partitions:
+        by_topic[topic].append(partition)
+    topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+    # v0-7 name the group at the top, v8+ in a list of groups; the codec sends
+    # whichever the negotiated version has.
+    body = m.OFFSET_FETCH.body(group_id=group_id, topics=topics,
+                               groups=[{"group_id": group_id, "topics": topics}])
+
+    def call(conn):
+        response = conn.request(m.OFFSET_FETCH, body)
+        if response.get("groups"):
+            group = response["groups"][0]
+            code, topic_list = group["error_code"], group["topics"]
+        else:
+            code, topic_list = response.get("error_code", 0), response["topics"]
+        if code:
+            raise error_for_code(code)(f"OffsetFetch {group_id!r}")
+        result = {}
+        for topic in topic_list:
+            for part in topic["partitions"]:
+                if part["error_code"]:
+                    raise error_for_code(part["error_code"])(
+                        f"OffsetFetch {group_id!r} {topic['name']}-{part['partition_index']}")
+                if part["committed_offset"] >= 0:
+                    result[(topic["name"], part["partition_index"])] = part["committed_offset"]
+        return result
+
+    return client.coordinators.call(group_id, call, "OffsetFetch")
