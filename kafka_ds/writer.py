@@ -11,7 +11,8 @@ else murmur2 of the key, else sticky for null keys), one stable sort by
 ``kafka.batch.size`` bytes (or ``kafka.linger.ms``), then encoded into RecordBatch v2
 column-wise and handed to the :class:`~kafka_ds.client.producer.Producer`. ``write``
 returns only after every batch is acknowledged, with the per-partition counts and
-offset ranges in its commit message.
+offset ranges in its commit message. The per-row steps are in kafka_ds/write_rows.py,
+the buffering and encoding in kafka_ds/write_buffers.py.
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamWriter,
@@ -35,12 +35,22 @@ from .client.transactions import Transaction
 from .columns import sink_column, spark_type_name
 from .compat import DataSourceStreamArrowWriter
 from .options import WriteOptions
-from .partitioner import StickyPartitioner, partitions_for_keys
-from .protocol.compression import codec_id
-from .protocol.errors import BrokerError, ConfigurationError, UnknownTopicOrPartition
-from .protocol.records import V2_HEADER_SIZE, encode_record_batch
-from .protocol.records_arrays import as_binary_array, binary_lengths, zigzag_varint_sizes
-from .protocol.records_encode import flatten_headers, header_sizes
+from .client.retry import RetryPolicy
+from .protocol.errors import (
+    BrokerError,
+    ConfigurationError,
+    LeaderNotAvailable,
+    UnknownTopicOrPartition,
+)
+from .write_buffers import RecordBatcher
+from .write_rows import (
+    RowTopics,
+    TopicState,
+    assign_partitions,
+    check_record_sizes,
+    row_columns,
+    row_topics,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +119,19 @@ def check_topic_exists(opts: WriteOptions) -> None:
         client.close()
 
 
+class _TopicLookupFailed(Exception):
+    """One failed look at a topic's metadata, carried through the grace policy of
+    :func:`_partition_count`: ``retriable`` when another look may help (the topic is
+    unknown, or still being created), else final. The error it carries is raised as it
+    was, so its message stays the broker's (and the client policy's) without a second
+    note from the grace."""
+
+    def __init__(self, error: Exception, again: bool):
+        super().__init__(str(error))
+        self.error = error
+        self.retriable = again
+
+
 def _partition_count(client: KafkaClient, topic: str, bootstrap: str,
                      allow_auto_create: bool = True) -> int:
     """Partitions of ``topic``; a clear error when it does not exist (and was not created).
@@ -116,13 +139,23 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str,
     ``allow_auto_create`` (``kafka.allow.auto.create.topics``, default true, as the Java
     producer) asks for metadata with AllowAutoTopicCreation, so brokers with
     auto.create.topics.enable create a missing topic as they do for Spark's
-    ``format("kafka")`` sink; such a topic shows up after LEADER_NOT_AVAILABLE answers."""
-    deadline = time.monotonic() + (10.0 if allow_auto_create else 1.0)
-    attempt = 0
-    while True:
-        def lookup(refresh=attempt > 0):
-            # Connection failures (a broker restarting) retry under the client's policy;
-            # an unknown topic comes back here: it gets only the short grace below.
+    ``format("kafka")`` sink; such a topic shows up after LEADER_NOT_AVAILABLE answers.
+
+    Each look runs under the client's retry policy (connection failures, a broker
+    restarting); a grace policy around the looks gives a topic being created 10 s
+    (1 s without auto-creation) whatever ``kafka.retries`` says, and an unknown topic
+    at most 4 looks, the first from cached metadata."""
+    what = f"Metadata of topic '{topic}'"
+    looks = 0
+
+    def look():
+        nonlocal looks
+        refresh = looks > 0
+        looks += 1
+
+        def lookup():
+            # An unknown topic comes back here, not retried under the client's policy:
+            # it gets only the grace.
             try:
                 return client.topic_partitions(
                     topic, refresh=refresh, allow_auto_topic_creation=allow_auto_create)
@@ -130,22 +163,34 @@ def _partition_count(client: KafkaClient, topic: str, bootstrap: str,
                 return exc
 
         try:
-            partitions = client.retrying(lookup, f"Metadata of topic '{topic}'")
-            if isinstance(partitions, BrokerError):
-                raise partitions
-            if partitions:
-                return len(partitions)
+            found = client.retrying(lookup, what)
         except BrokerError as exc:
-            if not isinstance(exc, UnknownTopicOrPartition) and not exc.retriable:
-                raise ConfigurationError(
-                    f"Cannot write to topic '{topic}': {exc}") from exc
-            unknown = isinstance(exc, UnknownTopicOrPartition)
-            if time.monotonic() >= deadline or (unknown and attempt >= 3):
-                if unknown:
-                    break
-                raise
-        attempt += 1
-        time.sleep(min(0.1 * attempt, 1.0))
+            found = exc
+        except Exception as exc:   # e.g. no broker reachable within the client's policy
+            raise _TopicLookupFailed(exc, again=False) from None
+        if isinstance(found, BrokerError):
+            unknown = isinstance(found, UnknownTopicOrPartition)
+            if not unknown and not found.retriable:
+                raise ConfigurationError(f"Cannot write to topic '{topic}': {found}") from found
+            if unknown and looks > 3:
+                return None
+            raise _TopicLookupFailed(found, again=True)
+        if not found:
+            raise _TopicLookupFailed(
+                LeaderNotAvailable(f"topic {topic!r} has no partitions yet"), again=True)
+        return len(found)
+
+    grace = RetryPolicy(10_000 if allow_auto_create else 1_000, backoff_ms=100,
+                        backoff_max_ms=1000, jitter=0)
+    count = failed = None
+    try:
+        count = grace.run(look, what)
+    except _TopicLookupFailed as exc:
+        failed = exc.error
+    if failed is not None and not isinstance(failed, UnknownTopicOrPartition):
+        raise failed   # outside the except: its own cause and traceback, not the carrier's
+    if count is not None:
+        return count
     if allow_auto_create:
         how = ("The cluster did not create it on request (as for Spark's format('kafka') "
                "sink, a missing topic is created only by brokers with "
@@ -242,64 +287,6 @@ def _spark_partition_id() -> int:
         return -1
 
 
-def _timestamps_ms(col, now_ms: int) -> np.ndarray:
-    """Epoch milliseconds (floor, as Spark's Kafka sink) of a timestamp column; nulls -> now."""
-    unit = col.type.unit
-    raw = col.cast(pa.int64())
-    values = np.asarray(raw.fill_null(0), dtype=np.int64)
-    if unit == "s":
-        ms = values * 1000
-    elif unit == "ms":
-        ms = values.copy()
-    elif unit == "us":
-        ms = values // 1000
-    else:
-        ms = values // 1_000_000
-    if raw.null_count:
-        ms[np.asarray(raw.is_null())] = now_ms
-    return ms
-
-
-class _TopicState:
-    __slots__ = ("name", "num_partitions", "sticky")
-
-    def __init__(self, name, num_partitions, batch_size):
-        self.name = name
-        self.num_partitions = num_partitions
-        self.sticky = StickyPartitioner(num_partitions, batch_size)
-
-
-class _Buffer:
-    """Rows of one partition waiting to be encoded (Arrow slices of several input batches)."""
-
-    __slots__ = ("keys", "values", "headers", "timestamps", "rows", "sizes", "bytes", "since")
-
-    def __init__(self):
-        self.keys, self.values, self.headers = [], [], []
-        self.timestamps, self.rows, self.sizes = [], [], []
-        self.bytes = 0
-        self.since = time.monotonic()
-
-    def add(self, keys, values, headers, timestamps, rows, sizes):
-        self.keys.append(keys)
-        self.values.append(values)
-        self.headers.append(headers)
-        self.timestamps.append(timestamps)
-        self.rows.append(rows)
-        self.sizes.append(sizes)
-        self.bytes += int(sizes.sum())
-
-
-def _concat(arrays, length_of, typ):
-    """Concatenate Arrow slices; ``None`` entries (column absent) become nulls."""
-    if all(a is None for a in arrays):
-        return None
-    if len(arrays) == 1:
-        return arrays[0]
-    filled = [a if a is not None else pa.nulls(length_of[i], typ) for i, a in enumerate(arrays)]
-    return pa.concat_arrays(filled)
-
-
 class TaskWriter:
     """Writes one task's Arrow batches; not thread-safe. ``close()`` when done."""
 
@@ -325,11 +312,8 @@ class TaskWriter:
             self.transaction.begin()
             self.producer.use_transaction(self.transaction.producer_id,
                                           self.transaction.producer_epoch)
-        self.codec = codec_id(opts.compression)
-        # A batch must fit the batch size and a request (with the request's own overhead).
-        self.batch_limit = max(min(opts.batch_size, opts.max_request_size), V2_HEADER_SIZE + 1)
-        self.topics: dict[str, _TopicState] = {}
-        self.buffers: dict[tuple[str, int], _Buffer] = {}
+        self.batches = RecordBatcher(opts, self.producer, self.transaction, self.describe_rows)
+        self.topics: dict[str, TopicState] = {}
         self.rows_seen = 0
         self.started = time.monotonic()
 
@@ -342,251 +326,41 @@ class TaskWriter:
         return (f"{len(rows)} rows of {where}'s input between row {int(rows.min())} and "
                 f"{int(rows.max())}")
 
-    def _topic(self, name: str) -> _TopicState:
+    def _topic(self, name: str) -> TopicState:
         state = self.topics.get(name)
         if state is None:
             count = _partition_count(self.client, name, self.opts.bootstrap_servers,
                                      self.opts.allow_auto_create_topics)
-            state = self.topics[name] = _TopicState(name, count, self.opts.batch_size)
+            state = self.topics[name] = TopicState(name, count, self.opts.batch_size)
         return state
 
     # --- per Arrow batch ---
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
-        n = batch.num_rows
-        if n == 0:
+        """Buffer ``batch``'s rows by (topic, partition) and send what is ready; the
+        steps are in kafka_ds/write_rows.py (in the order their errors are raised)."""
+        if batch.num_rows == 0:
             return
-        plan = self.plan
         first_row = self.rows_seen
-        self.rows_seen += n
-        now_ms = int(time.time() * 1000)
-        values = as_binary_array(batch.column(plan.value), "value")
-        keys = as_binary_array(batch.column(plan.key), "key") if plan.key >= 0 else None
-        if keys is not None and keys.null_count == n:
-            keys = None
-        headers = batch.column(plan.headers) if plan.headers >= 0 else None
-        if headers is not None and isinstance(headers, pa.ChunkedArray):
-            headers = headers.combine_chunks()
-        if plan.timestamp >= 0:
-            timestamps = _timestamps_ms(batch.column(plan.timestamp), now_ms)
-            negative = np.flatnonzero(timestamps < 0)
-            if len(negative):
-                raise ConfigurationError(
-                    f"Column 'timestamp' is before 1970-01-01 at "
-                    f"{self.describe_rows(first_row + negative[:1])}; Kafka timestamps must be "
-                    "at or after the epoch (or null for the produce time)")
-        else:
-            timestamps = np.full(n, now_ms, dtype=np.int64)
-
-        # Estimated size of every record in a batch: an upper bound, so batches built from
-        # it never exceed kafka.batch.size / kafka.max.request.size.
-        # (lengths are -1 for nulls, as written: a 1-byte varint and no bytes)
-        key_len = binary_lengths(keys) if keys is not None else np.full(n, -1, dtype=np.int64)
-        value_len = binary_lengths(values)
-        header_bytes, header_counts = self._header_sizes(headers, n, first_row)
-        # attributes byte, timestamp delta (a batch may also hold rows of other Arrow
-        # batches: allow ~17 minutes more), offset delta (< records in a batch)
-        span = int(timestamps.max() - timestamps.min()) + 1_000_000
-        fixed = 1 + int(zigzag_varint_sizes(np.array([span, self.batch_limit])).sum())
-        body = (fixed + np.maximum(key_len, 0) + zigzag_varint_sizes(key_len)
-                + np.maximum(value_len, 0) + zigzag_varint_sizes(value_len)
-                + header_bytes + zigzag_varint_sizes(header_counts))
-        sizes = body + zigzag_varint_sizes(body)
-        too_big = np.flatnonzero(sizes + V2_HEADER_SIZE > self.opts.max_request_size)
-
-        topic_names, topic_index = self._topics_of(batch, n, first_row)
-        states = [self._topic(t) for t in topic_names]
-        counts = np.array([s.num_partitions for s in states], dtype=np.int64)
-        rows_partitions = counts[topic_index] if topic_index is not None else counts[0]
-
-        partitions = np.full(n, -1, dtype=np.int32)
-        if plan.partition >= 0:
-            col = batch.column(plan.partition)
-            given = np.asarray(col.fill_null(-1), dtype=np.int32)
-            explicit = given >= 0
-            if col.null_count < n:
-                bad = np.flatnonzero(explicit & (given >= rows_partitions)
-                                     | (~explicit & ~np.asarray(col.is_null())))
-                if len(bad):
-                    row = int(bad[0])
-                    topic = topic_names[topic_index[row] if topic_index is not None else 0]
-                    count = counts[topic_index[row] if topic_index is not None else 0]
-                    raise ConfigurationError(
-                        f"Column 'partition' is {int(given[row])} at "
-                        f"{self.describe_rows(np.array([first_row + row]))}, but topic "
-                        f"'{topic}' has partitions 0..{count - 1}: fix the partition column, "
-                        "or set it to null to let the partitioner choose")
-            partitions = np.where(explicit, given, -1).astype(np.int32)
-        need = partitions < 0
-        if need.any():
-            if keys is not None:
-                keyed = need & ~np.asarray(keys.is_null()) if keys.null_count else need
-                if keyed.all():
-                    partitions = partitions_for_keys(keys, rows_partitions)
-                elif keyed.any():
-                    where = np.flatnonzero(keyed)
-                    per_row = rows_partitions[where] if topic_index is not None else rows_partitions
-                    partitions[where] = partitions_for_keys(keys.take(pa.array(where)), per_row)
-                need = need & ~keyed
-            if need.any():
-                for t, state in enumerate(states):
-                    rows = np.flatnonzero(need if topic_index is None else need & (topic_index == t))
-                    if len(rows):
-                        partitions[rows] = state.sticky.assign(sizes[rows])
-
-        if len(too_big):
-            row = int(too_big[0])
-            topic = topic_names[topic_index[row] if topic_index is not None else 0]
-            raise ConfigurationError(
-                f"The record at {self.describe_rows(np.array([first_row + row]))} for topic "
-                f"'{topic}' partition {int(partitions[row])} is about "
-                f"{int(sizes[row]) + V2_HEADER_SIZE} bytes, more than 'kafka.max.request.size' "
-                f"({self.opts.max_request_size}): raise that option (and the topic's "
-                "max.message.bytes) or write a smaller record")
-
-        # One stable sort by (topic, partition) keeps every partition's rows in input order.
-        if topic_index is not None:
-            base = np.zeros(len(states) + 1, dtype=np.int64)
-            np.cumsum(counts, out=base[1:])
-            group = base[topic_index] + partitions
-        else:
-            group = partitions.astype(np.int64)
-        order = np.argsort(group, kind="stable")
-        sorted_group = group[order]
-        cuts = np.flatnonzero(sorted_group[1:] != sorted_group[:-1]) + 1
-        starts = np.concatenate(([0], cuts))
-        ends = np.concatenate((cuts, [n]))
-        take = pa.array(order)
-        values_s = values.take(take)
-        keys_s = keys.take(take) if keys is not None else None
-        headers_s = headers.take(take) if headers is not None else None
-        timestamps_s = timestamps[order]
-        rows_s = order + first_row
-        sizes_s = sizes[order]
-        topic_of_group = topic_index[order[starts]] if topic_index is not None else None
-        for g, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
-            topic = topic_names[topic_of_group[g]] if topic_of_group is not None else topic_names[0]
-            partition = int(partitions[order[start]])
-            length = end - start
-            buffer = self.buffers.get((topic, partition))
-            if buffer is None:
-                buffer = self.buffers[(topic, partition)] = _Buffer()
-            buffer.add(keys_s.slice(start, length) if keys_s is not None else None,
-                       values_s.slice(start, length),
-                       headers_s.slice(start, length) if headers_s is not None else None,
-                       timestamps_s[start:end], rows_s[start:end], sizes_s[start:end])
-        self._emit(final=False)
-
-    def _topics_of(self, batch, n, first_row):
-        """(topic names, per-row index into them or None when every row has the same)."""
-        if self.opts.topic is not None:
-            return [self.opts.topic], None
-        col = batch.column(self.plan.topic)
-        if col.null_count:
-            row = int(np.flatnonzero(np.asarray(col.is_null()))[0])
-            raise ConfigurationError(
-                f"Column 'topic' is null at {self.describe_rows(np.array([first_row + row]))}: "
-                "every row needs a topic; fill the column or set the 'topic' option")
-        encoded = pc.dictionary_encode(col)
-        names = encoded.dictionary.to_pylist()
-        if len(names) == 1:
-            return names, None
-        return names, np.asarray(encoded.indices, dtype=np.int64)
-
-    def _header_sizes(self, headers, n, first_row):
-        """(encoded header bytes per record, header count per record)."""
-        if headers is None:
-            return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        record_offsets, flat = flatten_headers(headers)
-        counts = np.diff(record_offsets)
-        if len(flat) == 0:
-            return np.zeros(n, dtype=np.int64), counts
-        hkeys = as_binary_array(flat.field("key"), "header key")
-        hvalues = as_binary_array(flat.field("value"), "header value")
-        if hkeys.null_count or flat.null_count:
-            bad = np.flatnonzero(np.asarray(hkeys.is_null()) | np.asarray(flat.is_null()))[0]
-            row = int(np.searchsorted(record_offsets, bad, side="right") - 1)
-            raise ConfigurationError(
-                f"Column 'headers' has a header with a null key (or a null header) at "
-                f"{self.describe_rows(np.array([first_row + row]))}: header keys must be "
-                "strings; filter the nulls out of the array")
-        return np.diff(header_sizes(hkeys, hvalues, record_offsets).record_offsets), counts
-
-    # --- batching ---
-
-    def _emit(self, final: bool) -> None:
-        now = time.monotonic()
-        linger = self.opts.linger_ms / 1000.0
-        if self.transaction is not None:
-            # Every buffered row goes out in this transaction: one AddPartitionsToTxn for
-            # the partitions new to it, before their first batch.
-            self.transaction.add_partitions(self.buffers)
-        for key in list(self.buffers):
-            buffer = self.buffers[key]
-            due = final or now - buffer.since >= linger
-            if not due and buffer.bytes + V2_HEADER_SIZE < self.batch_limit:
-                continue
-            del self.buffers[key]
-            self._encode_and_send(key, buffer, keep_tail=not due)
-
-    def _encode_and_send(self, key, buffer: _Buffer, keep_tail: bool) -> None:
-        topic, partition = key
-        lengths = [len(v) for v in buffer.values]
-        values = _concat(buffer.values, lengths, pa.binary())
-        keys = _concat(buffer.keys, lengths, pa.binary())
-        headers = _concat(buffer.headers, lengths, buffer_type(buffer.headers))
-        timestamps = buffer.timestamps[0] if len(lengths) == 1 else np.concatenate(buffer.timestamps)
-        rows = buffer.rows[0] if len(lengths) == 1 else np.concatenate(buffer.rows)
-        sizes = buffer.sizes[0] if len(lengths) == 1 else np.concatenate(buffer.sizes)
-        n = len(values)
-        cumulative = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(sizes, out=cumulative[1:])
-        room = self.batch_limit - V2_HEADER_SIZE
-        start = 0
-        while start < n:
-            # Greedy: as many records as fit, at least one.
-            end = int(np.searchsorted(cumulative, cumulative[start] + room, side="right")) - 1
-            end = min(max(end, start + 1), n)
-            if keep_tail and end == n and cumulative[n] - cumulative[start] + V2_HEADER_SIZE \
-                    < self.batch_limit:
-                # Not full and still allowed to linger: keep for the next Arrow batch.
-                tail = _Buffer()
-                tail.since = buffer.since
-                tail.add(keys.slice(start) if keys is not None else None, values.slice(start),
-                         headers.slice(start) if headers is not None else None,
-                         timestamps[start:], rows[start:], sizes[start:])
-                self.buffers[key] = tail
-                return
-            count = end - start
-            producer_id, epoch, sequence = self.producer.batch_identity(topic, partition, count)
-            while True:
-                data = encode_record_batch(
-                    keys=keys.slice(start, count) if keys is not None else None,
-                    values=values.slice(start, count),
-                    headers=headers.slice(start, count) if headers is not None else None,
-                    timestamps_ms=timestamps[start:start + count], compression=self.codec,
-                    producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
-                    is_transactional=self.transaction is not None)
-                if len(data) <= self.opts.max_request_size:
-                    break
-                # Incompressible data can come out of a codec a little larger than it went
-                # in: halve the batch rather than send an oversized request.
-                if count == 1:
-                    raise ConfigurationError(
-                        f"The record at {self.describe_rows(rows[start:start + 1])} for topic "
-                        f"'{topic}' partition {partition} is {len(data)} bytes as a "
-                        f"{self.opts.compression} record batch, more than "
-                        f"'kafka.max.request.size' ({self.opts.max_request_size})")
-                count //= 2
-            end = start + count
-            self.producer.send(topic, partition, data, count, base_sequence=sequence,
-                               rows=rows[start:end], describe_rows=self.describe_rows)
-            start = end
+        self.rows_seen += batch.num_rows
+        rows = row_columns(batch, self.plan, first_row, self.batches.batch_limit,
+                           self.describe_rows)
+        names, index = row_topics(batch, self.plan, self.opts.topic, first_row,
+                                  self.describe_rows)
+        states = [self._topic(t) for t in names]
+        topics = RowTopics(names, index, states,
+                           np.array([s.num_partitions for s in states], dtype=np.int64))
+        partitions = assign_partitions(batch, self.plan, rows, topics, first_row,
+                                       self.describe_rows)
+        check_record_sizes(rows, topics, partitions, self.opts.max_request_size, first_row,
+                           self.describe_rows)
+        self.batches.add(rows, topics, partitions, first_row)
+        self.batches.emit(final=False)
 
     # --- end of the task ---
 
     def finish(self) -> KafkaCommitMessage:
-        self._emit(final=True)
+        self.batches.emit(final=True)
         self.producer.flush()
         partitions = []
         records = 0
@@ -607,13 +381,6 @@ class TaskWriter:
 
     def close(self) -> None:
         self.client.close()
-
-
-def buffer_type(arrays):
-    for a in arrays:
-        if a is not None:
-            return a.type
-    return pa.null()
 
 
 def write_batches(opts: WriteOptions, plan: ColumnPlan, batches, task: int | None = None,
