@@ -29,13 +29,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .client import KafkaClient
+from .client import KafkaClient, make_client
 from .client.producer import Producer
+from .client.retry import RetryPolicy
 from .client.transactions import Transaction
 from .columns import sink_column, spark_type_name
 from .compat import DataSourceStreamArrowWriter
 from .options import WriteOptions
-from .client.retry import RetryPolicy
 from .protocol.errors import (
     BrokerError,
     ConfigurationError,
@@ -111,7 +111,7 @@ def check_topic_exists(opts: WriteOptions) -> None:
     cluster does not have (and, with ``kafka.allow.auto.create.topics``, does not create)."""
     if opts.topic is None:
         return
-    client = KafkaClient(opts.bootstrap_servers, opts.client)
+    client = make_client(opts)
     try:
         _partition_count(client, opts.topic, opts.bootstrap_servers,
                          opts.allow_auto_create_topics)
@@ -296,7 +296,7 @@ class TaskWriter:
         self.plan = plan
         self.task = _spark_partition_id() if task is None else task
         # Both settings objects were built on the driver (kafka_ds.options).
-        self.client = KafkaClient(opts.bootstrap_servers, opts.client)
+        self.client = make_client(opts)
         producer_config = opts.producer
         if transactional_id is not None:
             producer_config = dataclasses.replace(producer_config,

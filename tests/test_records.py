@@ -243,7 +243,7 @@ def test_headers_many_shapes_vectorized_and_python_paths():
 def _forbid(monkeypatch, name):
     def boom(*args, **kwargs):
         raise AssertionError(f"{name} should not be needed here")
-    monkeypatch.setattr(rec.records_v2, name, boom)
+    monkeypatch.setattr(rec.records_starts, name, boom)
 
 
 def test_fast_paths_are_taken(monkeypatch):

@@ -3,8 +3,9 @@
 This module is the top-level decode (:func:`decode_records`) and the public face of
 the sibling modules it re-exports: ``records_layout`` (wire layout, constants, the
 result type), ``records_arrays`` (numpy/Arrow helpers for binary columns and varints,
-also used by the writer and the partitioner), ``records_v2`` (v2 column decode),
-``records_legacy`` (v0/v1 decode) and ``records_encode`` (:func:`encode_record_batch`).
+also used by the writer and the partitioner), ``records_starts`` (v2 record start
+discovery), ``records_v2`` (v2 column decode), ``records_legacy`` (v0/v1 decode) and
+``records_encode`` (:func:`encode_record_batch`).
 
 Decoding (:func:`decode_records`) takes one partition's ``records`` field from a
 Fetch response (any mix of v2 record batches and legacy v0/v1 message sets; the
@@ -66,7 +67,7 @@ from crc32c import crc32c as _crc32c
 # Every name ``kafka_ds.protocol.records`` had as one module stays importable from here.
 # (Monkeypatching a decoder internal must target its module, e.g. ``records_v2``.)
 from . import (  # noqa: F401
-    records_arrays, records_encode, records_layout, records_legacy, records_v2,
+    records_arrays, records_encode, records_layout, records_legacy, records_starts, records_v2,
 )
 from . import compression as _comp  # noqa: F401
 from .compression import (  # noqa: F401
@@ -87,13 +88,16 @@ from .records_layout import (  # noqa: F401
     V2_MIN_BATCH_LENGTH, DecodeResult, _corrupt, record_schema,
 )
 from .records_legacy import _decode_legacy, _legacy_message, _LegacyRows  # noqa: F401
+from .records_starts import (  # noqa: F401
+    _BIG, _KEEP_BUFFER_MAX, _STEP1, _STEP2, _ZERO_SCAN_MAX_AVG_RECORD, _ZV1, _ZV2, _build_tables,
+    _check_chains, _chains_attr_zero, _chains_zero_pairs, _find_starts, _release_work_buffer,
+    _scratch_bool, _tls, _walk_long, _walk_region, _with_heads, _work_buffer, _zero_positions,
+    _zigzag, _zvarints,
+)
 from .records_v2 import (  # noqa: F401
-    _BIG, _CHUNK_BYTES, _CHUNK_RECORDS, _KEEP_BUFFER_MAX, _MAX_BUFFER, _STEP1, _STEP2,
-    _VECTOR_HEADER_ROUNDS, _ZERO_SCAN_MAX_AVG_RECORD, _ZV1, _ZV2, _Batch, _build_tables,
-    _check_chains, _chains_attr_zero, _chains_zero_pairs, _chunk_bounds, _control_type,
-    _decode_chunk, _decode_headers, _decode_v2_segment, _Fields, _find_starts, _merge_fields,
-    _py_zvarint, _release_work_buffer, _scratch_bool, _tls, _walk_long, _walk_region,
-    _with_heads, _work_buffer, _zero_positions, _zigzag, _zvarints,
+    _CHUNK_BYTES, _CHUNK_RECORDS, _MAX_BUFFER, _VECTOR_HEADER_ROUNDS, _Batch, _chunk_bounds,
+    _control_type, _decode_chunk, _decode_headers, _decode_v2_segment, _Fields, _merge_fields,
+    _py_zvarint,
 )
 
 # the encoder's array helpers under their names from before the split
