@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
 from .columns import simple_string
-from .options import lower_keys, parse_bool, parse_read_options
+from .options import check_option_names, lower_keys, parse_bool, parse_read_options
 from .protocol.errors import ConfigurationError
 from .reader import KafkaBatchReader, spark_schema
 
@@ -28,18 +28,26 @@ class KafkaDataSource(DataSource):
     def _include_headers(self) -> bool:
         return parse_bool(lower_keys(self.options), "includeHeaders", False)
 
+    def _names_reported(self) -> bool:
+        # Set by schema() at load(): Spark pickles this instance after schema() and plans
+        # the query with it, so the warning about unknown names is given once per read.
+        return getattr(self, "_unknown_names_reported", False)
+
     def schema(self):
         # A read fails at load() already for options that are wrong in every mode; the
         # batch- or stream-specific checks follow in reader()/streamReader().
         keys = lower_keys(self.options)
+        check_option_names(keys)
+        self._unknown_names_reported = True
         if any(k in keys for k in ("subscribe", "subscribepattern", "assign")):
-            parse_read_options(self.options, streaming=None)
+            parse_read_options(self.options, streaming=None, report_unknown=False)
         return spark_schema(self._include_headers())
 
     def streamReader(self, schema):
         from .stream import InvalidOptionsStreamReader, KafkaStreamReader
         try:
-            opts = parse_read_options(self.options, streaming=True)
+            opts = parse_read_options(self.options, streaming=True,
+                                      report_unknown=not self._names_reported())
             _check_schema(schema, opts.include_headers)
         except ConfigurationError as exc:
             # Raised from here, PySpark's runner would hide it behind an UnboundLocalError
@@ -49,7 +57,8 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(opts, self.options)
 
     def reader(self, schema) -> DataSourceReader:
-        opts = parse_read_options(self.options, streaming=False)
+        opts = parse_read_options(self.options, streaming=False,
+                                  report_unknown=not self._names_reported())
         _check_schema(schema, opts.include_headers)
         return KafkaBatchReader(opts)
 

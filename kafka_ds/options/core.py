@@ -4,6 +4,7 @@ Nothing here knows which options exist (that is :mod:`kafka_ds.options.registry`
 """
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, fields
 from typing import Any, Callable
@@ -35,6 +36,9 @@ def boolean(raw) -> bool:
     raise ValueError("'true' or 'false'")
 
 
+boolean.choices = ("true", "false")
+
+
 _DURATION_UNITS = (("ms", 1), ("s", 1000), ("m", 60000), ("h", 3600000), ("d", 86400000))
 
 
@@ -50,10 +54,12 @@ def duration_ms(raw) -> int:
     raise ValueError("a duration like '15m', '30s' or '500ms'")
 
 
-def choice(mapping: dict, expected: str = "") -> Callable[[Any], Any]:
-    """One of ``mapping``'s keys (any case) -> its value."""
+def choice(mapping: dict, expected: str = "", hidden: tuple = ()) -> Callable[[Any], Any]:
+    """One of ``mapping``'s keys (any case) -> its value. ``parse.choices``: the keys an
+    error names (all but the ``hidden`` aliases), the candidates of its "did you mean"."""
     lowered = {key.lower(): value for key, value in mapping.items()}
-    names = [f"'{key}'" for key in mapping]
+    choices = tuple(key for key in mapping if key not in hidden)
+    names = [f"'{key}'" for key in choices]
     expected = expected or (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1
                             else names[0])
 
@@ -62,7 +68,30 @@ def choice(mapping: dict, expected: str = "") -> Callable[[Any], Any]:
         if key not in lowered:
             raise ValueError(expected)
         return lowered[key]
+    parse.choices = choices
     return parse
+
+
+def closest(word, candidates, n: int = 1) -> list[str]:
+    """The (up to ``n``) ``candidates`` nearest to ``word`` ignoring case, nearest first,
+    as the candidates spell them: those about as near as the nearest (so 'startingOffset'
+    gets 'startingOffsets' alone, not 'startingOffsetsFallback'); none when nothing is
+    close."""
+    word = str(word).strip().lower()
+    scored = sorted(((difflib.SequenceMatcher(None, word, str(c).lower()).ratio(), i, c)
+                     for i, c in enumerate(candidates)), key=lambda t: (-t[0], t[1]))
+    if not scored or scored[0][0] < 0.6:
+        return []
+    return [c for ratio, _, c in scored[:n] if ratio >= scored[0][0] - 0.05]
+
+
+def did_you_mean(names: list[str]) -> str:
+    """"; did you mean 'a'?" / "; did you mean 'a' or 'b'?" ("" for no names)."""
+    if not names:
+        return ""
+    quoted = [f"'{name}'" for name in names]
+    return "; did you mean " + (", ".join(quoted[:-1]) + " or " + quoted[-1]
+                                if len(quoted) > 1 else quoted[0]) + "?"
 
 
 # --- modes and declaration types ------------------------------------------------------
@@ -123,8 +152,12 @@ class Option:
         try:
             value = self.parse(raw)
         except ValueError as exc:
+            # An enumerated value names the nearest allowed one (and writes the option with it).
+            near = closest(raw, getattr(self.parse, "choices", ()))
+            fix = (f"{did_you_mean(near)} (.option(\"{self.name}\", \"{near[0]}\"))" if near
+                   else self._fix())
             raise ConfigurationError(
-                f"Option '{self.name}' must be {exc}, got {raw!r}{self._fix()}") from None
+                f"Option '{self.name}' must be {exc}, got {raw!r}{fix}") from None
         if self.minimum is not None and value < self.minimum:
             raise ConfigurationError(
                 f"Option '{self.name}' must be at least {self.minimum}, got {value}{self._fix()}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..protocol.errors import ConfigurationError
-from .core import EARLIEST, LATEST, parse_int, parse_json
+from .core import EARLIEST, LATEST, closest, did_you_mean, parse_int, parse_json
 
 
 @dataclass(frozen=True)
@@ -167,9 +167,11 @@ def parse_offset_spec(options, *, start: bool, streaming: bool | None) -> Offset
         return OffsetSpec("group", offsets_key)
     if not text.startswith("{"):
         allowed = "'earliest', 'latest', 'group' or JSON" if streaming else "'earliest' or JSON"
+        words = ("earliest", "latest", "group") if streaming else ("earliest",)
         if not start:
-            allowed = "'latest' or JSON"
-        raise ConfigurationError(f"Option '{offsets_key}' must be {allowed}, got {raw!r}")
+            allowed, words = "'latest' or JSON", ("latest",)
+        raise ConfigurationError(f"Option '{offsets_key}' must be {allowed}, got {raw!r}"
+                                 f"{did_you_mean(closest(text, words))}")
     pairs, topic_pairs = _partition_json(options, offsets_key, allow_earliest=start,
                                          allow_latest=(not start) or streaming)
     return OffsetSpec("specific", offsets_key, offsets=pairs, topic_offsets=topic_pairs)

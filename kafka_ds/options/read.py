@@ -12,7 +12,9 @@ from ..protocol.errors import ConfigurationError
 from .client_declarations import check_bootstrap, parse_security
 from .core import BATCH, READ, STREAM, fields_of, lower_keys
 from .offset_spec import OffsetSpec, check_offset_consistency, parse_offset_spec
-from .registry import check_kafka_settings, declared_values, default_of, warn_ignored
+from .registry import (
+    check_kafka_settings, check_option_names, declared_values, default_of, warn_ignored,
+)
 from .subscription import Subscription, parse_subscription
 
 log = logging.getLogger(__package__)   # the package's logger (see .registry)
@@ -47,9 +49,12 @@ class ReadOptions:
 
 
 
-def parse_read_options(raw_options, *, streaming: bool | None) -> ReadOptions:
-    """Validate every read option. ``streaming=None``: the checks common to both modes."""
+def parse_read_options(raw_options, *, streaming: bool | None,
+                       report_unknown: bool = True) -> ReadOptions:
+    """Validate every read option. ``streaming=None``: the checks common to both modes.
+    ``report_unknown=False``: unknown option names were warned about already."""
     options = lower_keys(raw_options)
+    check_option_names(options, report=report_unknown)
     modes = READ if streaming is None else frozenset({STREAM if streaming else BATCH})
     bootstrap = check_bootstrap(options)
     check_kafka_settings(options, modes, log_unused=streaming is not None)

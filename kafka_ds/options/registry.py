@@ -8,8 +8,10 @@ import logging
 from typing import Any
 
 from ..client.security import SECURITY_OPTION_NAMES
+from ..protocol.errors import ConfigurationError
 from .client_declarations import BOOTSTRAP, CLIENT_OPTIONS
-from .core import BATCH, READ, READ_WRITE, STREAM, WRITE, Forbidden, Option
+from .core import BATCH, READ, READ_WRITE, STREAM, WRITE, Forbidden, Option, closest, did_you_mean
+from .names import SPARK_INJECTED, STRICT, strictness
 from .read_declarations import READ_OPTIONS
 from .write_declarations import WRITE_OPTIONS
 
@@ -17,7 +19,7 @@ from .write_declarations import WRITE_OPTIONS
 # 'kafka_ds.options' sees the same records.
 log = logging.getLogger(__package__)
 
-OPTIONS: tuple[Option, ...] = (BOOTSTRAP, *READ_OPTIONS, *CLIENT_OPTIONS, *WRITE_OPTIONS)
+OPTIONS: tuple[Option, ...] = (BOOTSTRAP, *READ_OPTIONS, *CLIENT_OPTIONS, *WRITE_OPTIONS, STRICT)
 
 BY_NAME = {option.name.lower(): option for option in OPTIONS}
 
@@ -80,6 +82,38 @@ def check_kafka_settings(options: dict, modes: frozenset, *, log_unused: bool = 
     if unused and log_unused:
         log.warning("kafka_ds does not use these Kafka settings in %s; they have no effect: %s",
                     _modes_text(modes), ", ".join(unused))
+
+
+def unknown_option_names(options: dict) -> list[str]:
+    """The keys of ``options`` (lower-cased) that nothing knows: no declaration (of any
+    mode: those of another mode are :func:`warn_ignored`), not ``kafka.*`` (see
+    :func:`check_kafka_settings`), not put there by Spark."""
+    return sorted(key for key in options if key not in BY_NAME and key not in SPARK_INJECTED
+                  and not key.startswith("kafka."))
+
+
+def check_option_names(options: dict, *, report: bool = True) -> None:
+    """Name every unknown option and the closest known ones: a ConfigurationError when
+    strictOptions (or $KAFKA_DS_STRICT_OPTIONS) says so, else a warning (``report=False``:
+    no warning, as one was given for this query already)."""
+    unknown = unknown_option_names(options)
+    why = strictness(options)
+    if not unknown:
+        return
+    names = [option.name for option in OPTIONS]
+    found = [f"Option '{key}' is not a pykafka option{did_you_mean(closest(key, names, 3)) or '.'}"
+             for key in unknown]
+    if why:
+        raise ConfigurationError(
+            " ".join(found) + f" Unknown options fail the query as {why}: correct the "
+            "name (see the option table of kafka_ds's README), or remove the option.")
+    if report:
+        for message in found:
+            # Spark's Python worker logs: the console of local mode, the driver's log, and
+            # spark.tvf.python_worker_logs() with spark.sql.pyspark.worker.logging.enabled.
+            log.warning("%s It is ignored, as Spark ignores options it does not know; "
+                        ".option(\"strictOptions\", \"true\") makes unknown options fail the "
+                        "query.", message)
 
 
 def warn_ignored(options: dict, modes: frozenset) -> None:

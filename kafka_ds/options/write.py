@@ -11,7 +11,9 @@ from ..client.config import ClientConfig, ProducerConfig
 from ..protocol.errors import ConfigurationError
 from .client_declarations import check_bootstrap, parse_security
 from .core import INT32_MAX, WRITE, fields_of, lower_keys
-from .registry import check_kafka_settings, declared_values, default_of, warn_ignored
+from .registry import (
+    check_kafka_settings, check_option_names, declared_values, default_of, warn_ignored,
+)
 
 MAX_RETRIES = INT32_MAX
 
@@ -44,6 +46,7 @@ class WriteOptions:
 def parse_write_options(raw_options) -> WriteOptions:
     """Validate every write option (driver side, before any task runs)."""
     options = lower_keys(raw_options)
+    check_option_names(options)
     modes = frozenset({WRITE})
     bootstrap = check_bootstrap(options)
     check_kafka_settings(options, modes)

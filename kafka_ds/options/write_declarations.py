@@ -12,7 +12,7 @@ WRITE_OPTIONS: tuple[Option, ...] = (
            "Topic for every row; overrides the `topic` column. Required if there is no topic "
            "column."),
     Option("kafka.acks", frozenset({WRITE}), "`0`, `1` or `all` (`-1`).",
-           choice({"0": 0, "1": 1, "all": -1, "-1": -1}, "'0', '1' or 'all'"), "all",
+           choice({"0": 0, "1": 1, "all": -1, "-1": -1}, hidden=("-1",)), "all",
            field="acks"),
     Option("kafka.compression.type", frozenset({WRITE}),
            "`none`, `gzip`, `snappy`, `lz4` or `zstd`.",

@@ -1,0 +1,250 @@
+"""A mistyped option must not pass silently: unknown option names are named with the
+closest known ones (a warning, or with strictOptions a ConfigurationError at planning), and
+a wrong enumerated value names the allowed values and the closest one.
+
+The Spark tests check what a user sees: the warning in Spark's Python worker logs
+(``spark.tvf.python_worker_logs()``) and on the console of a local-mode driver, and the
+strict error as the exception of ``load()``.
+"""
+import logging
+from collections import Counter
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kafka_ds.options import (
+    BY_NAME, OPTIONS, STRICT_ENV, WRITE, check_option_names, parse_read_options,
+    parse_write_options, unknown_option_names,
+)
+from kafka_ds.protocol.errors import ConfigurationError
+from spark_support import spark  # noqa: F401  (fixture)
+
+BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+READ_BASE = {**BS, "subscribe": "t"}
+
+# The issue's misspellings and the name each must suggest.
+TYPOS = [("startingOffset", "startingOffsets"), ("endingOffset", "endingOffsets"),
+         ("failOnDataLos", "failOnDataLoss"), ("maxOffsetPerTrigger", "maxOffsetsPerTrigger"),
+         ("bootstrap.servers", "kafka.bootstrap.servers"), ("deliveryGuarantees", "deliveryGuarantee")]
+
+
+@pytest.fixture(autouse=True)
+def _no_strict_env(monkeypatch):
+    monkeypatch.delenv(STRICT_ENV, raising=False)
+
+
+def warnings_of(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.name == "kafka_ds.options" and "is not a pykafka option" in r.getMessage()]
+
+
+@pytest.mark.parametrize("typo, meant", TYPOS)
+def test_unknown_name_warns_with_the_closest_known_name(typo, meant, caplog):
+    with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
+        if meant == "deliveryGuarantee":
+            parse_write_options({**BS, typo: "exactly-once"})
+        else:
+            parse_read_options({**READ_BASE, typo: "1"}, streaming=meant != "endingOffsets")
+    [message] = warnings_of(caplog)
+    # Spark hands the names over lower-cased.
+    assert message.startswith(f"Option '{typo.lower()}' is not a pykafka option; "
+                              f"did you mean '{meant}'? It is ignored")
+    assert '.option("strictOptions", "true")' in message
+
+
+def test_a_name_close_to_nothing_is_named_without_a_guess(caplog):
+    with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
+        parse_read_options({**READ_BASE, "frobnicate": "1"}, streaming=False)
+    [message] = warnings_of(caplog)
+    assert message.startswith("Option 'frobnicate' is not a pykafka option. It is ignored")
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+@pytest.mark.parametrize("mode", ["batch", "stream", "write"])
+def test_strict_options_fail_planning_naming_the_option_and_the_fix(how, mode, monkeypatch):
+    options = {**BS} if mode == "write" else {**READ_BASE}
+    options["startingOffset"] = "earliest"
+    if how == "option":
+        options["STRICTOPTIONS"] = "True"   # any case, like every option
+    else:
+        monkeypatch.setenv(STRICT_ENV, "true")
+    with pytest.raises(ConfigurationError) as info:
+        if mode == "write":
+            parse_write_options(options)
+        else:
+            parse_read_options(options, streaming=mode == "stream")
+    message = str(info.value)
+    assert "Option 'startingoffset' is not a pykafka option; did you mean 'startingOffsets'?" \
+        in message
+    assert ("option 'strictOptions' is true" if how == "option"
+            else f"environment variable {STRICT_ENV} is true") in message
+    assert "correct the name" in message
+
+
+def test_strict_option_false_wins_over_the_environment(monkeypatch, caplog):
+    monkeypatch.setenv(STRICT_ENV, "true")
+    with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
+        parse_read_options({**READ_BASE, "startingOffset": "earliest", "strictOptions": "false"},
+                           streaming=True)
+    assert len(warnings_of(caplog)) == 1
+
+
+def test_a_wrong_strictness_is_itself_an_error(monkeypatch):
+    with pytest.raises(ConfigurationError, match="Option 'strictOptions' must be 'true' or "
+                                                 "'false', got 'ture'; did you mean 'true'"):
+        check_option_names({"strictoptions": "ture"})
+    monkeypatch.setenv(STRICT_ENV, "yes")
+    with pytest.raises(ConfigurationError, match=f"Environment variable {STRICT_ENV} must be"):
+        check_option_names({})
+
+
+def test_known_names_are_not_reported(caplog):
+    """Every declaration (in any case, of any mode: those of another mode are 'ignored'
+    instead), kafka.* settings, and what Spark adds (path, checkpointLocation)."""
+    every = {o.name.upper(): "x" for o in OPTIONS}
+    assert unknown_option_names({k.lower(): v for k, v in every.items()}) == []
+    spark_added = {"path": "/p", "checkpointlocation": "/c", "kafka.session.timeout.ms": "1"}
+    assert unknown_option_names(spark_added) == []
+    with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
+        parse_read_options({**READ_BASE, **spark_added, "STRICTOPTIONS": "true",
+                            "maxOffsetsPerTrigger": "5", "topic": "x"}, streaming=False)
+        parse_write_options({**BS, "path": "/p", "checkpointLocation": "/c",
+                             "strictOptions": "true", "subscribe": "t"})
+    assert warnings_of(caplog) == []
+    assert "maxOffsetsPerTrigger option ignored in batch queries" in caplog.text
+    assert "subscribe option ignored in writes" in caplog.text
+
+
+def test_strict_options_is_declared_for_every_query():
+    option = BY_NAME["strictoptions"]
+    assert option.markdown_applies() == "read, write" and option.default is False
+
+
+# --- values: every enumerated declaration, derived from the registry ---------------------
+
+ENUMERATED = [o for o in OPTIONS if getattr(o.parse, "choices", None)]
+
+
+def _near_miss(value: str) -> str:
+    return value[:1] + "x" + value[1:]     # 'latest' -> 'lxatest', '0' -> '0x'
+
+
+def test_the_enumerated_declarations_are_found():
+    names = {o.name for o in ENUMERATED}
+    assert {"startingOffsetsByTimestampStrategy", "deliveryGuarantee", "latestOffsetsVia",
+            "startingOffsetsFallback", "kafka.isolation.level", "kafka.acks",
+            "kafka.compression.type", "failOnDataLoss", "strictOptions"} <= names
+
+
+@pytest.mark.parametrize("option", ENUMERATED, ids=[o.name for o in ENUMERATED])
+def test_a_wrong_enumerated_value_names_the_allowed_values_and_the_closest(option):
+    for value in option.parse.choices:
+        options = {option.name: _near_miss(value)}
+        with pytest.raises(ConfigurationError) as info:
+            if option.name == "strictOptions":
+                check_option_names({k.lower(): v for k, v in options.items()})
+            elif WRITE in option.applies and not option.applies - {WRITE}:
+                parse_write_options({**BS, **options})
+            else:
+                parse_read_options({**READ_BASE, **options},
+                                   streaming=option.name == "startingOffsetsFallback")
+        message = str(info.value)
+        allowed = message.split(", got ")[0]
+        assert allowed.startswith(f"Option '{option.name}' must be ")
+        for named in option.parse.choices:
+            assert named in allowed
+        assert f"got {_near_miss(value)!r}; did you mean '{value}'? " \
+               f"(.option(\"{option.name}\", \"{value}\"))" in message
+
+
+def test_a_mistyped_offsets_word_gets_the_closest_word():
+    with pytest.raises(ConfigurationError, match="got 'earlest'; did you mean 'earliest'"):
+        parse_read_options({**READ_BASE, "startingOffsets": "earlest"}, streaming=True)
+
+
+# --- what the user sees, in real Spark sessions -----------------------------------------
+
+def _worker_log_warnings(spark):
+    return [r.msg for r in spark.tvf.python_worker_logs()
+            .where("logger = 'kafka_ds.options'").collect()
+            if "is not a pykafka option" in r.msg]
+
+
+@pytest.fixture
+def worker_logs(spark):
+    """Spark's Python worker logging (pyspark >= 4.1): a function returning the warnings
+    about unknown names logged since the test began (the logs are the session's, unordered)."""
+    if not hasattr(spark.tvf, "python_worker_logs"):
+        pytest.skip("python_worker_logs needs pyspark >= 4.1")
+    spark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
+    before = Counter(_worker_log_warnings(spark))
+    yield lambda: sorted((Counter(_worker_log_warnings(spark)) - before).elements())
+    spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
+
+
+def test_batch_read_warns_once_in_the_python_worker_logs_and_strict_fails_load(
+        spark, broker, new_topic, worker_logs):
+    from pyspark.errors import AnalysisException
+    topic = new_topic()
+    (spark.createDataFrame([("a",), ("b",)], "value string").write.format("pykafka")
+     .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("topic", topic)
+     .option("deliveryGuarante", "at-least-once").mode("append").save())
+    reader = (spark.read.format("pykafka")
+              .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+              .option("subscribe", topic).option("failOnDataLos", "false"))
+    assert reader.load().count() == 2
+    seen = worker_logs()
+    # one warning per query: the write's, and the read's from load() (not again at planning)
+    assert [m.split("?")[0] for m in seen] == [
+        "Option 'deliveryguarante' is not a pykafka option; did you mean 'deliveryGuarantee'",
+        "Option 'failondatalos' is not a pykafka option; did you mean 'failOnDataLoss'"]
+    with pytest.raises(AnalysisException, match="(?s)ConfigurationError: Option "
+                                                 "'failondatalos' is not a pykafka option"):
+        reader.option("strictOptions", "true").load()
+
+
+def test_stream_start_with_a_typo_warns_and_strict_fails_at_load(
+        spark, broker, new_topic, worker_logs, tmp_path):
+    from pyspark.errors import AnalysisException
+    topic = new_topic()
+    reader = (spark.readStream.format("pykafka")
+              .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+              .option("subscribe", topic).option("startingOffset", "earliest"))
+    query = (reader.load().writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "cp")).start())
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    [message] = worker_logs()
+    assert message.startswith("Option 'startingoffset' is not a pykafka option; did you mean "
+                              "'startingOffsets'?")
+    with pytest.raises(AnalysisException, match="(?s)ConfigurationError: Option "
+                                                 "'startingoffset' is not a pykafka option"):
+        reader.option("strictOptions", "true").load()
+
+
+def test_local_mode_console_shows_the_warning(tmp_path):
+    """Without worker logging, the planning worker's warning goes to the driver's stderr
+    (no broker needed: load() checks the names)."""
+    script = tmp_path / "typo.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        from spark_support import make_spark
+        spark = make_spark("typo")
+        (spark.read.format("pykafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
+         .option("subscribe", "t").option("startingOffset", "earliest").load())
+        print("loaded", flush=True)
+    """))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env.pop(STRICT_ENV, None)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=180, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "loaded" in done.stdout
+    assert ("Option 'startingoffset' is not a pykafka option; did you mean 'startingOffsets'? "
+            "It is ignored") in done.stderr
