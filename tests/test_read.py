@@ -210,7 +210,10 @@ def test_unreachable_bootstrap_fails_with_a_clear_message(spark, mock_cluster):
     with pytest.raises(Exception, match="cannot reach any broker of kafka.bootstrap.servers"):
         (spark.read.format("pykafka").option("kafka.bootstrap.servers", address)
          .option("subscribe", "x").option("kafka.socket.connection.setup.timeout.ms", "1000")
-         .option("fetchOffset.numRetries", "0").load().collect())
+         .option("fetchOffset.numRetries", "0")
+         # the planning budget (60 s by default) bounds the retries of an unreachable
+         # bootstrap list; 3 s are enough to see the same error
+         .option("kafka.default.api.timeout.ms", "3000").load().collect())
 
 
 # --- data loss between planning and reading ----------------------------------------------------

@@ -22,6 +22,10 @@ import pytest
 
 from test_wheel import ROOT, clean_env, run_smoke
 
+# One pytest-xdist worker runs this module: its module fixture installs the releases' venvs
+# into one shared folder.
+pytestmark = pytest.mark.xdist_group("spark-versions")
+
 # The latest patch of each other minor release (the test venv has 4.3).
 DEFAULT_VERSIONS = ["4.0.5", "4.1.4", "4.2.1"]
 VERSIONS = [v for v in os.environ.get("KAFKA_DS_SPARK_VERSIONS",

@@ -15,6 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# One pytest-xdist worker runs this module, so the sdist and wheel are built once.
+pytestmark = pytest.mark.xdist_group("wheel")
+
 SCRIPT = """
 import os, sys
 import kafka_ds, pyspark_pykafka
