@@ -7,6 +7,11 @@
 
 Restrict brokers with ``--brokers=mock`` or ``KAFKA_DS_BROKERS=mock,tansu``.
 Tests using any of these fixtures get the ``integration`` marker automatically.
+
+Running in parallel (the README's ``-n 4 --dist loadgroup``): each pytest-xdist worker starts
+its own brokers and Spark session. Tests marked ``heavy`` are collected first, so the long
+ones start at once instead of trailing at the end; the modules in ``ONE_WORKER_MODULES``
+run on one worker each (see ``pytest_xdist_make_scheduler``).
 """
 import os
 import sys
@@ -17,7 +22,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from brokers import BROKER_CLASSES, BrokerError  # noqa: E402
 
+# Every JVM the suite starts (Spark drivers, executors, Connect servers, keytool) runs its
+# short life on the C1 compiler alone and the serial collector: measured on this 2-core machine,
+# a Spark session's start and two small queries cost its JVM 16-19 s of CPU by default and
+# 9-10 s so. The suite starts about thirty JVMs, most of them at the same time as others.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 ALL_BROKERS = ("mock", "tansu")
+
+# Modules whose module-scoped fixtures must run once: the wheel is built once, and the other
+# pyspark releases are installed into one shared folder (.venv-spark).
+ONE_WORKER_MODULES = ("tests/test_wheel.py", "tests/test_spark_versions.py")
 _BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic"}
 
 
@@ -30,6 +45,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: needs a real broker started by the suite")
+    config.addinivalue_line("markers", "heavy: starts Spark driver processes or venvs of its "
+                                       "own (tens of seconds); collected first")
     # kafka-python 3.x loads its schemas with deprecated importlib.resources calls
     config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
@@ -54,6 +71,26 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+    # Long tests first (a stable sort: the rest keep their order), so that in parallel runs
+    # they overlap with the many short ones.
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: every test is a unit of its own, except that each of
+    ``ONE_WORKER_MODULES`` is one unit. (xdist's own loadgroup marks a group by renaming
+    the test's node id, which pytest 9.2 no longer lets it do; this scheduler decides by the
+    node id instead.)"""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else nodeid
+
+    return ModuleGroups(config, log)
 
 
 class _Brokers:

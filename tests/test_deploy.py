@@ -9,6 +9,8 @@ import pytest
 
 from test_wheel import ROOT, clean_env, run_smoke
 
+pytestmark = pytest.mark.heavy
+
 
 def _env():
     env = clean_env()

@@ -229,6 +229,7 @@ def test_exactly_once_write_with_its_transaction_coordinator_down(spark, mock_cl
     assert result.open == [] and result.aborted == []
 
 
+@pytest.mark.heavy
 def test_streaming_read_and_write_with_a_broker_down(spark, mock_cluster, restore, tmp_path):
     source, sink = mock_topic(mock_cluster), mock_topic(mock_cluster)
     first = fill(mock_cluster, source, 3, 100)

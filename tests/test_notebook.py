@@ -48,6 +48,7 @@ def test_saved_notebook_is_executed_with_sensible_outputs():
     check_outputs(nbformat.read(NOTEBOOK, as_version=4))
 
 
+@pytest.mark.heavy
 @pytest.mark.integration
 @pytest.mark.timeout(900)
 def test_quickstart_notebook_runs(tmp_path):

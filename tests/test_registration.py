@@ -25,6 +25,7 @@ def test_installed_package_is_found_like_spark_looks_it_up(tmp_path):
         f"directory; Spark would not find format('pykafka'). stderr: {out.stderr}")
 
 
+@pytest.mark.heavy
 @pytest.mark.spark
 def test_format_found_without_register_call(tmp_path):
     script = """

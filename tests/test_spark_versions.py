@@ -22,9 +22,7 @@ import pytest
 
 from test_wheel import ROOT, clean_env, run_smoke
 
-# One pytest-xdist worker runs this module: its module fixture installs the releases' venvs
-# into one shared folder.
-pytestmark = pytest.mark.xdist_group("spark-versions")
+pytestmark = pytest.mark.heavy
 
 # The latest patch of each other minor release (the test venv has 4.3).
 DEFAULT_VERSIONS = ["4.0.5", "4.1.4", "4.2.1"]

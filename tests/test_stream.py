@@ -191,6 +191,7 @@ class Producer(threading.Thread):
         return self.rows
 
 
+@pytest.mark.heavy
 def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, new_topic,
                                                                tmp_path):
     topic = new_topic(partitions=3, prefix="kill")

@@ -97,6 +97,7 @@ def tansu_topic(tansu_broker):
         tansu_broker.delete_topic(name)
 
 
+@pytest.mark.heavy
 def test_commit_and_abort_from_another_process(broker, new_topic):
     topic = new_topic(partitions=2)
     bs = broker.bootstrap_servers
@@ -233,6 +234,7 @@ def rows(n):
     return [f"row-{i}".encode() for i in range(n)]
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_path):
     if broker.name == "mock":
@@ -260,6 +262,7 @@ def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_pa
         assert ours == theirs and len(ours) > 0
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
     topic = new_topic(partitions=3)
@@ -274,6 +277,7 @@ def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
         assert len(result.aborted) > 0
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_speculative_copy_fences_the_original_and_commits_every_row_once(tansu_broker, tansu_topic,
                                                                         tmp_path):
@@ -364,6 +368,7 @@ def wait_committed(bootstrap, topic, at_least, child, timeout=240):
     raise AssertionError(f"fewer than {at_least} records committed in {timeout} s")
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(1200)
 def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, tmp_path):
     bs = broker.bootstrap_servers

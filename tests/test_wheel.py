@@ -15,8 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# One pytest-xdist worker runs this module, so the sdist and wheel are built once.
-pytestmark = pytest.mark.xdist_group("wheel")
+pytestmark = pytest.mark.heavy
 
 SCRIPT = """
 import os, sys
