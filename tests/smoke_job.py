@@ -8,7 +8,9 @@ No ``kafka_ds.register`` call: Spark must find ``format("pykafka")`` by itself. 
 1. writes 300 rows with ``df.write.format("pykafka")`` (keys, headers) to topic T,
 2. reads them back with ``spark.read.format("pykafka")`` and checks every row,
 3. streams T into a Parquet directory (AvailableNow, checkpoint), writes 200 rows more,
-   restarts the query from the same checkpoint and checks that exactly the new rows came.
+   restarts the query from the same checkpoint and checks that exactly the new rows came,
+4. records what a user sees of a mistyped option name (``startingOffset``): the error of a
+   strict read, and (pyspark >= 4.1) the warning in Spark's Python worker logs.
 
 Prints one JSON line ``SMOKE {...}`` with what it saw; exits 1 on any mismatch.
 """
@@ -64,6 +66,32 @@ def broker_ends(bootstrap: str, topic: str) -> dict:
         return {"error": repr(exc)}
     finally:
         client.close()
+
+
+def mistyped_option(spark, bootstrap: str, topic: str) -> dict:
+    """What reaches this driver of ``.option("startingOffset", ...)``: the strict read's
+    error, and the warnings in ``python_worker_logs()`` (None where pyspark has none).
+    ``.schema`` makes Spark analyse the read, as an action would (Spark Connect is lazy)."""
+    def read():
+        return (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic).option("startingOffset", "earliest"))
+
+    seen = {"strict_error": None, "worker_log_warnings": None}
+    try:
+        read().option("strictOptions", "true").load().schema
+    except Exception as exc:
+        seen["strict_error"] = str(exc)[:3000]
+    if hasattr(spark, "tvf") and hasattr(spark.tvf, "python_worker_logs"):
+        spark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
+        try:
+            read().load().schema
+            seen["worker_log_warnings"] = [
+                r.msg for r in spark.tvf.python_worker_logs()
+                .where("logger = 'kafka_ds.options'").collect()
+                if "is not a pykafka option" in r.msg]
+        finally:
+            spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
+    return seen
 
 
 def main(argv=None) -> int:
@@ -167,6 +195,8 @@ def main(argv=None) -> int:
                 failures.append(f"stream: {seen['stream_first']} rows before the restart, "
                                 f"{len(values)} after ({len(set(values))} distinct), "
                                 "expected 300 then 500 distinct")
+        seen["mistyped_option"] = mistyped_option(spark, args.bootstrap, args.topic)
+        lap("mistyped")
     except Exception as exc:   # report what failed in the one JSON line, too
         failures.append(f"{type(exc).__name__}: {str(exc)[:2000]}")
     finally:

@@ -12,6 +12,16 @@ from test_wheel import ROOT, clean_env, run_smoke
 pytestmark = pytest.mark.heavy
 
 
+def assert_mistyped_option_reaches_the_user(seen):
+    """A mistyped option name: the strict read fails naming the closest option, and the
+    default read's warning is in the session's Python worker logs."""
+    mistyped = seen["mistyped_option"]
+    assert ("Option 'startingoffset' is not a pykafka option; did you mean 'startingOffsets'?"
+            in (mistyped["strict_error"] or "")), mistyped
+    assert mistyped["worker_log_warnings"], mistyped
+    assert all("did you mean 'startingOffsets'" in m for m in mistyped["worker_log_warnings"])
+
+
 def _env():
     env = clean_env()
     env["PYSPARK_PYTHON"] = sys.executable   # executors' Python: has kafka_ds installed
@@ -29,6 +39,7 @@ def test_smoke_set_over_spark_connect(tansu_broker, tmp_path):
                          "--remote", "local[2]", cwd=tmp_path, env=_env())
     finally:
         tansu_broker.delete_topic(topic)
+    assert_mistyped_option_reaches_the_user(seen)
     print("connect", seen["seconds"])
 
 
@@ -44,4 +55,5 @@ def test_smoke_set_on_a_local_cluster_with_two_executor_jvms(tansu_broker, tmp_p
     finally:
         tansu_broker.delete_topic(topic)
     assert seen["executor_jvms"] == 2, seen
+    assert_mistyped_option_reaches_the_user(seen)
     print("local-cluster", seen["seconds"])
