@@ -53,6 +53,15 @@ READ_OPTIONS: tuple[Option, ...] = (
            "`listOffsets` (ListOffsets only, one request fewer) or `fetch` (same as `auto`).",
            choice({"auto": True, "listOffsets": False, "fetch": True}), "auto",
            field="latest_via_fetch"),
+    Option("timestampOffsetsVia", READ,
+           "How the timestamp options (`startingTimestamp`, `startingOffsetsByTimestamp`, "
+           "`endingTimestamp`, `endingOffsetsByTimestamp`) find offsets: `auto` (ListOffsets "
+           "by timestamp, as Spark does, its answer checked with one or two small Fetches; "
+           "when the check fails, e.g. on brokers that do not index timestamps, a binary "
+           "search over record batches: O(log n) small Fetches per partition), `listOffsets` "
+           "(trust the broker) or `fetch` (the search only).",
+           choice({"auto": "auto", "listOffsets": "listOffsets", "fetch": "fetch"}), "auto",
+           field="timestamp_offsets_via"),
     Option("failOnDataLoss", READ,
            "Fail when requested offsets are gone (aged out, topic deleted); `false` logs and "
            "reads what is left.",
