@@ -266,13 +266,18 @@ class OffsetPlanner:
             return result
         raise ConfigurationError(f"Option '{spec.option}'={spec.kind} is not valid here")
 
-    def batch_ranges(self) -> list[OffsetRange]:
-        """One unsplit range per subscribed partition (empty ones included)."""
-        tps = self.topic_partitions()
+    def batch_ranges(self, keep=None) -> list[OffsetRange]:
+        """One unsplit range per subscribed partition (empty ones included); only of the
+        partitions ``keep(topic, partition)`` is true of, when given (pushed filters)."""
+        subscribed = self.topic_partitions()
+        tps = [tp for tp in subscribed if keep is None or keep(*tp)]
         if not tps:
             return []
-        starts = self.resolve(self.opts.starting, tps, start=True)
-        ends = self.resolve(self.opts.ending, tps, start=False)
+        # Specific offsets must name every subscribed partition: checked on all of them.
+        starts = self.resolve(self.opts.starting, subscribed if self.opts.starting.kind
+                              == "specific" else tps, start=True)
+        ends = self.resolve(self.opts.ending, subscribed if self.opts.ending.kind
+                            == "specific" else tps, start=False)
         ranges = []
         gone = [tp for tp in tps if tp not in starts or tp not in ends]
         if gone:
@@ -489,14 +494,17 @@ class KafkaBatchReader(DataSourceReader):
     def __init__(self, opts):
         self.opts = opts
 
+    def plan(self, planner):
+        """``(ranges, partitions whose start is resolved again by the task, ... end ...)``."""
+        ranges = planner.batch_ranges()
+        tps = [(r.topic, r.partition) for r in ranges]
+        return (ranges, late_offsets(self.opts.starting, tps, EARLIEST),
+                late_offsets(self.opts.ending, tps, LATEST))
+
     def partitions(self):
         client = make_client(self.opts)
         try:
-            planner = OffsetPlanner(self.opts, client)
-            ranges = planner.batch_ranges()
-            tps = [(r.topic, r.partition) for r in ranges]
-            late_start = late_offsets(self.opts.starting, tps, EARLIEST)
-            late_end = late_offsets(self.opts.ending, tps, LATEST)
+            ranges, late_start, late_end = self.plan(OffsetPlanner(self.opts, client))
         finally:
             client.close()
         return plan_late_bound(ranges, late_start, late_end, self.opts.min_partitions,

@@ -62,6 +62,13 @@ READ_OPTIONS: tuple[Option, ...] = (
            "(trust the broker) or `fetch` (the search only).",
            choice({"auto": "auto", "listOffsets": "listOffsets", "fetch": "fetch"}), "auto",
            field="timestamp_offsets_via"),
+    Option("pushFilters", frozenset({BATCH}),
+           "Narrow a batch read by the query's filters on `topic`, `partition`, `offset` and "
+           "`timestamp` (README: Reading less). Needs Spark's conf "
+           "`spark.sql.python.filterPushdown.enabled=true` too (pyspark >= 4.1): with only one "
+           "of the two set, the read fails naming both (`false` reads without pushdown when "
+           "the conf is on for other sources).",
+           boolean, False, field="push_filters"),
     Option("failOnDataLoss", READ,
            "Fail when requested offsets are gone (aged out, topic deleted); `false` logs and "
            "reads what is left.",
