@@ -217,7 +217,10 @@ def pushdown_conf_seen() -> bool | None:
     for _ in range(6):
         if frame is None:
             break
+        # The module name, or its file when the worker runs as __main__.
         name = frame.f_globals.get("__name__", "")
+        if name == "__main__":
+            name = frame.f_code.co_filename.rsplit("/", 1)[-1].removesuffix(".py")
         if name.endswith("data_source_pushdown_filters"):
             return True
         if name.endswith("plan_data_source_read") and "enable_pushdown" in frame.f_locals:

@@ -1,7 +1,9 @@
 """Every timestamp option end to end on both brokers, neither of which answers ListOffsets
 by timestamp (tests/README.md: mock deviation 2, Tansu deviation 2): the offsets come from
 ``timestampOffsetsVia`` (the checked ListOffsets answer, else the Fetch search) and are
-compared with a scan of the records as produced (CreateTime set by the producer)."""
+compared with a scan of the records as produced (CreateTime set by the producer). The
+offsets are checked at planning (no Spark) for every option; test_read.py's
+``test_offsets_by_timestamp`` reads by timestamp through Spark, and a stream does here."""
 import json
 import uuid
 
@@ -94,18 +96,6 @@ def test_list_offsets_alone_trusts_the_broker(topic):
     ranges = topic.ranges(startingTimestamp=str(start), timestampOffsetsVia="listOffsets",
                           startingOffsetsByTimestampStrategy="latest")
     assert ranges != {p: (topic.scan(p, start, n), n) for p, n in COUNTS.items()}
-
-
-def test_batch_read_by_timestamp(spark, topic):
-    start, end = BASE_TS + 4_000, BASE_TS + 22_000
-    df = (spark.read.format("pykafka")
-          .option("kafka.bootstrap.servers", topic.broker.bootstrap_servers)
-          .option("subscribe", topic.name).option("startingTimestamp", str(start))
-          .option("endingTimestamp", str(end)).load())
-    got = sorted((r.partition, r.offset, int(r.timestamp.timestamp() * 1000))
-                 for r in df.select("partition", "offset", "timestamp").collect())
-    assert got == topic.rows({p: (topic.scan(p, start, n), topic.scan(p, end, n))
-                              for p, n in COUNTS.items()})
 
 
 def test_stream_starts_by_timestamp(spark, topic, tmp_path):
