@@ -24,10 +24,10 @@ import logging
 import sys
 from dataclasses import dataclass, replace
 
+from .client import EARLIEST, LATEST
 from .compat import require
 from .protocol.errors import ConfigurationError
 from .reader import KafkaBatchReader, OffsetRange, late_offsets
-from .client import EARLIEST, LATEST
 
 try:   # pyspark >= 4.1 (filter pushdown for Python data sources)
     from pyspark.sql.datasource import (
@@ -36,7 +36,12 @@ try:   # pyspark >= 4.1 (filter pushdown for Python data sources)
     FILTER_PUSHDOWN = True
 except ImportError:   # pyspark 4.0
     FILTER_PUSHDOWN = False
-    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = type(None)
+
+    class _NoFilter:
+        """Stand-in for pyspark 4.1's filter classes: nothing is an instance of it (and
+        ``pushFilters=true`` fails with ``require`` before any filter arrives)."""
+
+    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = _NoFilter
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +97,7 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _lower_upper():
-    return (GreaterThan, GreaterThanOrEqual), (LessThan, LessThanOrEqual)
+_COMPARISONS = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 
 
 def _int_bounds(f) -> tuple[int | None, int | None] | None:
@@ -116,8 +120,7 @@ def _int_bounds(f) -> tuple[int | None, int | None] | None:
 def _timestamp_bounds(f) -> tuple[int | None, int | None] | None:
     """[low, high) in epoch ms of a comparison with a (microsecond) timestamp literal:
     Kafka timestamps are whole milliseconds."""
-    lower, upper = _lower_upper()
-    if not isinstance(f, lower + upper):
+    if not isinstance(f, _COMPARISONS):
         return None
     us = _epoch_us(getattr(f, "value", None))
     if us is None:
