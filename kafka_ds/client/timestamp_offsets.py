@@ -5,7 +5,7 @@ or after it. Brokers that do not index timestamps answer something else (the lib
 mock -1, Tansu 0.6 always 0), and a read planned from that answer silently starts or ends
 at the wrong offset. Two things here:
 
-* :func:`check_answer` proves one ListOffsets answer with one or two small Fetches: the
+* :func:`check_answer` proves one ListOffsets answer with at most three small Fetches: the
   batch holding the answered offset has a record at or after the timestamp at that offset
   and none before it, and the batch before that has none (its max timestamp is earlier).
 * :func:`search_offset` finds the offset itself by a binary search over record batches,

@@ -56,7 +56,7 @@ READ_OPTIONS: tuple[Option, ...] = (
     Option("timestampOffsetsVia", READ,
            "How the timestamp options (`startingTimestamp`, `startingOffsetsByTimestamp`, "
            "`endingTimestamp`, `endingOffsetsByTimestamp`) find offsets: `auto` (ListOffsets "
-           "by timestamp, as Spark does, its answer checked with one or two small Fetches; "
+           "by timestamp, as Spark does, its answer checked with at most three small Fetches; "
            "when the check fails, e.g. on brokers that do not index timestamps, a binary "
            "search over record batches: O(log n) small Fetches per partition), `listOffsets` "
            "(trust the broker) or `fetch` (the search only).",
