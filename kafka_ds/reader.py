@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .client import EARLIEST, LATEST, KafkaClient, make_client
+from .client.timestamp_offsets import check_answer, partition_fetcher, search_offset
 from .columns import arrow_schema, spark_ddl  # noqa: F401  (arrow_schema: re-exported)
 from .options import OffsetSpec, ReadOptions
 from .protocol.errors import (
@@ -156,6 +157,37 @@ class OffsetPlanner:
             result[tp] = checked
         return result
 
+    def offsets_for_times(self, wanted: dict) -> dict:
+        """{(topic, partition): timestamp} -> {(t, p): (offset, -1)}: the first offset at or
+        after each timestamp (-1: none), by ``timestampOffsetsVia``: ListOffsets trusted
+        (``listOffsets``), checked with a small Fetch and searched when wrong (``auto``), or
+        searched only (``fetch``; kafka_ds/client/timestamp_offsets.py)."""
+        via = self.opts.timestamp_offsets_via
+        if not wanted:
+            return {}
+        listed = {} if via == "fetch" else self.list_offsets(wanted)
+        if via == "listOffsets":
+            return listed
+        tps = [tp for tp in wanted if via == "fetch" or tp in listed]
+        earliest, latest = self.earliest(tps), self.latest(tps)
+        level = 1 if self.opts.read_committed else 0
+        result = {}
+        for tp in tps:
+            if tp not in earliest or tp not in latest:
+                continue   # deleted meanwhile: the caller reports it
+            fetch_batch = partition_fetcher(self.client, tp[0], tp[1], level)
+            answer = listed[tp][0] if tp in listed else None
+            if answer is not None and check_answer(fetch_batch, wanted[tp], answer,
+                                                   earliest[tp], latest[tp]):
+                result[tp] = (answer, -1)
+                continue
+            offset = search_offset(fetch_batch, wanted[tp], earliest[tp], latest[tp])
+            if answer is not None:
+                log.info("%s-%d: ListOffsets answered %d for timestamp %d; the Fetch search "
+                         "found %d", tp[0], tp[1], answer, wanted[tp], offset)
+            result[tp] = (offset, -1)
+        return result
+
     def _offsets_at(self, markers: dict) -> dict:
         """{(topic, partition): offset} for ``{(topic, partition): EARLIEST or LATEST}``."""
         return {tp: off for tp, (off, _ts) in self.list_offsets(markers).items()}
@@ -212,7 +244,7 @@ class OffsetPlanner:
                         f"partition; missing {missing}")
             else:
                 wanted = {tp: spec.timestamp for tp in tps}
-            found = self.list_offsets({tp: wanted[tp] for tp in tps})
+            found = self.offsets_for_times({tp: wanted[tp] for tp in tps})
             tps = [tp for tp in tps if tp in found]   # a deleted topic's are left out
             result = {}
             unmatched = [tp for tp in tps if found[tp][0] < 0]
@@ -234,13 +266,18 @@ class OffsetPlanner:
             return result
         raise ConfigurationError(f"Option '{spec.option}'={spec.kind} is not valid here")
 
-    def batch_ranges(self) -> list[OffsetRange]:
-        """One unsplit range per subscribed partition (empty ones included)."""
-        tps = self.topic_partitions()
+    def batch_ranges(self, keep=None) -> list[OffsetRange]:
+        """One unsplit range per subscribed partition (empty ones included); only of the
+        partitions ``keep(topic, partition)`` is true of, when given (pushed filters)."""
+        subscribed = self.topic_partitions()
+        tps = [tp for tp in subscribed if keep is None or keep(*tp)]
         if not tps:
             return []
-        starts = self.resolve(self.opts.starting, tps, start=True)
-        ends = self.resolve(self.opts.ending, tps, start=False)
+        # Specific offsets must name every subscribed partition: checked on all of them.
+        starts = self.resolve(self.opts.starting, subscribed if self.opts.starting.kind
+                              == "specific" else tps, start=True)
+        ends = self.resolve(self.opts.ending, subscribed if self.opts.ending.kind
+                            == "specific" else tps, start=False)
         ranges = []
         gone = [tp for tp in tps if tp not in starts or tp not in ends]
         if gone:
@@ -457,14 +494,17 @@ class KafkaBatchReader(DataSourceReader):
     def __init__(self, opts):
         self.opts = opts
 
+    def plan(self, planner):
+        """``(ranges, partitions whose start is resolved again by the task, ... end ...)``."""
+        ranges = planner.batch_ranges()
+        tps = [(r.topic, r.partition) for r in ranges]
+        return (ranges, late_offsets(self.opts.starting, tps, EARLIEST),
+                late_offsets(self.opts.ending, tps, LATEST))
+
     def partitions(self):
         client = make_client(self.opts)
         try:
-            planner = OffsetPlanner(self.opts, client)
-            ranges = planner.batch_ranges()
-            tps = [(r.topic, r.partition) for r in ranges]
-            late_start = late_offsets(self.opts.starting, tps, EARLIEST)
-            late_end = late_offsets(self.opts.ending, tps, LATEST)
+            ranges, late_start, late_end = self.plan(OffsetPlanner(self.opts, client))
         finally:
             client.close()
         return plan_late_bound(ranges, late_start, late_end, self.opts.min_partitions,

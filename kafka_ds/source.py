@@ -6,7 +6,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader
 from .columns import simple_string
 from .options import check_option_names, lower_keys, parse_bool, parse_read_options
 from .protocol.errors import ConfigurationError
-from .reader import KafkaBatchReader, spark_schema
+from .reader import KafkaBatchReader, spark_schema  # noqa: F401  (re-exported)
 
 
 def _check_schema(schema, include_headers: bool) -> None:
@@ -60,7 +60,8 @@ class KafkaDataSource(DataSource):
         opts = parse_read_options(self.options, streaming=False,
                                   report_unknown=not self._names_reported())
         _check_schema(schema, opts.include_headers)
-        return KafkaBatchReader(opts)
+        from .pushdown import pushdown_reader
+        return pushdown_reader(opts, "pushfilters" in lower_keys(self.options))
 
     # --- writing (kafka_ds/writer.py) ---
 

@@ -37,6 +37,8 @@ class ReadOptions:
     fetch_max_wait_ms: int = default_of("kafka.fetch.max.wait.ms")
     poll_timeout_ms: int = default_of("kafkaConsumer.pollTimeoutMs")   # budget of one Fetch
     latest_via_fetch: bool = default_of("latestOffsetsVia")
+    timestamp_offsets_via: str = default_of("timestampOffsetsVia")
+    push_filters: bool = default_of("pushFilters")
     client: ClientConfig = CLIENT    # built on the driver; executors use it as is
     # streaming
     max_offsets_per_trigger: int | None = None

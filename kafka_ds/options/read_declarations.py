@@ -53,6 +53,22 @@ READ_OPTIONS: tuple[Option, ...] = (
            "`listOffsets` (ListOffsets only, one request fewer) or `fetch` (same as `auto`).",
            choice({"auto": True, "listOffsets": False, "fetch": True}), "auto",
            field="latest_via_fetch"),
+    Option("timestampOffsetsVia", READ,
+           "How the timestamp options (`startingTimestamp`, `startingOffsetsByTimestamp`, "
+           "`endingTimestamp`, `endingOffsetsByTimestamp`) find offsets: `auto` (ListOffsets "
+           "by timestamp, as Spark does, its answer checked with at most three small Fetches; "
+           "when the check fails, e.g. on brokers that do not index timestamps, a binary "
+           "search over record batches: O(log n) small Fetches per partition), `listOffsets` "
+           "(trust the broker) or `fetch` (the search only).",
+           choice({"auto": "auto", "listOffsets": "listOffsets", "fetch": "fetch"}), "auto",
+           field="timestamp_offsets_via"),
+    Option("pushFilters", frozenset({BATCH}),
+           "Narrow a batch read by the query's filters on `topic`, `partition`, `offset` and "
+           "`timestamp` (README: Reading less). Needs Spark's conf "
+           "`spark.sql.python.filterPushdown.enabled=true` too (pyspark >= 4.1): with only one "
+           "of the two set, the read fails naming both (`false` reads without pushdown when "
+           "the conf is on for other sources).",
+           boolean, False, field="push_filters"),
     Option("failOnDataLoss", READ,
            "Fail when requested offsets are gone (aged out, topic deleted); `false` logs and "
            "reads what is left.",

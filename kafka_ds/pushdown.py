@@ -1,0 +1,282 @@
+"""Filter pushdown for batch reads: Spark's filters on ``topic``, ``partition``, ``offset``
+and ``timestamp`` narrow the offset ranges a read plans, so fewer records are fetched.
+
+Spark fails every read whose reader defines ``pushFilters`` while its conf
+``spark.sql.python.filterPushdown.enabled`` is off (DATA_SOURCE_PUSHDOWN_DISABLED), so the
+plain :class:`~kafka_ds.reader.KafkaBatchReader` does not define it; the option
+``pushFilters=true`` makes ``reader()`` return :class:`KafkaPushdownReader`, which does.
+
+* ``topic`` (=, IN), ``partition`` (=, IN, <, <=, >, >=) and ``offset`` (=, <, <=, >, >=)
+  are exact: the planned ranges hold exactly the matching records, and Spark does not
+  evaluate them again.
+* ``timestamp`` (>, >=, <, <=; BETWEEN arrives as >= and <=) narrows each range through the
+  offsets-by-timestamp lookup (``timestampOffsetsVia``) and goes back to Spark, which
+  evaluates it on what is read: a partition's timestamps need not increase with offsets.
+  The narrowing assumes they do batch by batch (as CreateTime from one producer, or
+  LogAppendTime, gives); records before the first batch reaching the lower bound, or after
+  the first reaching the upper bound, are not read.
+* Everything else goes back to Spark untouched.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sys
+from dataclasses import dataclass, replace
+
+from .client import EARLIEST, LATEST
+from .compat import require
+from .protocol.errors import ConfigurationError
+from .reader import KafkaBatchReader, OffsetRange, late_offsets
+
+try:   # pyspark >= 4.1 (filter pushdown for Python data sources)
+    from pyspark.sql.datasource import (
+        EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual,
+    )
+    FILTER_PUSHDOWN = True
+except ImportError:   # pyspark 4.0
+    FILTER_PUSHDOWN = False
+
+    class _NoFilter:
+        """Stand-in for pyspark 4.1's filter classes: nothing is an instance of it (and
+        ``pushFilters=true`` fails with ``require`` before any filter arrives)."""
+
+    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = _NoFilter
+
+log = logging.getLogger(__name__)
+
+CONF = "spark.sql.python.filterPushdown.enabled"
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """What pushed filters allow. Offsets and timestamps are half-open ``[low, high)``
+    (timestamps in epoch milliseconds); None: no bound."""
+
+    topics: frozenset | None = None
+    partitions: frozenset | None = None
+    partition_low: int | None = None
+    partition_high: int | None = None
+    offset_low: int | None = None
+    offset_high: int | None = None
+    timestamp_low: int | None = None
+    timestamp_high: int | None = None
+
+    def keeps(self, topic: str, partition: int) -> bool:
+        return ((self.topics is None or topic in self.topics)
+                and (self.partitions is None or partition in self.partitions)
+                and (self.partition_low is None or partition >= self.partition_low)
+                and (self.partition_high is None or partition < self.partition_high))
+
+    def describe(self) -> str:
+        parts = []
+        for name in ("topics", "partitions"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name} in {sorted(value)}")
+        for name in ("partition", "offset", "timestamp"):
+            low, high = getattr(self, f"{name}_low"), getattr(self, f"{name}_high")
+            if low is not None or high is not None:
+                parts.append(f"{name} in [{'' if low is None else low}, "
+                             f"{'' if high is None else high})")
+        return ", ".join(parts) or "nothing"
+
+
+def _both(a, b, pick):
+    return b if a is None else a if b is None else pick(a, b)
+
+
+def _epoch_us(value) -> int | None:
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return (value - _EPOCH) // dt.timedelta(microseconds=1)
+    return None
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_COMPARISONS = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+
+
+def _int_bounds(f) -> tuple[int | None, int | None] | None:
+    """[low, high) of an integer comparison, or None when it is not one."""
+    if not _is_int(getattr(f, "value", None)):
+        return None
+    if isinstance(f, EqualTo):
+        return f.value, f.value + 1
+    if isinstance(f, GreaterThan):
+        return f.value + 1, None
+    if isinstance(f, GreaterThanOrEqual):
+        return f.value, None
+    if isinstance(f, LessThan):
+        return None, f.value
+    if isinstance(f, LessThanOrEqual):
+        return None, f.value + 1
+    return None
+
+
+def _timestamp_bounds(f) -> tuple[int | None, int | None] | None:
+    """[low, high) in epoch ms of a comparison with a (microsecond) timestamp literal:
+    Kafka timestamps are whole milliseconds."""
+    if not isinstance(f, _COMPARISONS):
+        return None
+    us = _epoch_us(getattr(f, "value", None))
+    if us is None:
+        return None
+    floor_ms, ceil_ms = us // 1000, -(-us // 1000)
+    if isinstance(f, GreaterThan):
+        return floor_ms + 1, None
+    if isinstance(f, GreaterThanOrEqual):
+        return ceil_ms, None
+    if isinstance(f, LessThan):
+        return None, ceil_ms
+    return None, floor_ms + 1
+
+
+def narrow(filters, narrowing: Narrowing | None = None):
+    """``(narrowing, filters for Spark to evaluate)``."""
+    n = narrowing or Narrowing()
+    back = []
+    for f in filters:
+        column = f.attribute if hasattr(f, "attribute") else None
+        taken = False
+        if column == ("topic",):
+            if isinstance(f, EqualTo) and isinstance(f.value, str):
+                values = {f.value}
+            elif isinstance(f, In) and all(isinstance(v, str) for v in f.value):
+                values = set(f.value)
+            else:
+                values = None
+            if values is not None:
+                n = replace(n, topics=frozenset(values if n.topics is None
+                                                else n.topics & values))
+                taken = True
+        elif column == ("partition",):
+            if isinstance(f, In) and all(_is_int(v) for v in f.value):
+                n = replace(n, partitions=frozenset(
+                    set(f.value) if n.partitions is None else n.partitions & set(f.value)))
+                taken = True
+            elif (bounds := _int_bounds(f)) is not None:
+                n = replace(n, partition_low=_both(n.partition_low, bounds[0], max),
+                            partition_high=_both(n.partition_high, bounds[1], min))
+                taken = True
+        elif column == ("offset",):
+            if (bounds := _int_bounds(f)) is not None:
+                n = replace(n, offset_low=_both(n.offset_low, bounds[0], max),
+                            offset_high=_both(n.offset_high, bounds[1], min))
+                taken = True
+        elif column == ("timestamp",):
+            if (bounds := _timestamp_bounds(f)) is not None:
+                n = replace(n, timestamp_low=_both(n.timestamp_low, bounds[0], max),
+                            timestamp_high=_both(n.timestamp_high, bounds[1], min))
+            back.append(f)     # narrowed, still checked by Spark
+            continue
+        if not taken:
+            back.append(f)
+    return n, back
+
+
+def narrow_ranges(ranges, narrowing: Narrowing, planner):
+    """``ranges`` (OffsetRange) cut to ``narrowing``, with the sides it moved: ``(ranges,
+    {(topic, partition)} whose start moved, {...} whose end moved)``."""
+    from .reader import OffsetRange
+    ranges = [r for r in ranges if narrowing.keeps(r.topic, r.partition)]
+    tps = [(r.topic, r.partition) for r in ranges]
+    low_ts = high_ts = {}
+    if narrowing.timestamp_low is not None:
+        low_ts = planner.offsets_for_times({tp: narrowing.timestamp_low for tp in tps})
+    if narrowing.timestamp_high is not None:
+        high_ts = planner.offsets_for_times({tp: narrowing.timestamp_high for tp in tps})
+    out, moved_start, moved_end = [], set(), set()
+    for r in ranges:
+        tp = (r.topic, r.partition)
+        start, end = r.start, r.end
+        if narrowing.offset_low is not None:
+            start = max(start, narrowing.offset_low)
+        if narrowing.offset_high is not None:
+            end = min(end, narrowing.offset_high)
+        if tp in low_ts:
+            found = low_ts[tp][0]
+            start = max(start, end if found < 0 else found)
+        if tp in high_ts and high_ts[tp][0] >= 0:
+            end = min(end, high_ts[tp][0])
+        if start != r.start:
+            moved_start.add(tp)
+        if end != r.end:
+            moved_end.add(tp)
+        end = max(start, end)
+        out.append(OffsetRange(r.topic, r.partition, start, end))
+    return out, moved_start, moved_end
+
+
+def pushdown_conf_seen() -> bool | None:
+    """Whether Spark's pushdown conf is on, as far as the calling Spark worker shows it:
+    its filter-pushdown worker calls ``reader()`` only with the conf on; its plain planning
+    worker holds the conf in a local ``enable_pushdown``. None when neither is on the stack
+    (``reader()`` called outside Spark's planning workers)."""
+    frame = sys._getframe(1)
+    for _ in range(6):
+        if frame is None:
+            break
+        # The module name, or its file when the worker runs as __main__.
+        name = frame.f_globals.get("__name__", "")
+        if name == "__main__":
+            name = frame.f_code.co_filename.rsplit("/", 1)[-1].removesuffix(".py")
+        if name.endswith("data_source_pushdown_filters"):
+            return True
+        if name.endswith("plan_data_source_read") and "enable_pushdown" in frame.f_locals:
+            return bool(frame.f_locals["enable_pushdown"])
+        frame = frame.f_back
+    return None
+
+
+def check_pushdown_settings(option_given: bool, option_on: bool) -> None:
+    """Both settings or neither: the option ``pushFilters`` and Spark's conf."""
+    conf = pushdown_conf_seen()
+    if option_on and conf is False:
+        raise ConfigurationError(
+            f"Option 'pushFilters' is true but Spark's conf {CONF} is off, and Spark refuses a "
+            f"reader with filter pushdown then. Set spark.conf.set(\"{CONF}\", \"true\") as well, "
+            "or remove the option 'pushFilters'.")
+    if conf is True and not option_given:
+        raise ConfigurationError(
+            f"Spark's conf {CONF} is on but the pykafka source was not asked to push filters: "
+            "set the option 'pushFilters' to 'true' to narrow the read by the query's filters "
+            "on topic, partition, offset and timestamp, or to 'false' to read without it.")
+
+
+class KafkaPushdownReader(KafkaBatchReader):
+    """The batch reader with ``pushFilters`` (option ``pushFilters=true``)."""
+
+    def __init__(self, opts):
+        super().__init__(opts)
+        self.narrowing = Narrowing()
+
+    def pushFilters(self, filters):
+        self.narrowing, back = narrow(filters, self.narrowing)
+        log.info("pykafka pushdown: reads %s; %d filter(s) left to Spark",
+                 self.narrowing.describe(), len(back))
+        return back
+
+    def plan(self, planner):
+        ranges = planner.batch_ranges(keep=self.narrowing.keeps)
+        ranges, moved_start, moved_end = narrow_ranges(ranges, self.narrowing, planner)
+        tps = [(r.topic, r.partition) for r in ranges]
+        # A side a filter moved is fixed now; the others are re-resolved by their task.
+        late_start = late_offsets(self.opts.starting, tps, EARLIEST) - moved_start
+        late_end = late_offsets(self.opts.ending, tps, LATEST) - moved_end
+        for r in ranges:
+            log.info("pykafka pushdown: %s-%d reads offsets [%d, %d)", r.topic, r.partition,
+                     r.start, r.end)
+        return ranges, late_start, late_end
+
+
+def pushdown_reader(opts, option_given: bool):
+    """The batch reader for ``opts``: with ``pushFilters`` one that takes Spark's filters."""
+    check_pushdown_settings(option_given, opts.push_filters)
+    if not opts.push_filters:
+        return KafkaBatchReader(opts)
+    require(FILTER_PUSHDOWN, "Option 'pushFilters' (filter pushdown)", "4.1")
+    return KafkaPushdownReader(opts)
