@@ -20,13 +20,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import jvm_options  # noqa: E402
 from brokers import BROKER_CLASSES, BrokerError  # noqa: E402
 
-# Every JVM the suite starts (Spark drivers, executors, Connect servers, keytool) runs its
-# short life on the C1 compiler alone and the serial collector: measured on this 2-core machine,
-# a Spark session's start and two small queries cost its JVM 16-19 s of CPU by default and
-# 9-10 s so. The suite starts about thirty JVMs, most of them at the same time as others.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Every JVM the suite starts runs C1-only with the serial collector and maps Spark's classes
+# from a shared archive (tests/jvm_options.py: half the CPU of a Spark session's start).
+_SPARK_CLASS_ARCHIVE = jvm_options.install()
 
 ALL_BROKERS = ("mock", "tansu")
 
@@ -44,9 +43,12 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    if _SPARK_CLASS_ARCHIVE and not hasattr(config, "workerinput"):   # not in xdist workers
+        jvm_options.train_in_background(_SPARK_CLASS_ARCHIVE)
     config.addinivalue_line("markers", "integration: needs a real broker started by the suite")
-    config.addinivalue_line("markers", "heavy: starts Spark driver processes or venvs of its "
-                                       "own (tens of seconds); collected first")
+    config.addinivalue_line(
+        "markers", "heavy: starts Spark driver processes or venvs of its own (tens of "
+                   "seconds); collected first")
     # kafka-python 3.x loads its schemas with deprecated importlib.resources calls
     config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")

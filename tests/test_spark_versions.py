@@ -56,7 +56,9 @@ def spark_venvs():
             result[version] = (python, None, None)
             continue
         running[version] = (python, site, time.monotonic(), subprocess.Popen(
-            [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--upgrade",
+            # --no-compile: byte-compiling pyspark's thousands of modules costs more CPU
+            # than the smoke set imports back
+            [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--upgrade", "--no-compile",
              "--target", str(site), f"pyspark=={version}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for version, (python, site, began, proc) in running.items():
