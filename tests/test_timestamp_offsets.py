@@ -8,6 +8,7 @@ import pytest
 
 from kafka_ds.client.timestamp_offsets import (EMPTY_ANSWER_ATTEMPTS, check_answer, first_header,
                                                partition_fetcher, search_offset)
+from kafka_ds.protocol.errors import KafkaProtocolError
 from kafka_ds.protocol.records_encode import encode_record_batch
 
 BASE_TS = 1_700_000_000_000
@@ -175,9 +176,11 @@ def test_empty_answers_at_the_end_are_not_asked_again_and_retries_are_bounded():
     leader = FlakyLeader(log, {6: 99}, last_stable=6)
     assert partition_fetcher(leader, "t", 0, 1)(6, 128) == b""
     assert leader.calls == [6]
-    # A broker that keeps answering nothing below the end: the empty answer stands.
+    # A broker that keeps answering nothing below the end: the lookup fails, naming where.
     leader = FlakyLeader(log, {3: 99})
-    assert partition_fetcher(leader, "t", 0, 0)(3, 128) == b""
+    with pytest.raises(KafkaProtocolError, match=r"Fetch t-0 at offset 3 was answered with no "
+                                                 r"records 5 times, below the partition's end"):
+        partition_fetcher(leader, "t", 0, 0)(3, 128)
     assert leader.calls == [3] * EMPTY_ANSWER_ATTEMPTS
     leader = FlakyLeader(log, {3: EMPTY_ANSWER_ATTEMPTS - 1})
     assert first_header(partition_fetcher(leader, "t", 0, 0)(3, 128)).base == 3

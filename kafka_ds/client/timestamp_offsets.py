@@ -31,6 +31,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
+from ..protocol.errors import KafkaProtocolError
 from ..protocol.records import decode_records
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ def check_answer(fetch_batch: FetchBatch, timestamp: int, answer: int, earliest:
 
 
 #: How many Fetches of one offset may come back without records, below the partition's end,
-#: before that empty answer is taken as it is (see :func:`partition_fetcher`).
+#: before the lookup fails (see :func:`partition_fetcher`).
 EMPTY_ANSWER_ATTEMPTS = 5
 
 
@@ -170,7 +171,8 @@ def partition_fetcher(client, topic: str, partition: int, isolation_level: int) 
     watermark). Taken as it is, that empty answer reads as "nothing from this offset on":
     the search then ends one batch late (its answer was the batch after the one asked for)
     or finds nothing, and a check can fail. After ``EMPTY_ANSWER_ATTEMPTS`` empty answers
-    in a row the empty answer stands."""
+    in a row the lookup fails, naming the partition and offset: an offset taken from such
+    an answer would silently start or end the read at the wrong record."""
     from ..protocol.errors import error_for_code
 
     def fetch_batch(offset: int, max_bytes: int) -> bytes:
@@ -195,8 +197,10 @@ def partition_fetcher(client, topic: str, partition: int, isolation_level: int) 
                 return records
             log.debug("Fetch %s-%d at offset %d (end %d) answered no records (%d of %d)",
                       topic, partition, offset, end, tries, EMPTY_ANSWER_ATTEMPTS)
-        log.warning("Fetch %s-%d at offset %d answered no records %d times below the "
-                    "partition's end; taking it as nothing there", topic, partition, offset,
-                    EMPTY_ANSWER_ATTEMPTS)
-        return records
+        raise KafkaProtocolError(
+            f"Fetch {topic}-{partition} at offset {offset} was answered with no records "
+            f"{EMPTY_ANSWER_ATTEMPTS} times, below the partition's end ({end}): the broker "
+            "holds records there but does not return them, so no offset can be found by "
+            "timestamp. Retry the query, or set timestampOffsetsVia=listOffsets to trust the "
+            "broker's ListOffsets answer.")
     return fetch_batch
