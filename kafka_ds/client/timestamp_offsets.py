@@ -31,7 +31,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
-from ..protocol.errors import KafkaProtocolError
+from ..protocol.errors import KafkaProtocolError, error_for_code
 from ..protocol.records import decode_records
 
 log = logging.getLogger(__name__)
@@ -173,8 +173,6 @@ def partition_fetcher(client, topic: str, partition: int, isolation_level: int) 
     or finds nothing, and a check can fail. After ``EMPTY_ANSWER_ATTEMPTS`` empty answers
     in a row the lookup fails, naming the partition and offset: an offset taken from such
     an answer would silently start or end the read at the wrong record."""
-    from ..protocol.errors import error_for_code
-
     def fetch_batch(offset: int, max_bytes: int) -> bytes:
         def attempt():
             part = client.fetch(topic, partition, offset, max_bytes=max_bytes, max_wait_ms=1,

@@ -126,10 +126,23 @@ def _pem_certs_from_der(ders) -> str:
     return "".join(ssl.DER_cert_to_PEM_cert(bytes(d)) for d in ders)
 
 
+def _open_pkcs12(data: bytes, password: str | None, store: str):
+    """(key, certificate, extra certificates) of a PKCS12 ``store`` ("truststore" or
+    "keystore", read from ``kafka.ssl.<store>.location``)."""
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    try:
+        return pkcs12.load_key_and_certificates(
+            data, password.encode() if password is not None else None)
+    except ValueError:
+        raise ConfigurationError(
+            f"Option 'kafka.ssl.{store}.location': cannot open the PKCS12 {store}: wrong "
+            f"'kafka.ssl.{store}.password' or not a PKCS12 file") from None
+
+
 def load_tls_material(settings: SecuritySettings) -> TlsMaterial:
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.serialization import pkcs12
 
     material = TlsMaterial()
     option = "kafka.ssl.truststore.location"
@@ -143,14 +156,7 @@ def load_tls_material(settings: SecuritySettings) -> TlsMaterial:
             material.cadata = _pem_certs_from_der(
                 read_jks_certificates(data, settings.truststore_password, option))
         elif kind == "PKCS12":
-            password = settings.truststore_password
-            try:
-                _key, cert, extra = pkcs12.load_key_and_certificates(
-                    data, password.encode() if password is not None else None)
-            except ValueError:
-                raise ConfigurationError(
-                    f"Option '{option}': cannot open the PKCS12 truststore: wrong "
-                    "'kafka.ssl.truststore.password' or not a PKCS12 file") from None
+            _key, cert, extra = _open_pkcs12(data, settings.truststore_password, "truststore")
             ders = [c.public_bytes(serialization.Encoding.DER) for c in
                     ([cert] if cert is not None else []) + list(extra)]
             if not ders:
@@ -170,14 +176,7 @@ def load_tls_material(settings: SecuritySettings) -> TlsMaterial:
         key_option = chain_option = "kafka.ssl.keystore.location"
         data = _read_file(settings.keystore_location, key_option)
         if settings.keystore_type == "PKCS12":
-            password = settings.keystore_password
-            try:
-                key, cert, extra = pkcs12.load_key_and_certificates(
-                    data, password.encode() if password is not None else None)
-            except ValueError:
-                raise ConfigurationError(
-                    "Option 'kafka.ssl.keystore.location': cannot open the PKCS12 keystore: wrong "
-                    "'kafka.ssl.keystore.password' or not a PKCS12 file") from None
+            key, cert, extra = _open_pkcs12(data, settings.keystore_password, "keystore")
             if key is None or cert is None:
                 raise ConfigurationError("Option 'kafka.ssl.keystore.location': the PKCS12 "
                                          "keystore holds no private key with its certificate")
