@@ -1,0 +1,1 @@
+"""Confluent-compatible Schema Registry: a small REST client (``client.py``)."""
