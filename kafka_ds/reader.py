@@ -17,6 +17,7 @@ from .client import EARLIEST, LATEST, KafkaClient, make_client
 from .client.timestamp_offsets import check_answer, partition_fetcher, search_offset
 from .columns import arrow_schema, spark_ddl  # noqa: F401  (arrow_schema: re-exported)
 from .options import OffsetSpec, ReadOptions
+from .worker_process import freeze_long_lived_objects
 from .protocol.errors import (
     ConfigurationError,
     DataLossError,
@@ -511,6 +512,7 @@ class KafkaBatchReader(DataSourceReader):
                                self.opts.max_records_per_partition)
 
     def read(self, partition):
+        freeze_long_lived_objects()
         if not getattr(partition, "late_start", False) and not getattr(partition, "late_end",
                                                                          False):
             yield from read_range(self.opts, partition)

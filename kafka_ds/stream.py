@@ -83,6 +83,7 @@ from .options import ReadOptions
 from .protocol.errors import ConfigurationError
 from .reader import KafkaInputPartition, make_client, read_range, split_ranges
 from .stream_offsets import StreamOffsets, from_offset_dict, rate_limit, to_offset_dict
+from .worker_process import freeze_long_lived_objects
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +261,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
 
     def read(self, partition):
+        freeze_long_lived_objects()
         yield from read_range(self.opts, partition)
 
     # --- progress ----------------------------------------------------------------

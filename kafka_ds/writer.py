@@ -36,6 +36,7 @@ from .client.transactions import Transaction
 from .columns import sink_column, spark_type_name
 from .compat import DataSourceStreamArrowWriter
 from .options import WriteOptions
+from .worker_process import freeze_long_lived_objects
 from .protocol.errors import (
     BrokerError,
     ConfigurationError,
@@ -409,6 +410,7 @@ class _TaskWrites:
         self.committed_through = -1           # streaming exactly-once: replays to skip
 
     def write(self, iterator) -> KafkaCommitMessage:
+        freeze_long_lived_objects()
         if self.prefix is None:
             return write_batches(self.opts, self.plan, iterator)
         from .exactly_once import current_batch_id, transactional_id
