@@ -21,7 +21,11 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jvm_options  # noqa: E402
+import spark_home  # noqa: E402
 from brokers import BROKER_CLASSES, BrokerError  # noqa: E402
+
+# Spark's Python workers import pyspark from site-packages, not from a zip (tests/spark_home.py).
+spark_home.install()
 
 # Every JVM the suite starts runs C1-only with the serial collector and maps Spark's classes
 # from a shared archive (tests/jvm_options.py: half the CPU of a Spark session's start).

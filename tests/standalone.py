@@ -19,8 +19,9 @@ from brokers import free_port
 
 
 def spark_home() -> str:
+    """The suite's Spark home (tests/spark_home.py), else the pip pyspark's folder."""
     import pyspark
-    return os.path.dirname(os.path.abspath(pyspark.__file__))
+    return os.environ.get("SPARK_HOME") or os.path.dirname(os.path.abspath(pyspark.__file__))
 
 
 class StandaloneCluster:

@@ -100,8 +100,10 @@ def wheel_python(wheel, tmp_path_factory):
 
 
 def clean_env():
+    # SPARK_HOME: the suite's (tests/spark_home.py) belongs to the test venv's pyspark.
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON",
-                                                             "PYSPARK_DRIVER_PYTHON")}
+                                                             "PYSPARK_DRIVER_PYTHON",
+                                                             "SPARK_HOME")}
 
 
 @pytest.mark.spark
