@@ -7,6 +7,9 @@ Catch :class:`KafkaError` for anything from kafka_ds. The ones a Spark user meet
 - :class:`DataLossError` — requested offsets are gone and ``failOnDataLoss`` is true.
 - :class:`CorruptRecordError` — fetched record data fails validation (CRC, lengths);
   the message names topic, partition and offset.
+- :class:`RecordDecodeError` — a key or value does not decode with its schema
+  (``valueFormat``/``keyFormat``, ``mode=FAILFAST``); names topic, partition, offset,
+  schema id and the reason.
 - :class:`ProduceError` — a write could not be delivered; names topic and partition.
 - :class:`AuthenticationError` — SASL authentication failed; :class:`TlsError` — the TLS
   handshake or certificate check failed; :class:`SecurityProtocolMismatchError` — the
@@ -47,6 +50,12 @@ class KafkaProtocolError(KafkaError):
 
 class CorruptRecordError(KafkaProtocolError):
     """Record data failed validation; the message names topic, partition, offset."""
+
+
+class RecordDecodeError(KafkaError):
+    """A key or value could not be decoded as its ``keyFormat``/``valueFormat`` says (not
+    framed, unknown schema id, truncated, or not resolvable to the reader schema); the
+    message names topic, partition, offset, schema id and the reason."""
 
 
 class KafkaConnectionError(RetriableError):

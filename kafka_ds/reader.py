@@ -423,9 +423,11 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                              "partition": pa.repeat(pa.scalar(partition, pa.int32()), n)}
                     columns = [added[name] if name in added else batch.column(name)
                                for name in schema.names]
-                    batch = None
-                    yield pa.RecordBatch.from_arrays(columns, schema=schema)
+                    batch = pa.RecordBatch.from_arrays(columns, schema=schema)
                     columns = None
+                    if opts.typed is not None:    # valueFormat / keyFormat
+                        batch = opts.typed.decode_batch(batch, topic, partition)
+                    yield batch
             batch = None
             if next_offset > offset:
                 offset = next_offset

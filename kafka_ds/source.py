@@ -1,6 +1,8 @@
 """The Spark DataSource ``pykafka``: thin glue over options, planning and reading."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
 from .columns import simple_string
@@ -9,8 +11,8 @@ from .protocol.errors import ConfigurationError
 from .reader import KafkaBatchReader, spark_schema  # noqa: F401  (re-exported)
 
 
-def _check_schema(schema, include_headers: bool) -> None:
-    expected = simple_string(include_headers)
+def _check_schema(schema, include_headers: bool, typed=None) -> None:
+    expected = typed.simple_string(include_headers) if typed else simple_string(include_headers)
     if schema is not None and schema.simpleString() != expected:
         raise ConfigurationError(
             "The pykafka source has a fixed schema and cannot be set with a custom one: "
@@ -33,6 +35,18 @@ class KafkaDataSource(DataSource):
         # the query with it, so the warning about unknown names is given once per read.
         return getattr(self, "_unknown_names_reported", False)
 
+    def _typed_columns(self, opts):
+        """The typed key/value columns (valueFormat, keyFormat) with their reader schemas,
+        looked up once: by schema() at load(), whose result Spark pickles with this
+        instance, so the tasks decode with the schema the DataFrame was given (a streaming
+        query: the one of its start)."""
+        if opts.typed_spec is None:
+            return None
+        if getattr(self, "_typed", None) is None:
+            from .typed_columns import resolve_for_read
+            self._typed = resolve_for_read(opts.typed_spec, opts.subscribed_topics())
+        return self._typed
+
     def schema(self):
         # A read fails at load() already for options that are wrong in every mode; the
         # batch- or stream-specific checks follow in reader()/streamReader().
@@ -40,15 +54,22 @@ class KafkaDataSource(DataSource):
         check_option_names(keys)
         self._unknown_names_reported = True
         if any(k in keys for k in ("subscribe", "subscribepattern", "assign")):
-            parse_read_options(self.options, streaming=None, report_unknown=False)
+            opts = parse_read_options(self.options, streaming=None, report_unknown=False)
+            typed = self._typed_columns(opts)
+            if typed is not None:
+                return typed.spark_ddl(opts.include_headers)
         return spark_schema(self._include_headers())
+
+    def _with_typed(self, opts):
+        typed = self._typed_columns(opts)
+        return opts if typed is None else replace(opts, typed=typed)
 
     def streamReader(self, schema):
         from .stream import InvalidOptionsStreamReader, KafkaStreamReader
         try:
-            opts = parse_read_options(self.options, streaming=True,
-                                      report_unknown=not self._names_reported())
-            _check_schema(schema, opts.include_headers)
+            opts = self._with_typed(parse_read_options(
+                self.options, streaming=True, report_unknown=not self._names_reported()))
+            _check_schema(schema, opts.include_headers, opts.typed)
         except ConfigurationError as exc:
             # Raised from here, PySpark's runner would hide it behind an UnboundLocalError
             # (see InvalidOptionsStreamReader); raised from the reader's first call, the
@@ -57,9 +78,9 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(opts, self.options)
 
     def reader(self, schema) -> DataSourceReader:
-        opts = parse_read_options(self.options, streaming=False,
-                                  report_unknown=not self._names_reported())
-        _check_schema(schema, opts.include_headers)
+        opts = self._with_typed(parse_read_options(
+            self.options, streaming=False, report_unknown=not self._names_reported()))
+        _check_schema(schema, opts.include_headers, opts.typed)
         from .pushdown import pushdown_reader
         return pushdown_reader(opts, "pushfilters" in lower_keys(self.options))
 

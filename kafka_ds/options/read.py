@@ -11,6 +11,7 @@ from ..client.config import ClientConfig
 from ..protocol.errors import ConfigurationError
 from .client_declarations import check_bootstrap, parse_security
 from .core import BATCH, READ, STREAM, fields_of, lower_keys
+from .formats import TypedColumnsSpec, parse_typed_columns
 from .offset_spec import OffsetSpec, check_offset_consistency, parse_offset_spec
 from .registry import (
     check_kafka_settings, check_option_names, declared_values, default_of, warn_ignored,
@@ -48,7 +49,18 @@ class ReadOptions:
     group_id_prefix: str = default_of("groupIdPrefix")
     idle_poll_interval_ms: int = default_of("idlePollIntervalMs")
     group_fallback: str = default_of("startingOffsetsFallback")
+    # typed key/value (valueFormat, keyFormat): the options, and on the driver the resolved
+    # schemas and codecs (kafka_ds.typed_columns.TypedColumns) that the tasks decode with
+    typed_spec: TypedColumnsSpec | None = None
+    typed: object = None
 
+    def subscribed_topics(self) -> list | None:
+        """The topics a read names explicitly (None for a pattern)."""
+        if self.subscription.kind == "subscribe":
+            return list(self.subscription.topics)
+        if self.subscription.kind == "assign":
+            return sorted({topic for topic, _ in self.subscription.assignment})
+        return None
 
 
 def parse_read_options(raw_options, *, streaming: bool | None,
@@ -88,6 +100,6 @@ def parse_read_options(raw_options, *, streaming: bool | None,
         log.warning("Option groupIdPrefix will be ignored as option kafka.group.id has been set.")
     return ReadOptions(
         bootstrap_servers=bootstrap, subscription=subscription, starting=starting,
-        ending=ending,
+        ending=ending, typed_spec=parse_typed_columns(options, modes),
         client=ClientConfig(**fields_of(ClientConfig, values, security=parse_security(options))),
         **fields_of(ReadOptions, values))

@@ -11,6 +11,7 @@ from ..client.security import SECURITY_OPTION_NAMES
 from ..protocol.errors import ConfigurationError
 from .client_declarations import BOOTSTRAP, CLIENT_OPTIONS
 from .core import BATCH, READ, READ_WRITE, STREAM, WRITE, Forbidden, Option, closest, did_you_mean
+from .format_declarations import FORMAT_OPTIONS
 from .names import SPARK_INJECTED, STRICT, strictness
 from .read_declarations import READ_OPTIONS
 from .write_declarations import WRITE_OPTIONS
@@ -19,7 +20,8 @@ from .write_declarations import WRITE_OPTIONS
 # 'kafka_ds.options' sees the same records.
 log = logging.getLogger(__package__)
 
-OPTIONS: tuple[Option, ...] = (BOOTSTRAP, *READ_OPTIONS, *CLIENT_OPTIONS, *WRITE_OPTIONS, STRICT)
+OPTIONS: tuple[Option, ...] = (BOOTSTRAP, *READ_OPTIONS, *CLIENT_OPTIONS, *WRITE_OPTIONS,
+                               *FORMAT_OPTIONS, STRICT)
 
 BY_NAME = {option.name.lower(): option for option in OPTIONS}
 
@@ -32,10 +34,12 @@ FORBIDDEN: tuple[Forbidden, ...] = (
               "(or 'group') instead"),
     Forbidden("kafka.key.deserializer", READ,
               " as keys are deserialized as byte arrays",
-              "keys are always returned as binary; cast or use a UDF on the key column"),
+              "keys are read as binary unless 'keyFormat' says how to decode them (string, avro, "
+              "protobuf or json)"),
     Forbidden("kafka.value.deserializer", READ,
               " as values are deserialized as byte arrays",
-              "values are always returned as binary; cast or use a UDF on the value column"),
+              "values are read as binary unless 'valueFormat' says how to decode them (string, "
+              "avro, protobuf or json)"),
     Forbidden("kafka.enable.auto.commit", READ, "",
               "the source does not commit through the consumer; set 'kafka.group.id' and it "
               "commits each finished streaming batch itself"),
@@ -44,9 +48,11 @@ FORBIDDEN: tuple[Forbidden, ...] = (
               "interceptors are not supported; transform the DataFrame instead"),
     # Spark's sink rejects these.
     Forbidden("kafka.key.serializer", frozenset({WRITE}), " as keys are serialized as bytes",
-              "the key column must be binary or string; cast it before writing"),
+              "the key column must be binary or string, or 'keyFormat' names how to encode it "
+              "(avro, protobuf or json)"),
     Forbidden("kafka.value.serializer", frozenset({WRITE}), " as values are serialized as bytes",
-              "the value column must be binary or string; cast it before writing"),
+              "the value column must be binary or string, or 'valueFormat' names how to encode "
+              "it (avro, protobuf or json)"),
     # Spark hands these Java classes to its producer; there is no JVM here.
     Forbidden("kafka.partitioner.class", frozenset({WRITE}), "",
               "custom partitioners are not supported; compute a 'partition' column instead "

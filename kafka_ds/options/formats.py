@@ -1,0 +1,110 @@
+"""The typed key/value options gathered into one :class:`TypedColumnsSpec` (driver side,
+pure parsing: the registry is asked nothing here; :mod:`kafka_ds.typed_columns` resolves
+the schemas)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..protocol.errors import ConfigurationError
+from .core import WRITE
+from .format_declarations import SCHEMA_FORMATS
+from .registry import BY_NAME
+
+COLUMNS = ("value", "key")
+
+
+@dataclass(frozen=True)
+class ColumnFormatSpec:
+    column: str                      # "key" or "value"
+    format: str = "binary"           # binary | string | avro | protobuf | json
+    subject: str | None = None       # None: TopicNameStrategy, "<topic>-<column>"
+    version: int | str = "latest"
+    inline_schema: str | None = None
+    message_name: str | None = None
+
+    @property
+    def has_schema(self) -> bool:
+        return self.format in SCHEMA_FORMATS
+
+    def option(self, stem: str) -> str:
+        """The user's name of this column's option ``stem``: ``valueSubject``..."""
+        return f"{self.column}{stem}"
+
+
+@dataclass(frozen=True)
+class TypedColumnsSpec:
+    value: ColumnFormatSpec
+    key: ColumnFormatSpec
+    mode: str = "FAILFAST"
+    #: kafka_ds.registry.client.RegistrySettings, or None without schema.registry.url
+    registry: object = None
+    auto_register: bool = True
+
+    @property
+    def columns(self) -> tuple[ColumnFormatSpec, ...]:
+        """The columns not read/written as plain binary."""
+        return tuple(c for c in (self.value, self.key) if c.format != "binary")
+
+
+def _value(options: dict, name: str, modes):
+    option = BY_NAME[name.lower()]
+    return option.value(options, modes) if option.applies & modes else option.default_for(modes)
+
+
+def parse_typed_columns(options: dict, modes: frozenset) -> TypedColumnsSpec | None:
+    """None when both columns stay binary (nothing to decode or encode)."""
+    mode = _value(options, "mode", modes)      # checked even while both columns are binary
+    specs = {}
+    for column in COLUMNS:
+        spec = ColumnFormatSpec(
+            column=column,
+            format=_value(options, f"{column}Format", modes),
+            subject=_value(options, f"{column}Subject", modes),
+            version=_value(options, f"{column}SchemaVersion", modes),
+            inline_schema=_value(options, f"{column}Schema", modes),
+            message_name=_value(options, f"{column}MessageName", modes))
+        _check_column(spec, options)
+        specs[column] = spec
+    url = options.get("schema.registry.url")
+    registry = None
+    if url is not None and str(url).strip():
+        from ..registry.settings import RegistrySettings
+        registry = RegistrySettings.from_options(options)
+    for spec in specs.values():
+        if spec.has_schema and registry is None and spec.inline_schema is None:
+            raise ConfigurationError(
+                f"Option '{spec.option('Format')}'='{spec.format}' needs a schema: set "
+                "'schema.registry.url' (.option(\"schema.registry.url\", "
+                f"\"http://registry:8081\")) or an inline schema in '{spec.option('Schema')}'")
+        if spec.format == "protobuf" and registry is None:
+            raise ConfigurationError(
+                f"Option '{spec.option('Format')}'='protobuf' needs 'schema.registry.url': "
+                "Protobuf schemas are read from the registry as compiled descriptors "
+                f"('{spec.option('Schema')}' takes Avro or JSON Schema text only)")
+    if all(spec.format == "binary" for spec in specs.values()):
+        return None
+    return TypedColumnsSpec(
+        value=specs["value"], key=specs["key"], mode=mode,
+        registry=registry,
+        auto_register=_value(options, "schema.registry.auto.register.schemas", modes)
+        if WRITE in modes else False)
+
+
+def _check_column(spec: ColumnFormatSpec, options: dict) -> None:
+    """Schema options of a column that is not read with a schema are mistakes, not no-ops."""
+    if spec.has_schema:
+        if spec.message_name is not None and spec.format != "protobuf":
+            raise ConfigurationError(
+                f"Option '{spec.option('MessageName')}' applies to "
+                f"{spec.option('Format')}=protobuf only (it is '{spec.format}'): remove it")
+        if spec.inline_schema is not None and spec.subject is not None:
+            raise ConfigurationError(
+                f"Options '{spec.option('Schema')}' and '{spec.option('Subject')}' both name "
+                f"the {spec.column} schema: keep one")
+        return
+    for stem in ("Subject", "SchemaVersion", "Schema", "MessageName"):
+        if spec.option(stem).lower() in options:
+            raise ConfigurationError(
+                f"Option '{spec.option(stem)}' has no effect while '{spec.option('Format')}' "
+                f"is '{spec.format}': set {spec.option('Format')} to avro, protobuf or json, "
+                "or remove the option")

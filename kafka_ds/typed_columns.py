@@ -1,0 +1,256 @@
+"""Typed keys and values in the source and the sink: ``valueFormat``/``keyFormat``.
+
+On the driver, :func:`resolve_for_read` turns the options (:mod:`kafka_ds.options.formats`)
+into a :class:`TypedColumns`: each typed column's reader schema is looked up once (the
+subject's version, or the inline schema) and a codec built from it
+(:mod:`kafka_ds.formats`). The source's schema comes from it, and the same object travels
+to the executors inside the read options, so every task decodes with the schema fixed when
+the query was planned (a streaming query: when it started).
+
+On the executors, :meth:`TypedColumns.decode_batch` replaces the binary ``key``/``value``
+columns of each Arrow batch by the decoded ones. A record that does not decode fails the
+task (``mode=FAILFAST``) with a :class:`RecordDecodeError` naming topic, partition, offset,
+schema id and reason, or (``PERMISSIVE``) reads as null with the reason, schema id and raw
+bytes in the ``valueError``/``keyError`` column. Nothing is skipped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .columns import output_columns, spark_ddl
+from .errors import ConfigurationError, RecordDecodeError
+from .options.formats import ColumnFormatSpec, TypedColumnsSpec
+
+#: the registry's schemaType of each format
+SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
+#: PERMISSIVE mode: what is kept of a record that did not decode
+ERROR_TYPE = "struct<reason:string,schemaId:int,raw:binary>"
+
+
+def error_column(column: str) -> str:
+    return f"{column}Error"
+
+
+class RegistryLookup:
+    """The registry as codecs see it (:class:`kafka_ds.registry.schema.SchemaLookup`),
+    picklable: only the settings travel; each process uses its one cached client."""
+
+    def __init__(self, settings):
+        self.settings = settings
+
+    def _registry(self):
+        from .registry.client import registry_for
+        return registry_for(self.settings)
+
+    def schema_by_id(self, schema_id, fmt=None):
+        return self._registry().schema_by_id(schema_id, fmt=fmt)
+
+    def schema_version(self, subject, version, fmt=None):
+        return self._registry().schema_version(subject, version, fmt=fmt)
+
+
+def make_codec(spec: ColumnFormatSpec, reader_schema, *, framed: bool, lookup, schema_id):
+    """The codec of ``spec.format`` for ``reader_schema`` (a RegisteredSchema)."""
+    if spec.format == "avro":
+        from .formats.avro import AvroCodec
+        return AvroCodec(reader_schema, framed=framed, lookup=lookup, schema_id=schema_id)
+    if spec.format == "protobuf":
+        from .formats.protobuf import ProtobufCodec
+        return ProtobufCodec(reader_schema, framed=framed, lookup=lookup, schema_id=schema_id,
+                             message_name=spec.message_name)
+    if spec.format == "json":
+        from .formats.json_format import JsonCodec
+        return JsonCodec(reader_schema, framed=framed, lookup=lookup, schema_id=schema_id)
+    raise ValueError(spec.format)
+
+
+@dataclass
+class TypedColumn:
+    spec: ColumnFormatSpec
+    #: None for ``string``
+    codec: object
+    #: Spark type (simpleString) of the decoded column
+    spark_type: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.column
+
+
+@dataclass
+class TypedColumns:
+    columns: tuple          # TypedColumn, key first
+    mode: str = "FAILFAST"
+
+    @property
+    def permissive(self) -> bool:
+        return self.mode == "PERMISSIVE"
+
+    def by_name(self) -> dict:
+        return {c.name: c for c in self.columns}
+
+    # --- schema --------------------------------------------------------------------------
+
+    def spark_ddl(self, include_headers: bool) -> str:
+        typed = self.by_name()
+        parts = [f"{c.name} {typed[c.name].spark_type if c.name in typed else c.spark_type}"
+                 for c in output_columns(include_headers)]
+        if self.permissive:
+            parts += [f"{error_column(c.name)} {ERROR_TYPE}" for c in self.columns]
+        return ", ".join(parts)
+
+    def simple_string(self, include_headers: bool) -> str:
+        """The source schema's ``StructType.simpleString()``."""
+        typed = self.by_name()
+        parts = [f"{c.name}:{typed[c.name].spark_type if c.name in typed else c.spark_type}"
+                 for c in output_columns(include_headers)]
+        if self.permissive:
+            parts += [f"{error_column(c.name)}:{ERROR_TYPE}" for c in self.columns]
+        return "struct<" + ",".join(parts) + ">"
+
+    # --- executors -----------------------------------------------------------------------
+
+    def decode_batch(self, batch, topic: str, partition: int):
+        """``batch`` (the source's Arrow batch with binary key/value) with the typed
+        columns decoded; raises :class:`RecordDecodeError` on a bad record in FAILFAST."""
+        import pyarrow as pa
+        names = batch.schema.names
+        arrays = list(batch.columns)
+        errors = []
+        for typed in self.columns:
+            index = names.index(typed.name)
+            raw = arrays[index]
+            decoded, bad_rows, reasons, schema_ids = _decode(typed, raw)
+            if len(bad_rows) and not self.permissive:
+                row = int(bad_rows[0])
+                offset = batch.column("offset")[row].as_py()
+                schema_id = int(schema_ids[0])
+                raise RecordDecodeError(
+                    f"Cannot decode the {typed.name} of {topic}-{partition} at offset {offset} "
+                    f"as {typed.spec.format}"
+                    + (f" (schema id {schema_id})" if schema_id >= 0 else "")
+                    + f": {reasons[0]}. {len(bad_rows)} record(s) of this batch of "
+                    f"{batch.num_rows} failed. .option(\"mode\", \"PERMISSIVE\") reads such "
+                    f"records as null and keeps their bytes in the '{error_column(typed.name)}' "
+                    "column.")
+            arrays[index] = decoded
+            if self.permissive:
+                errors.append((error_column(typed.name),
+                               _error_array(raw, bad_rows, reasons, schema_ids)))
+        fields = [pa.field(name, array.type) for name, array in zip(names, arrays)]
+        fields += [pa.field(name, array.type) for name, array in errors]
+        return pa.RecordBatch.from_arrays(arrays + [array for _, array in errors],
+                                          schema=pa.schema(fields))
+
+
+def _decode(typed: TypedColumn, raw):
+    """``(array, bad_rows, reasons, schema_ids)`` of one column."""
+    import numpy as np
+    import pyarrow as pa
+    if typed.codec is None:          # string: UTF-8 text
+        return _decode_utf8(raw)
+    result = typed.codec.decode(raw)
+    bad_rows = (np.asarray(result.bad_rows, dtype=np.int64) if result.bad_rows is not None
+                else np.empty(0, np.int64))
+    schema_ids = (np.asarray(result.schema_ids, dtype=np.int32)
+                  if result.schema_ids is not None else np.full(len(bad_rows), -1, np.int32))
+    array = result.array
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return array, bad_rows, list(result.reasons), schema_ids
+
+
+def _decode_utf8(raw):
+    import numpy as np
+    import pyarrow as pa
+    try:
+        return (raw.cast(pa.string()), np.empty(0, np.int64), [], np.empty(0, np.int32))
+    except pa.ArrowInvalid:
+        pass
+    # Only when the batch holds invalid UTF-8: find the rows, one by one.
+    values = raw.to_pylist()
+    bad, reasons, text = [], [], []
+    for row, value in enumerate(values):
+        if value is None:
+            text.append(None)
+            continue
+        try:
+            text.append(value.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            bad.append(row)
+            reasons.append(f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+            text.append(None)
+    return (pa.array(text, pa.string()), np.asarray(bad, np.int64), reasons,
+            np.full(len(bad), -1, np.int32))
+
+
+def _error_array(raw, bad_rows, reasons, schema_ids):
+    """PERMISSIVE: ``struct<reason, schemaId, raw>`` per row, null where the row decoded."""
+    import numpy as np
+    import pyarrow as pa
+    n = len(raw)
+    mask = np.ones(n, dtype=bool)             # True = null
+    mask[bad_rows] = False
+    reason_list = [None] * n
+    id_values = np.zeros(n, dtype=np.int32)
+    for row, reason, schema_id in zip(bad_rows.tolist(), reasons, schema_ids.tolist()):
+        reason_list[row] = reason
+        id_values[row] = schema_id
+    ids = pa.array(id_values, pa.int32(), mask=mask | (id_values < 0))
+    raw_kept = pa.array(raw.to_pylist() if len(bad_rows) else [None] * n, pa.binary(),
+                        mask=mask)
+    return pa.StructArray.from_arrays(
+        [pa.array(reason_list, pa.string()), ids, raw_kept], names=["reason", "schemaId", "raw"],
+        mask=pa.array(mask))
+
+
+# --- driver: resolving the reader schemas ------------------------------------------------
+
+def topic_of(spec: ColumnFormatSpec, topics: list | None) -> str:
+    """The one topic TopicNameStrategy names the subject after."""
+    if topics and len(topics) == 1:
+        return topics[0]
+    raise ConfigurationError(
+        f"Option '{spec.option('Format')}'='{spec.format}' reads the schema of subject "
+        f"'<topic>-{spec.column}', which needs exactly one topic (got "
+        f"{'the topics ' + ', '.join(topics) if topics else 'a topic pattern'}): name the "
+        f"subject with '{spec.option('Subject')}' or give the schema in "
+        f"'{spec.option('Schema')}'")
+
+
+def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
+    """The reader schema of one column: inline, or the subject's version from the registry."""
+    from .registry.schema import RegisteredSchema
+    if spec.inline_schema is not None:
+        return RegisteredSchema(SCHEMA_TYPES[spec.format], spec.inline_schema)
+    subject = spec.subject or f"{topic_of(spec, topics)}-{spec.column}"
+    fmt = "serialized" if spec.format == "protobuf" else None
+    found = RegistryLookup(registry_settings).schema_version(subject, spec.version, fmt=fmt)
+    if found.schema_type != SCHEMA_TYPES[spec.format]:
+        raise ConfigurationError(
+            f"Option '{spec.option('Format')}' is '{spec.format}' but subject '{subject}' "
+            f"version {found.version} holds a {found.schema_type} schema: set "
+            f"{spec.option('Format')} to {found.schema_type.lower()}, or name another subject "
+            f"with '{spec.option('Subject')}'")
+    return found
+
+
+def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumns:
+    """Look up the reader schemas (driver, once per query) and build the codecs."""
+    columns = []
+    for column_spec in (spec.key, spec.value):
+        if column_spec.format == "binary":
+            continue
+        if column_spec.format == "string":
+            columns.append(TypedColumn(column_spec, None, "string"))
+            continue
+        schema = reader_schema(column_spec, spec.registry, topics)
+        codec = make_codec(column_spec, schema, framed=spec.registry is not None,
+                           lookup=RegistryLookup(spec.registry) if spec.registry else None,
+                           schema_id=schema.schema_id)
+        columns.append(TypedColumn(column_spec, codec, codec.spark_type))
+    return TypedColumns(tuple(columns), spec.mode)
+
+
+def read_ddl(typed: TypedColumns | None, include_headers: bool) -> str:
+    return typed.spark_ddl(include_headers) if typed else spark_ddl(include_headers)

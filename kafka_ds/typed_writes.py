@@ -1,0 +1,171 @@
+"""Typed keys and values in the sink: ``valueFormat``/``keyFormat`` on write.
+
+On the driver (:func:`resolve_for_write`, at planning, before any task runs), each typed
+column gets its writer schema:
+
+* with ``valueSchema``: that schema (registered under the subject when a registry is set,
+  or, for Avro/JSON without one, written unframed);
+* else the subject's version (``latest`` by default) when the column's Spark type fits it;
+* else, with ``schema.registry.auto.register.schemas`` (the default, as Confluent's
+  serializers), the schema derived from the Spark type is registered and the registry's
+  compatibility check decides; without it the write fails naming the subject and the first
+  field that does not fit.
+
+The tasks then encode each Arrow batch's column with the codec and frame it with the
+schema id (:meth:`TypedWriteColumns.encode`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+from .options.formats import ColumnFormatSpec, TypedColumnsSpec
+from .typed_columns import SCHEMA_TYPES, make_codec
+
+
+@dataclass
+class TypedWriteColumns:
+    #: column name ("key"/"value") -> codec; None for ``string`` (UTF-8 as is)
+    codecs: dict
+
+    def encode(self, name: str, array):
+        """The Kafka bytes of one column of an Arrow batch."""
+        import pyarrow as pa
+        codec = self.codecs[name]
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        if codec is None:
+            return array.cast(pa.binary())
+        return codec.encode(array)
+
+
+def _schema_support(fmt: str):
+    """``(misfit, derive)`` of a format: ``misfit(spark_type, schema_text)`` -> the first
+    field that does not fit (None: fits); ``derive(spark_type)`` -> schema text."""
+    if fmt == "avro":
+        import json
+
+        from .formats.avro_types import spark_to_avro, spark_type_misfit
+
+        def misfit(spark_type, schema_text):
+            return spark_type_misfit(spark_type, json.loads(schema_text))
+
+        def derive(spark_type):
+            return json.dumps(spark_to_avro(spark_type))
+        return misfit, derive
+    if fmt == "json":
+        from .formats.json_spark import json_schema_for, json_schema_misfit
+        return json_schema_misfit, json_schema_for
+    from .formats.protobuf_spark import descriptor_for, descriptor_misfit
+    return descriptor_misfit, descriptor_for
+
+
+def _registry(settings):
+    from .registry.client import registry_for
+    return registry_for(settings)
+
+
+def _subject(spec: ColumnFormatSpec, topic: str | None) -> str:
+    if spec.subject:
+        return spec.subject
+    if topic:
+        return f"{topic}-{spec.column}"
+    raise ConfigurationError(
+        f"Option '{spec.option('Format')}'='{spec.format}' writes with the schema of subject "
+        f"'<topic>-{spec.column}', which needs the option 'topic' (rows that carry their own "
+        f"topic column may go to several topics): set 'topic', or name the subject with "
+        f"'{spec.option('Subject')}'")
+
+
+def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_type):
+    """``(RegisteredSchema, schema id or None)`` the column is written with."""
+    from .registry.errors import SchemaRegistryError, SubjectNotFoundError, VersionNotFoundError
+    from .registry.schema import RegisteredSchema
+    schema_type = SCHEMA_TYPES[spec.format]
+    misfit, derive = _schema_support(spec.format)
+    if typed.registry is None:       # inline Avro/JSON, written without the registry frame
+        schema = RegisteredSchema(schema_type, spec.inline_schema)
+        _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
+        return schema, None
+    registry = _registry(typed.registry)
+    subject = _subject(spec, topic)
+    try:
+        if spec.inline_schema is not None:
+            schema = RegisteredSchema(schema_type, spec.inline_schema)
+            _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
+            return schema, _register_or_find(registry, typed, spec, subject, schema)
+        try:
+            current = registry.schema_version(subject, spec.version)
+        except (SubjectNotFoundError, VersionNotFoundError):
+            current = None
+        problem = ("the subject has no schema" if current is None
+                   else misfit(spark_type, current.schema_str))
+        if current is not None and current.schema_type != schema_type:
+            problem = f"it holds a {current.schema_type} schema, not {schema_type}"
+        if problem is None:
+            return current, current.schema_id
+        if spec.version != "latest" or not typed.auto_register:
+            why = (f"version {spec.version} was asked for" if spec.version != "latest"
+                   else "schema.registry.auto.register.schemas is false")
+            raise ConfigurationError(
+                f"Column '{spec.column}' does not fit subject '{subject}'"
+                + (f" version {current.version}" if current is not None else "")
+                + f": {problem}. It is not registered as a new version because {why}: make "
+                "the column's type match the schema, or allow registration with "
+                ".option(\"schema.registry.auto.register.schemas\", \"true\")")
+        derived = RegisteredSchema(schema_type, derive(spark_type))
+        return derived, _register_or_find(registry, typed, spec, subject, derived)
+    except SchemaRegistryError as exc:
+        if isinstance(exc, ConfigurationError):
+            raise
+        raise ConfigurationError(
+            f"The {spec.column} schema of subject '{subject}' could not be resolved for "
+            f"writing: {exc}") from exc
+
+
+def _check_fit(spec, misfit, spark_type, schema, where):
+    problem = misfit(spark_type, schema.schema_str)
+    if problem is not None:
+        raise ConfigurationError(
+            f"Column '{spec.column}' does not fit {where}: {problem}")
+
+
+def _register_or_find(registry, typed, spec, subject, schema) -> int:
+    from .registry.errors import IncompatibleSchemaError
+    if not typed.auto_register:
+        found = registry.lookup(subject, schema)
+        if found is None:
+            raise ConfigurationError(
+                f"The {spec.column} schema is not registered under subject '{subject}' and "
+                "schema.registry.auto.register.schemas is false: register it first, or set "
+                "the option to true")
+        return found.schema_id
+    try:
+        return registry.register(subject, schema)
+    except IncompatibleSchemaError as exc:
+        raise ConfigurationError(
+            f"The registry refused the {spec.column} schema for subject '{subject}' as "
+            f"incompatible with its earlier versions: {exc}. Change the column so it is "
+            "compatible (e.g. new fields nullable), or change the subject's compatibility "
+            "level") from exc
+
+
+def resolve_for_write(spec: TypedColumnsSpec, topic: str | None, fields: dict):
+    """``fields``: column name -> pyspark StructField of the written DataFrame."""
+    codecs = {}
+    for column_spec in spec.columns:
+        field = fields.get(column_spec.column)
+        if field is None:
+            continue             # no key column: keys are null, nothing to encode
+        if column_spec.format == "string":
+            if field.dataType.simpleString() != "string":
+                raise ConfigurationError(
+                    f"Option '{column_spec.option('Format')}'='string' writes a string column, "
+                    f"but '{field.name}' is {field.dataType.simpleString()}: cast it with "
+                    f"col('{field.name}').cast('string')")
+            codecs[column_spec.column] = None
+            continue
+        schema, schema_id = writer_schema(column_spec, spec, topic, field.dataType)
+        codecs[column_spec.column] = make_codec(
+            column_spec, schema, framed=schema_id is not None, lookup=None, schema_id=schema_id)
+    return TypedWriteColumns(codecs)
