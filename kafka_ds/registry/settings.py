@@ -63,7 +63,8 @@ class RegistrySettings:
         if self.basic_auth_user_info is not None and ":" not in self.basic_auth_user_info:
             raise ConfigurationError(
                 f"'{BASIC_AUTH_USER_INFO}' must be 'key:secret' (got "
-                f"'{redact_user_info(self.basic_auth_user_info)}' with no ':')")
+                f"{len(self.basic_auth_user_info)} characters with no ':'; not shown, "
+                "it may be the secret)")
         if self.basic_auth_user_info is not None and self.bearer_auth_token is not None:
             raise ConfigurationError(f"set either '{BASIC_AUTH_USER_INFO}' or "
                                      f"'{BEARER_AUTH_TOKEN}', not both")
