@@ -142,6 +142,23 @@ def test_compatibility_levels(schema_registry):
     assert not client.test_compatibility("c3-value", Schema('{"type": "object"}', "JSON"))
 
 
+def test_confluent_deletes(schema_registry):
+    client = confluent(schema_registry)
+    client.register_schema("c4-value", Schema(USER_V1, "AVRO"))
+    client.register_schema("c4-value", Schema(USER_V2, "AVRO"))
+    assert client.delete_version("c4-value", 2) == 2
+    assert client.get_versions("c4-value") == [1]
+    with pytest.raises(ConfluentError) as caught:
+        client.delete_subject("c4-value", permanent=True)       # soft-delete first
+    assert caught.value.error_code == 40405
+    assert client.delete_subject("c4-value") == [1]
+    assert "c4-value" not in client.get_subjects()
+    assert client.delete_subject("c4-value", permanent=True) == [1, 2]
+    with pytest.raises(ConfluentError) as caught:
+        client.get_versions("c4-value")
+    assert caught.value.error_code == 40401
+
+
 AVRO_CTX = SerializationContext("topic-a", MessageField.VALUE)
 
 
