@@ -95,7 +95,8 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
             _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
             return schema, _register_or_find(registry, typed, spec, subject, schema)
         try:
-            current = registry.schema_version(subject, spec.version)
+            current = registry.schema_version(
+                subject, spec.version, fmt="serialized" if spec.format == "protobuf" else None)
         except (SubjectNotFoundError, VersionNotFoundError):
             current = None
         problem = ("the subject has no schema" if current is None

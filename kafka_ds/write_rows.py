@@ -77,13 +77,21 @@ def timestamps_ms(col, now_ms: int) -> np.ndarray:
     return ms
 
 
+def _column_bytes(batch: pa.RecordBatch, plan, name: str, index: int):
+    """The Kafka bytes of the key or value column: encoded by its valueFormat/keyFormat
+    codec (kafka_ds.typed_writes), else the binary or string column as it is."""
+    if plan.typed is not None and name in plan.typed.codecs:
+        return plan.typed.encode(name, batch.column(index))
+    return as_binary_array(batch.column(index), name)
+
+
 def row_columns(batch: pa.RecordBatch, plan, first_row: int, batch_limit: int,
                 describe_rows) -> RowColumns:
     """The Kafka columns of ``batch`` (``plan``: a ColumnPlan), checked, and the sizes."""
     n = batch.num_rows
     now_ms = int(time.time() * 1000)
-    values = as_binary_array(batch.column(plan.value), "value")
-    keys = as_binary_array(batch.column(plan.key), "key") if plan.key >= 0 else None
+    values = _column_bytes(batch, plan, "value", plan.value)
+    keys = _column_bytes(batch, plan, "key", plan.key) if plan.key >= 0 else None
     if keys is not None and keys.null_count == n:
         keys = None
     headers = batch.column(plan.headers) if plan.headers >= 0 else None

@@ -68,6 +68,8 @@ class ColumnPlan:
     headers: int = -1
     timestamp: int = -1
     names: tuple = ()
+    #: valueFormat/keyFormat: kafka_ds.typed_writes.TypedWriteColumns (None: bytes as given)
+    typed: object = None
 
 
 def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
@@ -91,10 +93,15 @@ def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
             "The DataFrame written to Kafka needs a 'value' column (binary or string); its "
             f"columns are: {have}. Example: df.selectExpr('to_json(struct(*)) AS value')")
     index_of = {}
+    typed_names = ({c.column for c in opts.typed_spec.columns} if opts.typed_spec is not None
+                   else set())
     for name, (index, fld) in found.items():
         if name == "topic" and opts.topic is not None:
             continue      # the option names the topic; the column is ignored
         column = sink_column(name)
+        if name in typed_names:
+            index_of[name] = index    # its type is checked against its schema below
+            continue
         if spark_type_name(fld.dataType) not in column.sink_types:
             raise ConfigurationError(
                 f"Column '{fld.name}' must be {' or '.join(column.sink_types)} to be written to "
@@ -104,7 +111,12 @@ def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
         raise ConfigurationError(
             "No topic to write to: set the option 'topic' (.option(\"topic\", \"name\")) or "
             f"add a string 'topic' column; the DataFrame's columns are: {have}")
-    return ColumnPlan(names=tuple(f.name for f in schema.fields), **index_of)
+    typed = None
+    if typed_names:
+        from .typed_writes import resolve_for_write
+        typed = resolve_for_write(opts.typed_spec, opts.topic,
+                                  {name: fld for name, (_, fld) in found.items()})
+    return ColumnPlan(names=tuple(f.name for f in schema.fields), typed=typed, **index_of)
 
 
 def check_topic_exists(opts: WriteOptions) -> None:

@@ -11,6 +11,8 @@ from .format_declarations import SCHEMA_FORMATS
 from .registry import BY_NAME
 
 COLUMNS = ("value", "key")
+#: the registry's options with a typed value (RegistrySettings reads them all)
+REGISTRY_OPTIONS = ("schema.registry.request.timeout.ms", "schema.registry.retry.budget.ms")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,11 @@ def _value(options: dict, name: str, modes):
 
 def parse_typed_columns(options: dict, modes: frozenset) -> TypedColumnsSpec | None:
     """None when both columns stay binary (nothing to decode or encode)."""
-    mode = _value(options, "mode", modes)      # checked even while both columns are binary
+    # Checked even while both columns are binary: a wrong value is a mistake either way.
+    mode = _value(options, "mode", modes)
+    auto_register = _value(options, "schema.registry.auto.register.schemas", modes)
+    for name in REGISTRY_OPTIONS:
+        _value(options, name, modes)
     specs = {}
     for column in COLUMNS:
         spec = ColumnFormatSpec(
@@ -63,7 +69,7 @@ def parse_typed_columns(options: dict, modes: frozenset) -> TypedColumnsSpec | N
             version=_value(options, f"{column}SchemaVersion", modes),
             inline_schema=_value(options, f"{column}Schema", modes),
             message_name=_value(options, f"{column}MessageName", modes))
-        _check_column(spec, options)
+        _check_column(spec, options, modes)
         specs[column] = spec
     url = options.get("schema.registry.url")
     registry = None
@@ -86,18 +92,18 @@ def parse_typed_columns(options: dict, modes: frozenset) -> TypedColumnsSpec | N
     return TypedColumnsSpec(
         value=specs["value"], key=specs["key"], mode=mode,
         registry=registry,
-        auto_register=_value(options, "schema.registry.auto.register.schemas", modes)
-        if WRITE in modes else False)
+        auto_register=auto_register if WRITE in modes else False)
 
 
-def _check_column(spec: ColumnFormatSpec, options: dict) -> None:
+def _check_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
     """Schema options of a column that is not read with a schema are mistakes, not no-ops."""
     if spec.has_schema:
         if spec.message_name is not None and spec.format != "protobuf":
             raise ConfigurationError(
                 f"Option '{spec.option('MessageName')}' applies to "
                 f"{spec.option('Format')}=protobuf only (it is '{spec.format}'): remove it")
-        if spec.inline_schema is not None and spec.subject is not None:
+        if spec.inline_schema is not None and spec.subject is not None and WRITE not in modes:
+            # (a write registers the inline schema under the subject)
             raise ConfigurationError(
                 f"Options '{spec.option('Schema')}' and '{spec.option('Subject')}' both name "
                 f"the {spec.column} schema: keep one")

@@ -11,6 +11,7 @@ from ..client.config import ClientConfig, ProducerConfig
 from ..protocol.errors import ConfigurationError
 from .client_declarations import check_bootstrap, parse_security
 from .core import INT32_MAX, WRITE, fields_of, lower_keys
+from .formats import TypedColumnsSpec, parse_typed_columns
 from .registry import (
     check_kafka_settings, check_option_names, declared_values, default_of, warn_ignored,
 )
@@ -41,6 +42,8 @@ class WriteOptions:
     transactional_id_prefix: str | None = None   # None: the writer derives one
     transaction_timeout_ms: int = default_of("kafka.transaction.timeout.ms", frozenset({WRITE}))
     checkpoint_location: str | None = None       # Spark's writeStream checkpointLocation
+    # valueFormat / keyFormat (kafka_ds.typed_writes resolves the schemas at planning)
+    typed_spec: TypedColumnsSpec | None = None
 
 
 def parse_write_options(raw_options) -> WriteOptions:
@@ -82,6 +85,7 @@ def parse_write_options(raw_options) -> WriteOptions:
         bootstrap_servers=bootstrap, topic=topic, client=client,
         producer=ProducerConfig(**fields_of(ProducerConfig, values)),
         checkpoint_location=options.get("checkpointlocation") or None,
+        typed_spec=parse_typed_columns(options, modes),
         **fields_of(WriteOptions, values))
 
 

@@ -1,0 +1,121 @@
+"""Column functions on the codecs of ``valueFormat``: decode and encode Schema-Registry
+Avro, Protobuf and JSON in any DataFrame, also one read with Spark's ``format("kafka")``.
+
+    from kafka_ds.functions import from_registry, to_registry
+    df.select(from_registry("value", "avro", subject="orders-value",
+                            schema_registry_url="http://registry:8081").alias("order"))
+
+Options are those of the source without the column prefix (``subject``, ``version``,
+``schema``, ``messageName``, ``mode``) and the ``schema.registry.*`` ones, written either as
+``**{"schema.registry.url": ...}`` or ``schema_registry_url=...``. The schema is looked up
+on the driver when the function is called, so the returned column has its Spark type at
+once; the executors decode whole Arrow batches (``arrow_udf``, pyspark >= 4.1).
+"""
+from __future__ import annotations
+
+from .errors import ConfigurationError, RecordDecodeError
+
+_PER_COLUMN = {"subject": "Subject", "version": "SchemaVersion", "schema": "Schema",
+               "messagename": "MessageName", "message_name": "MessageName"}
+
+
+def _source_options(fmt: str, options: dict) -> dict:
+    """The function's options as the source's, for the ``value`` column."""
+    out = {"valueformat": fmt}
+    for key, raw in options.items():
+        lowered = str(key).lower()
+        if lowered.startswith("schema_registry_"):
+            lowered = lowered.replace("_", ".")
+        if lowered in _PER_COLUMN:
+            out[f"value{_PER_COLUMN[lowered]}".lower()] = raw
+        elif lowered.startswith("schema.registry.") or lowered in ("mode",):
+            out[lowered] = raw
+        else:
+            raise ConfigurationError(
+                f"Unknown option '{key}' of kafka_ds.functions: use subject, version, schema, "
+                "messageName, mode or the schema.registry.* options (e.g. "
+                "schema_registry_url=...)")
+    return {k: str(v) for k, v in out.items()}
+
+
+def _spec(fmt: str, options: dict, modes):
+    from .options.formats import parse_typed_columns
+    if str(fmt).lower() not in ("avro", "protobuf", "json"):
+        raise ConfigurationError(
+            f"kafka_ds.functions: format must be 'avro', 'protobuf' or 'json', got {fmt!r}")
+    spec = parse_typed_columns(_source_options(str(fmt).lower(), options), modes)
+    if spec.value.subject is None and spec.value.inline_schema is None:
+        raise ConfigurationError(
+            "kafka_ds.functions: name the schema with subject=... (a registry subject) or "
+            "schema=... (inline): a column has no topic to name the subject after")
+    return spec
+
+
+def from_registry(col, format: str, **options):
+    """The binary column ``col`` decoded with its schema: a Column of the schema's Spark type
+    (null for null input; ``mode="PERMISSIVE"``: null for records that do not decode, which
+    otherwise fail the query naming the row's schema id and reason)."""
+    import pyarrow as pa
+    from pyspark.sql.functions import arrow_udf
+
+    from .options.core import READ
+    from .typed_columns import _decode, resolve_for_read
+
+    spec = _spec(format, options, READ)
+    typed = resolve_for_read(spec, None)
+    column = typed.columns[0]
+    permissive = typed.permissive
+
+    def decode(values: pa.Array) -> pa.Array:
+        decoded, bad_rows, reasons, schema_ids = _decode(column, values)
+        if len(bad_rows) and not permissive:
+            schema_id = int(schema_ids[0])
+            raise RecordDecodeError(
+                f"from_registry cannot decode a value as {column.spec.format}"
+                + (f" (schema id {schema_id})" if schema_id >= 0 else "")
+                + f": {reasons[0]} ({len(bad_rows)} of {len(values)} rows of this batch "
+                "failed; mode=\"PERMISSIVE\" reads them as null)")
+        return decoded
+
+    return arrow_udf(decode, column.spark_type)(col)
+
+
+def to_registry(col, format: str, **options):
+    """The column ``col`` (a struct, or a scalar for a scalar schema) encoded with the
+    subject's schema (``version``, default latest) or the inline ``schema``, framed with its
+    schema id: a binary Column. The subject's schema must exist (or ``schema`` be given, and
+    then it is registered unless ``schema.registry.auto.register.schemas`` is false): the
+    column's Spark type is known only when the query runs, so no schema is derived from it."""
+    import pyarrow as pa
+    from pyspark.sql.functions import arrow_udf
+
+    from .options.core import WRITE
+    from .registry.schema import RegisteredSchema
+    from .typed_columns import SCHEMA_TYPES, make_codec
+    from .typed_writes import _register_or_find, _registry
+
+    spec = _spec(format, options, frozenset({WRITE}))
+    column_spec = spec.value
+    if spec.registry is None:
+        schema, schema_id = RegisteredSchema(SCHEMA_TYPES[column_spec.format],
+                                             column_spec.inline_schema), None
+    elif column_spec.inline_schema is not None:
+        if column_spec.subject is None:
+            raise ConfigurationError(
+                "to_registry with schema=... and a registry needs subject=...: the subject "
+                "the schema is registered under")
+        schema = RegisteredSchema(SCHEMA_TYPES[column_spec.format], column_spec.inline_schema)
+        schema_id = _register_or_find(_registry(spec.registry), spec, column_spec,
+                                      column_spec.subject or "", schema)
+    else:
+        schema = _registry(spec.registry).schema_version(
+            column_spec.subject, column_spec.version,
+            fmt="serialized" if column_spec.format == "protobuf" else None)
+        schema_id = schema.schema_id
+    codec = make_codec(column_spec, schema, framed=schema_id is not None, lookup=None,
+                       schema_id=schema_id)
+
+    def encode(values: pa.Array) -> pa.Array:
+        return codec.encode(values)
+
+    return arrow_udf(encode, "binary")(col)
