@@ -274,6 +274,22 @@ def machine() -> str:
             f"load average at the end {load[0]:.1f}")
 
 
+# Results of benchmarks run on their own (e.g. bench_pushdown.py at 10M records) follow this
+# line in results.md; a new run_all.py run keeps them.
+KEPT_MARKER = "<!-- Below: benchmarks run on their own; run_all.py keeps this part. -->"
+
+
+def kept_sections(path: str) -> str:
+    """The part of an existing results file from KEPT_MARKER on ("" if none)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return ""
+    at = text.find(KEPT_MARKER)
+    return "" if at < 0 else "\n" + text[at:]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes")
@@ -307,8 +323,10 @@ def main(argv=None):
     print(header)
     print()
     print(table)
+    kept = kept_sections(args.out)
     with open(args.out, "w") as f:
         f.write(f"# Benchmark results\n\n{header}\n\n{table}\n\n## Details\n\n{details(res)}\n")
+        f.write(kept)
     if res.get("read"):
         plot(res["read"], args.plot)
         print(f"\nwrote {os.path.relpath(args.out, ROOT)} and {os.path.relpath(args.plot, ROOT)}")

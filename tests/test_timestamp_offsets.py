@@ -6,7 +6,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from kafka_ds.client.timestamp_offsets import (EMPTY_ANSWER_ATTEMPTS, check_answer, first_header,
+from kafka_ds.client.timestamp_offsets import (EMPTY_ANSWER_ATTEMPTS, EMPTY_ANSWER_WAITS_MS,
+                                               check_answer, first_header,
                                                partition_fetcher, search_offset)
 from kafka_ds.protocol.errors import KafkaProtocolError
 from kafka_ds.protocol.records_encode import encode_record_batch
@@ -134,16 +135,21 @@ class FlakyLeader:
     in ``empty`` (offset -> how many times) are first answered with no records, error 0 and
     the right high watermark, as Tansu 0.6.0 now and then does."""
 
-    def __init__(self, log, empty, last_stable=None):
-        self.log, self.empty, self.calls = log, dict(empty), []
+    def __init__(self, log, empty, last_stable=None, lookup_ms=0):
+        self.log, self.empty, self.calls, self.waits = log, dict(empty), [], []
         self.last_stable = log.end if last_stable is None else last_stable
+        # Tansu answers no records when finding the offset takes longer than the wait.
+        self.lookup_ms = lookup_ms
 
     def fetch(self, topic, partition, offset, *, max_bytes, max_wait_ms, min_bytes,
               isolation_level):
         self.calls.append(offset)
+        self.waits.append(max_wait_ms)
         records = self.log.fetch(offset, max_bytes)
         if self.empty.get(offset, 0) > 0:
             self.empty[offset] -= 1
+            records = None
+        if max_wait_ms < self.lookup_ms:
             records = None
         return {"partition_index": partition, "error_code": 0, "high_watermark": self.log.end,
                 "last_stable_offset": self.last_stable, "log_start_offset": self.log.start,
@@ -184,3 +190,19 @@ def test_empty_answers_at_the_end_are_not_asked_again_and_retries_are_bounded():
     assert leader.calls == [3] * EMPTY_ANSWER_ATTEMPTS
     leader = FlakyLeader(log, {3: EMPTY_ANSWER_ATTEMPTS - 1})
     assert first_header(partition_fetcher(leader, "t", 0, 0)(3, 128)).base == 3
+
+
+def test_each_new_fetch_of_an_offset_answered_empty_waits_longer():
+    """Tansu 0.6 on a 2.5M-record partition: finding an offset takes ~1.3 ms, and a Fetch
+    whose wait is shorter is answered with no records. The search still finds the record,
+    first asking with the 1 ms wait (what Kafka answers at once), then longer ones."""
+    log = Log(monotonic_batches([1] * 40), one_batch=True)
+    leader = FlakyLeader(log, {}, lookup_ms=5)
+    assert search_offset(partition_fetcher(leader, "t", 0, 0), BASE_TS + 22_000, 0, 40) == 22
+    assert leader.waits[:2] == [1, 10] and set(leader.waits) == {1, 10}
+    assert list(EMPTY_ANSWER_WAITS_MS) == sorted(EMPTY_ANSWER_WAITS_MS)
+    # A broker slower than the longest wait fails the lookup after every wait was tried.
+    leader = FlakyLeader(log, {}, lookup_ms=EMPTY_ANSWER_WAITS_MS[-1] + 1)
+    with pytest.raises(KafkaProtocolError, match="answered with no records"):
+        partition_fetcher(leader, "t", 0, 0)(3, 128)
+    assert leader.waits == list(EMPTY_ANSWER_WAITS_MS)

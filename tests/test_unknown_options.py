@@ -103,15 +103,16 @@ def test_a_wrong_strictness_is_itself_an_error(monkeypatch):
 
 def test_known_names_are_not_reported(caplog):
     """Every declaration (in any case, of any mode: those of another mode are 'ignored'
-    instead), kafka.* settings, and what Spark adds (path, checkpointLocation)."""
+    instead), kafka.* settings, and what Spark adds (path, checkpointLocation, queryName)."""
     every = {o.name.upper(): "x" for o in OPTIONS}
     assert unknown_option_names({k.lower(): v for k, v in every.items()}) == []
-    spark_added = {"path": "/p", "checkpointlocation": "/c", "kafka.session.timeout.ms": "1"}
+    spark_added = {"path": "/p", "checkpointlocation": "/c", "queryname": "q",
+                   "kafka.session.timeout.ms": "1"}
     assert unknown_option_names(spark_added) == []
     with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
         parse_read_options({**READ_BASE, **spark_added, "STRICTOPTIONS": "true",
                             "maxOffsetsPerTrigger": "5", "topic": "x"}, streaming=False)
-        parse_write_options({**BS, "path": "/p", "checkpointLocation": "/c",
+        parse_write_options({**BS, "path": "/p", "checkpointLocation": "/c", "queryName": "q",
                              "strictOptions": "true", "subscribe": "t"})
     assert warnings_of(caplog) == []
     assert "maxOffsetsPerTrigger option ignored in batch queries" in caplog.text

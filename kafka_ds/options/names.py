@@ -25,8 +25,9 @@ STRICT = Option(
     boolean, False)
 
 # Options Spark itself puts into a data source's options (lower case, as they arrive):
-# load(path)/save(path)/start(path) add 'path'; writeStream adds 'checkpointLocation'.
-SPARK_INJECTED = frozenset({"path", "checkpointlocation"})
+# load(path)/save(path)/start(path) add 'path'; writeStream adds 'checkpointLocation', and
+# 'queryName' from .queryName(...) (Spark Declarative Pipelines name every flow's query so).
+SPARK_INJECTED = frozenset({"path", "checkpointlocation", "queryname"})
 
 
 def strictness(options: dict) -> str:
