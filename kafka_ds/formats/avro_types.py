@@ -28,15 +28,22 @@ class AvroSchemaError(ValueError):
 
 # --- parsing -------------------------------------------------------------------------
 
-def parse_schema(schema) -> dict:
-    """Parse an Avro schema (JSON text or already-loaded JSON) into the normalized form."""
+def parse_schema(schema, names: dict | None = None) -> dict:
+    """Parse an Avro schema (JSON text or already-loaded JSON) into the normalized form.
+    ``names`` (full name -> node) holds named types defined earlier (schema references);
+    the schema's own named types are added to it."""
+    return _parse(load_json(schema), "", {} if names is None else names)
+
+
+def load_json(schema):
+    """JSON text (or a bare type name) to loaded JSON; loaded JSON is returned as is."""
     if isinstance(schema, (str, bytes)):
         text = schema.decode() if isinstance(schema, bytes) else schema
         try:
-            schema = json.loads(text)
+            return json.loads(text)
         except ValueError:
-            schema = text.strip()   # a bare type name such as  string  is a valid schema
-    return _parse(schema, "", {})
+            return text.strip()   # a bare type name such as  string  is a valid schema
+    return schema
 
 
 def _full_name(name: str, namespace: str | None) -> str:
