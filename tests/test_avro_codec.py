@@ -1,0 +1,425 @@
+"""The Avro codec (kafka_ds.formats.avro) and the Confluent framing it shares.
+
+Bytes are checked against hand-written encodings from the Avro specification, against
+fastavro (writer and reader) and against confluent-kafka's AvroSerializer/Deserializer;
+the column-wise fast path is checked against the fastavro general path on generated
+schemas and records.
+"""
+import datetime
+import decimal
+import io
+import json
+import pickle
+
+import fastavro
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafka_ds.formats.avro import AvroCodec
+from kafka_ds.formats.avro_types import (AvroSchemaError, avro_to_spark, parse_schema,
+                                         simple_string, spark_to_arrow, spark_to_avro,
+                                         spark_type_misfit)
+from kafka_ds.formats.framing import frame, split_frames
+from kafka_ds.registry.schema import RegisteredSchema, SchemaReference, SchemaLookup
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def avro(schema):
+    return RegisteredSchema("AVRO", json.dumps(schema))
+
+
+def write(schema, record) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+def framed(schema_id, payload) -> bytes:
+    return b"\x00" + schema_id.to_bytes(4, "big") + payload
+
+
+class DictLookup(SchemaLookup):
+    def __init__(self, by_id, by_version=None):
+        self.by_id = by_id
+        self.by_version = by_version or {}
+        self.calls = []
+
+    def schema_by_id(self, schema_id, fmt=None):
+        self.calls.append(schema_id)
+        if schema_id not in self.by_id:
+            raise KeyError(f"schema {schema_id} not found")
+        return self.by_id[schema_id]
+
+    def schema_version(self, subject, version, fmt=None):
+        return self.by_version[(subject, version)]
+
+
+def codecs(reader, writers, fast_too=True):
+    """The fast-path codec and the general-path codec for a reader and writers by id."""
+    lookup = DictLookup({i: avro(w) for i, w in writers.items()})
+    general = AvroCodec(avro(reader), framed=True, lookup=lookup)
+    general.use_fast_path = False
+    if not fast_too:
+        return [general]
+    return [AvroCodec(avro(reader), framed=True, lookup=lookup), general]
+
+
+# --- framing -------------------------------------------------------------------------
+
+def test_split_frames_golden():
+    values = pa.array([b"\x00\x00\x00\x01\x2cpay", None, b"\x00\x00\x00", b"\x01\x00\x00\x00\x01x",
+                       b"\x00\xff\xff\xff\xfe", b""])
+    frames = split_frames(values)
+    assert frames.nulls.tolist() == [False, True, False, False, False, False]
+    assert frames.framed.tolist() == [True, False, False, False, True, False]
+    assert frames.schema_ids.tolist() == [300, -1, -1, -1, -2, -1]
+    assert bytes(frames.data[frames.starts[0]:frames.ends[0]]) == b"pay"
+    assert frames.starts[4] == frames.ends[4]
+    assert frames.bad_rows.tolist() == [2, 3, 5]
+    assert frames.reasons == ["not framed: 3 bytes, shorter than the 5-byte header",
+                              "not framed: magic byte 1, expected 0",
+                              "not framed: 0 bytes, shorter than the 5-byte header"]
+
+
+def test_frame_golden_and_sliced_input():
+    payloads = pa.array([b"zz", b"a", None, b"", b"bcd"]).slice(1)
+    out = frame(258, payloads)
+    assert out.to_pylist() == [b"\x00\x00\x00\x01\x02a", None, b"\x00\x00\x00\x01\x02",
+                               b"\x00\x00\x00\x01\x02bcd"]
+    assert frame(1, pa.array([], pa.binary())).to_pylist() == []
+    with pytest.raises(ValueError, match="int32"):
+        frame(1 << 31, payloads)
+
+
+@FAST
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=20))), st.integers(-(1 << 31), (1 << 31) - 1))
+def test_frame_split_round_trip(payloads, schema_id):
+    frames = split_frames(frame(schema_id, pa.array(payloads, pa.binary())))
+    assert frames.nulls.tolist() == [p is None for p in payloads]
+    assert frames.bad_rows.size == 0
+    for row, payload in enumerate(payloads):
+        if payload is not None:
+            assert frames.schema_ids[row] == schema_id
+            assert bytes(frames.data[frames.starts[row]:frames.ends[row]]) == payload
+
+
+# --- golden bytes (Avro specification encodings) ---------------------------------------
+
+SPEC_RECORD = {"type": "record", "name": "test", "fields": [
+    {"name": "a", "type": "long"}, {"name": "b", "type": "string"}]}
+
+GOLDEN = [
+    # the specification's own example: {"a": 27, "b": "foo"} -> 36 06 66 6f 6f
+    (SPEC_RECORD, {"a": 27, "b": "foo"}, bytes.fromhex("36 06 66 6f 6f")),
+    ("long", 0, b"\x00"), ("long", -1, b"\x01"), ("long", 1, b"\x02"), ("long", -64, b"\x7f"),
+    ("long", 64, b"\x80\x01"), ("long", -(1 << 63), b"\xff" * 9 + b"\x01"),
+    ("int", (1 << 31) - 1, b"\xfe\xff\xff\xff\x0f"),
+    ("string", "foo", b"\x06foo"), ("bytes", b"\x00\xff", b"\x04\x00\xff"),
+    ("boolean", True, b"\x01"), ("float", 1.0, b"\x00\x00\x80\x3f"),
+    ("double", -2.0, b"\x00\x00\x00\x00\x00\x00\x00\xc0"),
+    (["null", "string"], "a", b"\x02\x02a"), (["null", "string"], None, b"\x00"),
+    ({"type": "array", "items": "long"}, [3, 27], b"\x04\x06\x36\x00"),
+    ({"type": "map", "values": "int"}, [("a", 1)], b"\x02\x02a\x02\x00"),
+    ({"type": "enum", "name": "E", "symbols": ["A", "B"]}, "B", b"\x02"),
+    ({"type": "fixed", "name": "F", "size": 2}, b"hi", b"hi"),
+    ({"type": "int", "logicalType": "date"}, datetime.date(1970, 1, 2), b"\x02"),
+    ({"type": "long", "logicalType": "timestamp-millis"},
+     datetime.datetime(1970, 1, 1, 0, 0, 0, 1000, tzinfo=datetime.timezone.utc), b"\x02"),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2},
+     decimal.Decimal("-1.28"), b"\x04\xff\x80"),
+    (["int", "string"], {"member0": None, "member1": "x"}, b"\x02\x02x"),
+]
+
+
+@pytest.mark.parametrize("schema,value,encoded", GOLDEN,
+                         ids=[str(i) for i in range(len(GOLDEN))])
+@pytest.mark.parametrize("fast", [True, False])
+def test_golden_decode_and_encode(schema, value, encoded, fast):
+    codec = AvroCodec(avro(schema), framed=False)
+    codec.use_fast_path = fast
+    result = codec.decode(pa.array([encoded, None], pa.binary()))
+    assert result.bad_rows.tolist() == [], result.reasons
+    assert result.array.to_pylist() == [value, None]
+    if value is not None:      # a null row is a tombstone on encode, not the null branch
+        assert codec.encode(result.array).to_pylist() == [encoded, None]
+
+
+# --- type mapping ----------------------------------------------------------------------
+
+TYPE_TABLE = [
+    ("int", "int", pa.int32()), ("long", "bigint", pa.int64()), ("float", "float", pa.float32()),
+    ("double", "double", pa.float64()), ("boolean", "boolean", pa.bool_()),
+    ("string", "string", pa.string()), ("bytes", "binary", pa.binary()),
+    ({"type": "fixed", "name": "F", "size": 3}, "binary", pa.binary()),
+    ({"type": "enum", "name": "E", "symbols": ["A"]}, "string", pa.string()),
+    ({"type": "int", "logicalType": "date"}, "date", pa.date32()),
+    ({"type": "long", "logicalType": "timestamp-millis"}, "timestamp", pa.timestamp("us", "UTC")),
+    ({"type": "long", "logicalType": "timestamp-micros"}, "timestamp", pa.timestamp("us", "UTC")),
+    ({"type": "long", "logicalType": "local-timestamp-millis"}, "timestamp_ntz", pa.timestamp("us")),
+    ({"type": "long", "logicalType": "local-timestamp-micros"}, "timestamp_ntz", pa.timestamp("us")),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 3}, "decimal(9,3)",
+     pa.decimal128(9, 3)),
+    ({"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 18},
+     "decimal(18,0)", pa.decimal128(18, 0)),
+    ({"type": "string", "logicalType": "uuid"}, "string", pa.string()),
+    ({"type": "int", "logicalType": "time-millis"}, "int", pa.int32()),
+    (["null", "long"], "bigint", pa.int64()), (["long", "null"], "bigint", pa.int64()),
+    (["int", "long"], "bigint", pa.int64()), (["null", "float", "double"], "double", pa.float64()),
+    (["int", "string"], "struct<member0:int,member1:string>",
+     pa.struct([("member0", pa.int32()), ("member1", pa.string())])),
+    ({"type": "array", "items": ["null", "int"]}, "array<int>", pa.list_(pa.int32())),
+    ({"type": "map", "values": "double"}, "map<string,double>", pa.map_(pa.string(), pa.float64())),
+    ({"type": "record", "name": "R", "fields": [{"name": "x", "type": "int"},
+                                               {"name": "y", "type": "string"}]},
+     "struct<x:int,y:string>", pa.struct([("x", pa.int32()), ("y", pa.string())])),
+]
+
+
+@pytest.mark.parametrize("schema,spark,arrow", TYPE_TABLE, ids=[t[1] + str(i) for i, t in enumerate(TYPE_TABLE)])
+def test_type_mapping(schema, spark, arrow):
+    codec = AvroCodec(avro(schema), framed=False)
+    assert codec.spark_type == spark
+    assert codec.arrow_type == arrow
+
+
+def test_named_types_reused_and_recursion_refused():
+    schema = {"type": "record", "name": "Outer", "namespace": "ns", "fields": [
+        {"name": "p", "type": {"type": "record", "name": "Point", "fields": [
+            {"name": "x", "type": "int"}]}},
+        {"name": "q", "type": "Point"}, {"name": "r", "type": ["null", "ns.Point"]}]}
+    assert AvroCodec(avro(schema), framed=False).spark_type == \
+        "struct<p:struct<x:int>,q:struct<x:int>,r:struct<x:int>>"
+    linked = {"type": "record", "name": "Node", "fields": [
+        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
+    with pytest.raises(AvroSchemaError, match="recursive"):
+        AvroCodec(avro(linked), framed=False)
+    with pytest.raises(AvroSchemaError, match="unknown Avro type name"):
+        parse_schema({"type": "record", "name": "X", "fields": [{"name": "a", "type": "Nope"}]})
+
+
+def test_schema_references_are_fetched():
+    point = RegisteredSchema("AVRO", json.dumps({"type": "record", "name": "Point", "namespace": "g",
+                                                 "fields": [{"name": "x", "type": "int"}]}))
+    outer = RegisteredSchema("AVRO", json.dumps({"type": "record", "name": "Shape", "fields": [
+        {"name": "at", "type": "g.Point"}]}), references=(SchemaReference("g.Point", "point", 1),))
+    lookup = DictLookup({5: outer}, {("point", 1): point})
+    codec = AvroCodec(outer, framed=True, lookup=lookup)
+    assert codec.spark_type == "struct<at:struct<x:int>>"
+    result = codec.decode(pa.array([framed(5, b"\x0e")]))
+    assert result.array.to_pylist() == [{"at": {"x": 7}}]
+
+
+def test_spark_to_avro_like_spark_avro():
+    schema = spark_to_avro("struct<id:bigint,name:string,tags:array<string>,"
+                           "amount:decimal(10,2),inner:struct<ok:boolean>>")
+    assert schema == {"type": "record", "name": "topLevelRecord", "fields": [
+        {"name": "id", "type": ["null", "long"], "default": None},
+        {"name": "name", "type": ["null", "string"], "default": None},
+        {"name": "tags", "type": ["null", {"type": "array", "items": ["null", "string"]}],
+         "default": None},
+        {"name": "amount", "type": ["null", {"type": "fixed", "name": "topLevelRecord.amount.fixed",
+                                             "size": 5, "logicalType": "decimal", "precision": 10,
+                                             "scale": 2}], "default": None},
+        {"name": "inner", "type": ["null", {"type": "record", "name": "inner",
+                                            "namespace": "topLevelRecord", "fields": [
+                                                {"name": "ok", "type": ["null", "boolean"],
+                                                 "default": None}]}], "default": None}]}
+    fastavro.parse_schema(schema)   # valid Avro
+    assert spark_to_avro("timestamp") == {"type": "long", "logicalType": "timestamp-micros"}
+    assert spark_to_avro("date", nullable=True) == ["null", {"type": "int", "logicalType": "date"}]
+
+
+def test_spark_to_avro_from_pyspark_types_keeps_nullability():
+    from pyspark.sql.types import (ArrayType, IntegerType, StringType, StructField, StructType,
+                                   TimestampNTZType)
+    spark = StructType([StructField("a", IntegerType(), False),
+                        StructField("b", ArrayType(StringType(), False), True),
+                        StructField("t", TimestampNTZType(), False)])
+    schema = spark_to_avro(spark, namespace="com.x")
+    assert schema == {"type": "record", "name": "topLevelRecord", "namespace": "com.x", "fields": [
+        {"name": "a", "type": "int"},
+        {"name": "b", "type": ["null", {"type": "array", "items": "string"}], "default": None},
+        {"name": "t", "type": {"type": "long", "logicalType": "local-timestamp-micros"}}]}
+    # the mapping back gives the same Spark type
+    assert simple_string(avro_to_spark(parse_schema(schema))[0]) == spark.simpleString()
+
+
+def test_spark_type_misfit():
+    record = {"type": "record", "name": "R", "fields": [
+        {"name": "a", "type": "long"}, {"name": "s", "type": ["null", "string"], "default": None},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["X"]}}]}
+    assert spark_type_misfit("struct<a:bigint,s:string,e:string>", json.dumps(record)) is None
+    assert spark_type_misfit("struct<a:bigint,e:string>", record) is None    # s has a default
+    assert spark_type_misfit("struct<a:int,s:string,e:string>", record) == \
+        "value.a: Spark int does not fit Avro long"
+    assert spark_type_misfit("struct<a:bigint,s:string>", record) == \
+        "value.e: Avro field has no default and Spark has no such field"
+    assert spark_type_misfit("struct<a:bigint,e:string,zz:int>", record) == \
+        "value.zz: no field 'zz' in Avro record R"
+    assert spark_type_misfit("array<string>", {"type": "array", "items": "int"}) == \
+        "value[]: Spark string does not fit Avro int"
+    assert spark_type_misfit("struct<member0:int,member1:string>", ["int", "string"]) is None
+
+
+# --- resolution ----------------------------------------------------------------------
+
+def resolve(writer, reader, records, fast_too=True):
+    """Decode records written with ``writer`` as ``reader`` on both paths; the arrays and
+    the reasons must agree between the paths."""
+    values = pa.array([framed(1, write(writer, r)) for r in records])
+    results = [c.decode(values) for c in codecs(reader, {1: writer}, fast_too)]
+    for other in results[1:]:
+        assert other.array.to_pylist() == results[0].array.to_pylist()
+        assert other.bad_rows.tolist() == results[0].bad_rows.tolist()
+    return results[0]
+
+
+def rec(*fields, name="R", **extra):
+    return {"type": "record", "name": name, "fields": list(fields), **extra}
+
+
+def test_resolution_fields_by_name_skipped_and_defaulted():
+    writer = rec({"name": "gone", "type": "string"}, {"name": "b", "type": "double"},
+                 {"name": "a", "type": ["null", "long"]}, {"name": "skip", "type": "float"})
+    reader = rec({"name": "a", "type": ["null", "long"]}, {"name": "b", "type": "double"},
+                 {"name": "d", "type": "string", "default": "dflt"},
+                 {"name": "n", "type": ["null", "int"], "default": None},
+                 {"name": "bb", "type": "bytes", "default": "\u0041\u0001"})
+    result = resolve(writer, reader, [{"gone": "xx", "b": 0.5, "a": 3, "skip": 1.0},
+                                      {"gone": "", "b": -1.0, "a": None, "skip": 2.0}])
+    assert result.array.to_pylist() == [
+        {"a": 3, "b": 0.5, "d": "dflt", "n": None, "bb": b"A\x01"},
+        {"a": None, "b": -1.0, "d": "dflt", "n": None, "bb": b"A\x01"}]
+
+
+def test_bytes_default_is_latin1_code_points_on_the_fast_path():
+    # The spec: a bytes default is a string whose code points 0-255 are the bytes. (fastavro,
+    # the general path, encodes it as UTF-8 instead, so only the fast path is checked.)
+    writer = rec({"name": "a", "type": "int"})
+    reader = rec({"name": "a", "type": "int"}, {"name": "bb", "type": "bytes", "default": "\u00ff"})
+    fast = codecs(reader, {1: writer})[0]
+    result = fast.decode(pa.array([framed(1, b"\x02")]))
+    assert result.array.to_pylist() == [{"a": 1, "bb": b"\xff"}]
+
+
+def test_resolution_aliases():
+    writer = rec({"name": "old_name", "type": "int"}, name="Old")
+    reader = rec({"name": "new_name", "type": "int", "aliases": ["old_name"]}, name="New",
+                 aliases=["Old"])
+    assert resolve(writer, reader, [{"old_name": 9}]).array.to_pylist() == [{"new_name": 9}]
+
+
+@pytest.mark.parametrize("w,r,value,expected", [
+    ("int", "long", -5, -5), ("int", "float", 7, 7.0), ("int", "double", 1 << 30, float(1 << 30)),
+    ("long", "float", 3, 3.0), ("long", "double", -(1 << 40), float(-(1 << 40))),
+    ("float", "double", 0.25, 0.25), ("string", "bytes", "é", "é".encode()),
+    ("bytes", "string", b"ok", "ok"),
+    ("int", ["null", "long"], 4, 4), (["null", "int"], ["null", "double"], None, None),
+    (["null", "int"], ["long", "null"], 2, 2),
+])
+def test_resolution_promotions(w, r, value, expected):
+    result = resolve(rec({"name": "f", "type": w}), rec({"name": "f", "type": r}), [{"f": value}])
+    assert result.array.to_pylist() == [{"f": expected}]
+    # the same promotions on a top-level (non-record) value
+    result = resolve(w, r, [value])
+    assert result.array.to_pylist() == [expected]
+
+
+def test_resolution_writer_union_read_as_plain_type():
+    result = resolve(rec({"name": "f", "type": ["null", "int"]}), rec({"name": "f", "type": "long"}),
+                     [{"f": 1}, {"f": None}])
+    assert result.array.to_pylist() == [{"f": 1}, None]
+    assert result.bad_rows.tolist() == [1]
+
+
+def test_resolution_failures_are_bad_rows():
+    writer = rec({"name": "a", "type": "string"})
+    missing_default = rec({"name": "a", "type": "string"}, {"name": "z", "type": "int"})
+    for codec in codecs(missing_default, {1: writer}):
+        result = codec.decode(pa.array([framed(1, write(writer, {"a": "x"}))]))
+        assert result.bad_rows.tolist() == [0]
+        assert result.reasons[0].startswith("cannot be resolved to the reader schema")
+    wrong_type = rec({"name": "a", "type": "boolean"})
+    for codec in codecs(wrong_type, {1: writer}):
+        result = codec.decode(pa.array([framed(1, write(writer, {"a": "x"}))]))
+        assert result.reasons[0].startswith("cannot be resolved to the reader schema")
+
+
+def test_resolution_enum_symbols():
+    writer = rec({"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}})
+    with_default = rec({"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B", "Z"],
+                                              "default": "Z"}})
+    result = resolve(writer, with_default, [{"e": "A"}, {"e": "C"}], fast_too=False)
+    assert result.array.to_pylist() == [{"e": "A"}, {"e": "Z"}]
+    strict = rec({"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}})
+    result = resolve(writer, strict, [{"e": "B"}, {"e": "C"}], fast_too=False)
+    assert result.array.to_pylist() == [{"e": "B"}, None]
+    assert result.bad_rows.tolist() == [1] and "cannot be resolved" in result.reasons[0]
+
+
+def test_resolution_union_branches_and_nested():
+    writer = rec({"name": "u", "type": ["null", "int", "string"]},
+                 {"name": "p", "type": rec({"name": "x", "type": "int"}, name="P")})
+    reader = rec({"name": "u", "type": ["null", "string", "long"]},
+                 {"name": "p", "type": rec({"name": "x", "type": "double"},
+                                           {"name": "y", "type": "int", "default": 1}, name="P")})
+    result = resolve(writer, reader, [{"u": 5, "p": {"x": 1}}, {"u": "s", "p": {"x": 2}},
+                                      {"u": None, "p": {"x": 3}}])
+    assert result.array.to_pylist() == [
+        {"u": {"member0": None, "member1": 5}, "p": {"x": 1.0, "y": 1}},
+        {"u": {"member0": "s", "member1": None}, "p": {"x": 2.0, "y": 1}},
+        {"u": None, "p": {"x": 3.0, "y": 1}}]
+    # a reader union against a writer non-union: the matching branch is taken
+    result = resolve(rec({"name": "u", "type": "string"}),
+                     rec({"name": "u", "type": ["null", "int", "string"]}), [{"u": "q"}])
+    assert result.array.to_pylist() == [{"u": {"member0": None, "member1": "q"}}]
+
+
+def test_three_schema_versions_in_one_batch():
+    v1 = rec({"name": "id", "type": "long"})
+    v2 = rec({"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"], "default": None})
+    v3 = rec({"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"], "default": None},
+             {"name": "score", "type": "float", "default": 0.0})
+    values = pa.array([framed(3, write(v3, {"id": 1, "name": "c", "score": 1.5})),
+                       framed(1, write(v1, {"id": 2})), None,
+                       framed(2, write(v2, {"id": 3, "name": "b"})), b"\x07junk",
+                       framed(1, write(v1, {"id": 4})), framed(9, b"\x02"),
+                       framed(2, write(v2, {"id": 5, "name": None}))])
+    for codec in codecs(v3, {1: v1, 2: v2, 3: v3}):
+        result = codec.decode(values)
+        assert result.array.to_pylist() == [
+            {"id": 1, "name": "c", "score": 1.5}, {"id": 2, "name": None, "score": 0.0}, None,
+            {"id": 3, "name": "b", "score": 0.0}, None, {"id": 4, "name": None, "score": 0.0},
+            None, {"id": 5, "name": None, "score": 0.0}]
+        assert result.bad_rows.tolist() == [4, 6]
+        assert result.schema_ids.tolist() == [-1, 9]
+        assert result.reasons[0] == "not framed: magic byte 7, expected 0"
+
+
+def test_schema_ids_each_fetched_once_and_reported():
+    v1 = rec({"name": "id", "type": "long"})
+    lookup = DictLookup({1: avro(v1)})
+    codec = AvroCodec(avro(v1), framed=True, lookup=lookup)
+    batch = pa.array([framed(1, b"\x02"), framed(2, b"\x02"), framed(1, b"\x04")])
+    for _ in range(3):
+        result = codec.decode(batch)
+    assert sorted(lookup.calls) == [1, 2]
+    assert result.array.to_pylist() == [{"id": 1}, None, {"id": 2}]
+    assert result.bad_rows.tolist() == [1]
+    assert result.schema_ids.tolist() == [2]
+    assert result.reasons[0].startswith("unknown schema id 2")
+    # a pickled codec drops its caches and works on its own
+    clone = pickle.loads(pickle.dumps(codec))
+    assert "_decoders" not in pickle.loads(pickle.dumps(codec)).__getstate__()
+    assert clone.decode(batch).array.to_pylist() == result.array.to_pylist()
+
+
+def test_non_avro_writer_schema_is_a_bad_row():
+    lookup = DictLookup({1: RegisteredSchema("PROTOBUF", "syntax = 'proto3';")})
+    codec = AvroCodec(avro("long"), framed=True, lookup=lookup)
+    result = codec.decode(pa.array([framed(1, b"\x02")]))
+    assert result.bad_rows.tolist() == [0] and "PROTOBUF" in result.reasons[0]
