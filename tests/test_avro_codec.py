@@ -423,3 +423,211 @@ def test_non_avro_writer_schema_is_a_bad_row():
     codec = AvroCodec(avro("long"), framed=True, lookup=lookup)
     result = codec.decode(pa.array([framed(1, b"\x02")]))
     assert result.bad_rows.tolist() == [0] and "PROTOBUF" in result.reasons[0]
+
+
+# --- fast path == general path == fastavro, on generated flat schemas ---------------------
+
+_INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
+_INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
+_FLAT_VALUES = {
+    "int": _INT32, "long": _INT64, "boolean": st.booleans(), "string": st.text(max_size=12),
+    "bytes": st.binary(max_size=12), "double": st.floats(allow_nan=False),
+    "float": st.floats(width=32, allow_nan=False),
+    "date": st.dates(min_value=datetime.date(1, 1, 1)),
+    "timestamp-micros": st.datetimes(timezones=st.just(datetime.timezone.utc)),
+    "local-timestamp-millis": st.datetimes().map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000)),
+}
+_LOGICAL_BASE = {"date": "int", "timestamp-micros": "long", "local-timestamp-millis": "long"}
+
+
+def _avro_type(kind):
+    if kind in _LOGICAL_BASE:
+        return {"type": _LOGICAL_BASE[kind], "logicalType": kind}
+    return kind
+
+
+@st.composite
+def flat_schema_and_records(draw):
+    kinds = draw(st.lists(st.sampled_from(sorted(_FLAT_VALUES)), min_size=1, max_size=8))
+    nullable = draw(st.lists(st.sampled_from([None, 0, 1]), min_size=len(kinds), max_size=len(kinds)))
+    fields, strategies = [], {}
+    for i, (kind, null_at) in enumerate(zip(kinds, nullable)):
+        avro_type = _avro_type(kind)
+        value = _FLAT_VALUES[kind]
+        if null_at is not None:
+            avro_type = ["null", avro_type] if null_at == 0 else [avro_type, "null"]
+            value = st.one_of(st.none(), value)
+        fields.append({"name": f"f{i}", "type": avro_type})
+        strategies[f"f{i}"] = value
+    records = draw(st.lists(st.fixed_dictionaries(strategies), min_size=1, max_size=12))
+    return rec(*fields), records
+
+
+@FAST
+@given(flat_schema_and_records())
+def test_fast_path_equals_general_path_equals_fastavro(schema_and_records):
+    schema, records = schema_and_records
+    payloads = [write(schema, r) for r in records]
+    values = pa.array([framed(1, p) for p in payloads] + [None])
+    fast, general = codecs(schema, {1: schema})
+    fast_result, general_result = fast.decode(values), general.decode(values)
+    assert fast_result.bad_rows.tolist() == [] == general_result.bad_rows.tolist()
+    assert fast._decoders[1].__class__.__name__ == "FlatPlan"
+    expected = [fastavro.schemaless_reader(io.BytesIO(p), fastavro.parse_schema(schema), None)
+                for p in payloads] + [None]
+    assert fast_result.array.to_pylist() == expected
+    assert general_result.array.to_pylist() == expected
+    # and back: encode gives fastavro's bytes, framed with the codec's schema id
+    writer = AvroCodec(avro(schema), framed=True, schema_id=1)
+    assert writer.encode(fast_result.array).to_pylist() == [framed(1, p) for p in payloads] + [None]
+
+
+@FAST
+@given(flat_schema_and_records(), st.data())
+def test_fast_path_resolution_equals_general_path(schema_and_records, data):
+    """A reader derived from the writer: fields dropped, reordered, promoted, added with a
+    default; both paths give the same values."""
+    writer, records = schema_and_records
+    promote = {"int": ["long", "float", "double"], "long": ["float", "double"], "float": ["double"],
+               "string": ["bytes"], "bytes": ["string"]}
+    fields = []
+    for field in writer["fields"]:
+        if data.draw(st.booleans()):
+            continue                     # a writer-only field
+        ftype = field["type"]
+        if isinstance(ftype, str) and ftype in promote and ftype != "bytes" and data.draw(st.booleans()):
+            ftype = data.draw(st.sampled_from(promote[ftype]))
+        fields.append({"name": field["name"], "type": ftype})
+    fields.append({"name": "added", "type": ["null", "long"], "default": None})
+    fields.append({"name": "added2", "type": "double", "default": 2.5})
+    reader = rec(*data.draw(st.permutations(fields)))
+    resolve(writer, reader, records)
+
+
+@FAST
+@given(flat_schema_and_records(), st.binary(max_size=40), st.data())
+def test_garbage_and_truncation_become_bad_rows(schema_and_records, garbage, data):
+    schema, records = schema_and_records
+    good = write(schema, records[0])
+    cut = data.draw(st.integers(0, max(len(good) - 1, 0)))
+    values = pa.array([framed(1, garbage), framed(1, good[:cut]), framed(1, good + b"\x00"),
+                       framed(1, good)])
+    for codec in codecs(schema, {1: schema}):
+        result = codec.decode(values)
+        assert len(result.array) == 4
+        bad = result.bad_rows.tolist()
+        assert 2 in bad and 3 not in bad
+        assert result.reasons[bad.index(2)].startswith("trailing bytes")
+        if cut < len(good) and 1 in bad:
+            assert result.reasons[bad.index(1)].split(":")[0] in ("truncated", "trailing bytes",
+                                                                   "not valid Avro")
+        for row in bad:
+            assert result.array[row].as_py() is None
+        assert len(result.reasons) == len(bad) == len(result.schema_ids)
+
+
+def test_every_truncation_of_a_record_is_bad():
+    schema = rec({"name": "a", "type": "long"}, {"name": "s", "type": "string"},
+                 {"name": "n", "type": ["null", "double"]}, {"name": "b", "type": "boolean"})
+    good = write(schema, {"a": -(1 << 40), "s": "hello", "n": 2.0, "b": True})
+    values = pa.array([framed(1, good[:cut]) for cut in range(len(good))])
+    for codec in codecs(schema, {1: schema}):
+        result = codec.decode(values)
+        assert result.bad_rows.tolist() == list(range(len(good)))
+        assert all(r.startswith("truncated") for r in result.reasons), result.reasons
+
+
+def test_bad_values_on_the_fast_path():
+    schema = rec({"name": "i", "type": "int"}, {"name": "s", "type": "string"},
+                 {"name": "b", "type": "boolean"}, {"name": "u", "type": ["null", "int"]})
+    rows = [b"\x02\x02a\x01\x00",                       # good
+            b"\xfe\xff\xff\xff\x1f\x00\x00\x00",        # int out of range
+            b"\x02\x03\x00\x00",                        # negative string length
+            b"\x02\x02\xff\x00\x00",                    # invalid UTF-8
+            b"\x02\x00\x02\x00",                        # boolean byte 2
+            b"\x02\x00\x00\x04",                        # union index 2
+            b"\x02" + b"\xff" * 11]                     # varint longer than 10 bytes
+    codec = codecs(schema, {1: schema})[0]
+    result = codec.decode(pa.array([framed(1, r) for r in rows]))
+    assert result.array.to_pylist()[0] == {"i": 1, "s": "a", "b": True, "u": None}
+    assert result.bad_rows.tolist() == [1, 2, 3, 4, 5, 6]
+    assert result.reasons == ["i: int out of range", "s: negative length",
+                              "s: invalid UTF-8 in a string", "b: boolean byte is not 0 or 1",
+                              "u: union index out of range", "s length: varint longer than 10 bytes"]
+
+
+# --- encode ------------------------------------------------------------------------------
+
+NESTED = rec({"name": "id", "type": "long"},
+             {"name": "tags", "type": {"type": "array", "items": "string"}},
+             {"name": "attrs", "type": {"type": "map", "values": ["null", "int"]}},
+             {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
+             {"name": "amount", "type": {"type": "fixed", "name": "Amt", "size": 4,
+                                         "logicalType": "decimal", "precision": 8, "scale": 2}},
+             {"name": "when", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}]},
+             {"name": "choice", "type": ["null", "string", rec({"name": "x", "type": "int"}, name="X")]},
+             {"name": "id2", "type": {"type": "string", "logicalType": "uuid"}})
+
+
+def test_encode_decode_round_trip_nested():
+    codec = AvroCodec(avro(NESTED), framed=True, lookup=DictLookup({4: avro(NESTED)}), schema_id=4)
+    assert codec.spark_type == ("struct<id:bigint,tags:array<string>,attrs:map<string,int>,kind:string,"
+                                "amount:decimal(8,2),when:timestamp,choice:struct<member0:string,"
+                                "member1:struct<x:int>>,id2:string>")
+    rows = [{"id": 1, "tags": ["a", "b"], "attrs": [("k", 1), ("z", None)], "kind": "B",
+             "amount": decimal.Decimal("-12.34"),
+             "when": datetime.datetime(2024, 5, 6, 7, 8, 9, 10000, tzinfo=datetime.timezone.utc),
+             "choice": {"member0": None, "member1": {"x": 3}}, "id2": "7f1b6a7e-0000-4000-8000-000000000001"},
+            None,
+            {"id": -1, "tags": [], "attrs": [], "kind": "A", "amount": decimal.Decimal("0.01"),
+             "when": None, "choice": {"member0": "s", "member1": None}, "id2": ""}]
+    array = pa.array(rows, type=codec.arrow_type)
+    encoded = codec.encode(array)
+    assert encoded[1].as_py() is None and encoded[0].as_py()[:5] == b"\x00\x00\x00\x00\x04"
+    # the bytes are what fastavro reads back as the same values
+    back = fastavro.schemaless_reader(io.BytesIO(encoded[0].as_py()[5:]), fastavro.parse_schema(NESTED), None)
+    assert back["choice"] == {"x": 3} and back["attrs"] == {"k": 1, "z": None}
+    assert codec.decode(encoded).array.to_pylist() == array.to_pylist()
+
+
+def test_encode_bad_value_raises_clearly():
+    codec = AvroCodec(avro(rec({"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A"]}})),
+                      framed=False)
+    with pytest.raises(ValueError, match="row 1 cannot be written as Avro"):
+        codec.encode(pa.array([{"e": "A"}, {"e": "nope"}], type=codec.arrow_type))
+    with pytest.raises(ValueError, match="needs a schema id"):
+        AvroCodec(avro("long"), framed=True).encode(pa.array([1]))
+
+
+# --- confluent-kafka's serializer ------------------------------------------------------------
+
+def test_confluent_avro_serializer_output_decodes_like_its_deserializer():
+    mock = pytest.importorskip("confluent_kafka.schema_registry._sync.mock_schema_registry_client")
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    client = mock.MockSchemaRegistryClient({"url": "mock://avro-codec-test"})
+    schema = rec({"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"]},
+                 {"name": "score", "type": "double"}, {"name": "tags", "type": {"type": "array", "items": "int"}},
+                 name="User", namespace="com.example")
+    serializer = AvroSerializer(client, json.dumps(schema))
+    ctx = SerializationContext("users", MessageField.VALUE)
+    records = [{"id": i, "name": None if i % 2 else f"n{i}", "score": i / 4, "tags": list(range(i % 3))}
+               for i in range(20)]
+    messages = [serializer(r, ctx) for r in records]
+    schema_id = int.from_bytes(messages[0][1:5], "big")
+
+    class ClientLookup(SchemaLookup):
+        def schema_by_id(self, sid, fmt=None):
+            registered = client.get_schema(sid)
+            return RegisteredSchema(registered.schema_type or "AVRO", registered.schema_str, schema_id=sid)
+
+    deserializer = AvroDeserializer(client)
+    expected = [deserializer(m, ctx) for m in messages]
+    flat = rec({"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"]},
+               {"name": "score", "type": "double"}, name="User", namespace="com.example")
+    for reader, keep in ((schema, None), (flat, ("id", "name", "score"))):
+        codec = AvroCodec(avro(reader), framed=True, lookup=ClientLookup(), schema_id=schema_id)
+        result = codec.decode(pa.array(messages))
+        assert result.bad_rows.tolist() == []
+        want = expected if keep is None else [{k: e[k] for k in keep} for e in expected]
+        assert result.array.to_pylist() == want

@@ -9,6 +9,7 @@ groups' results are put back in row order. Bad records become bad rows with a re
 from __future__ import annotations
 
 import io
+import re
 import threading
 
 import fastavro
@@ -116,7 +117,8 @@ def _reason(exc) -> str:
     if isinstance(exc, _Trailing):
         return f"trailing bytes: the record ends {exc.args[0]} bytes before its payload"
     if isinstance(exc, (EOFError, IndexError, StopIteration)) and "union" not in str(exc):
-        return f"truncated: {type(exc).__name__}: {exc}"
+        detail = re.sub(r" from <[^>]*>", "", str(exc)) or "no more bytes"
+        return f"truncated: {type(exc).__name__}: {detail}"
     if type(exc).__name__ == "SchemaResolutionError":
         return f"cannot be resolved to the reader schema: {exc}"
     return f"not valid Avro: {type(exc).__name__}: {exc}"

@@ -293,7 +293,6 @@ class _Rows:
         pos = self.pos if lanes is None else self.pos[lanes]
         if base == "boolean":
             values = self.data.take(pos, mode="clip")
-            self.fail(self._mask(lanes, values > 1), f"{name}: boolean byte is not 0 or 1")
             width = 1
         else:
             width = _WIDTH[base]
@@ -303,7 +302,9 @@ class _Rows:
             self.pos += width
         else:
             self.pos[lanes] += width
-        self._truncated(lanes, name)
+        self._truncated(lanes, name)     # before the value check: a clipped read is garbage
+        if base == "boolean":
+            self.fail(self._mask(lanes, values > 1), f"{name}: boolean byte is not 0 or 1")
         return values
 
 
