@@ -631,3 +631,12 @@ def test_confluent_avro_serializer_output_decodes_like_its_deserializer():
         assert result.bad_rows.tolist() == []
         want = expected if keep is None else [{k: e[k] for k in keep} for e in expected]
         assert result.array.to_pylist() == want
+
+
+def test_arrays_of_zero_byte_items_are_refused_not_hung():
+    # a 5-byte payload announcing 2^31 nulls would keep fastavro busy for ever
+    schema = rec({"name": "a", "type": {"type": "array", "items": "null"}})
+    codec = AvroCodec(avro(schema), framed=False)
+    result = codec.decode(pa.array([b"\xfe\xff\xff\xff\x0f\x00", b"\x00"]))
+    assert result.bad_rows.tolist() == [0, 1]
+    assert "zero bytes" in result.reasons[0]

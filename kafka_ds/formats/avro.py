@@ -124,6 +124,42 @@ def _reason(exc) -> str:
     return f"not valid Avro: {type(exc).__name__}: {exc}"
 
 
+def _min_size_is_zero(node, seen) -> bool:
+    kind = node["type"]
+    if kind == "null" or (kind == "fixed" and node["size"] == 0):
+        return True
+    if kind == "record":
+        if id(node) in seen:
+            return False           # a recursive record always needs a byte somewhere
+        return all(_min_size_is_zero(f["type"], seen | {id(node)}) for f in node["fields"])
+    return False                   # everything else takes at least one byte
+
+
+def _zero_byte_array_items(node, seen=frozenset()) -> str | None:
+    """Describes the first array in ``node`` whose items can take zero bytes, else None."""
+    if id(node) in seen:
+        return None
+    seen = seen | {id(node)}
+    kind = node["type"]
+    if kind == "array":
+        if _min_size_is_zero(node["items"], frozenset()):
+            return node["items"].get("name") or node["items"]["type"]
+        children = [node["items"]]
+    elif kind == "map":
+        children = [node["values"]]
+    elif kind == "record":
+        children = [f["type"] for f in node["fields"]]
+    elif kind == "union":
+        children = node["branches"]
+    else:
+        return None
+    for child in children:
+        found = _zero_byte_array_items(child, seen)
+        if found:
+            return found
+    return None
+
+
 class _Failed:
     """A decoder for a schema id whose every record fails the same way."""
 
@@ -192,6 +228,11 @@ class AvroCodec:
                 return _Failed(f"schema id {schema_id}: {exc}")
             except Exception as exc:     # the registry's own error (unknown id, unreachable)
                 return _Failed(f"unknown schema id {schema_id}: {exc}")
+        endless = _zero_byte_array_items(writer.node)
+        if endless:
+            # fastavro would loop once per announced item: a bad block count of 2^62 hangs
+            return _Failed(f"not decoded: the writer schema has an array of {endless}, items of "
+                           "zero bytes, so a bad record could announce endless items")
         try:
             plan = build_plan(writer.node, reader.node) if self.use_fast_path else None
         except ResolutionError as exc:
