@@ -640,3 +640,11 @@ def test_arrays_of_zero_byte_items_are_refused_not_hung():
     result = codec.decode(pa.array([b"\xfe\xff\xff\xff\x0f\x00", b"\x00"]))
     assert result.bad_rows.tolist() == [0, 1]
     assert "zero bytes" in result.reasons[0]
+
+
+def test_frame_ignores_bytes_under_null_slots():
+    # Arrow allows a null slot to span bytes; they are not payload
+    payloads = pa.Array.from_buffers(pa.binary(), 2, [
+        pa.py_buffer(np.packbits([False, True], bitorder="little")),
+        pa.py_buffer(np.array([0, 3, 5], np.int32)), pa.py_buffer(b"xxxok")])
+    assert frame(1, payloads).to_pylist() == [None, b"\x00\x00\x00\x00\x01ok"]

@@ -113,7 +113,7 @@ def frame(schema_id: int, payloads: pa.Array) -> pa.BinaryArray:
         raise ValueError(f"schema id {schema_id} does not fit in an int32")
     nulls, offsets, data = binary_buffers(payloads)
     n = len(payloads)
-    lengths = np.diff(offsets)
+    lengths = np.where(nulls, 0, np.diff(offsets))   # a null slot may still span bytes
     header_sizes = np.where(nulls, 0, HEADER_SIZE)
     new_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths + header_sizes, out=new_offsets[1:])
