@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from kafka_ds.formats.avro import AvroCodec
 from kafka_ds.formats.avro_types import (AvroSchemaError, avro_to_spark, parse_schema,
-                                         simple_string, spark_to_arrow, spark_to_avro,
+                                         simple_string, spark_to_avro,
                                          spark_type_misfit)
 from kafka_ds.formats.framing import frame, split_frames
 from kafka_ds.registry.schema import RegisteredSchema, SchemaReference, SchemaLookup
@@ -179,7 +179,8 @@ TYPE_TABLE = [
 ]
 
 
-@pytest.mark.parametrize("schema,spark,arrow", TYPE_TABLE, ids=[t[1] + str(i) for i, t in enumerate(TYPE_TABLE)])
+@pytest.mark.parametrize("schema,spark,arrow", TYPE_TABLE,
+                         ids=[t[1] + str(i) for i, t in enumerate(TYPE_TABLE)])
 def test_type_mapping(schema, spark, arrow):
     codec = AvroCodec(avro(schema), framed=False)
     assert codec.spark_type == spark
@@ -435,7 +436,8 @@ _FLAT_VALUES = {
     "float": st.floats(width=32, allow_nan=False),
     "date": st.dates(min_value=datetime.date(1, 1, 1)),
     "timestamp-micros": st.datetimes(timezones=st.just(datetime.timezone.utc)),
-    "local-timestamp-millis": st.datetimes().map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000)),
+    "local-timestamp-millis": st.datetimes().map(
+        lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000)),
 }
 _LOGICAL_BASE = {"date": "int", "timestamp-micros": "long", "local-timestamp-millis": "long"}
 
@@ -607,7 +609,8 @@ def test_confluent_avro_serializer_output_decodes_like_its_deserializer():
     from confluent_kafka.serialization import MessageField, SerializationContext
     client = mock.MockSchemaRegistryClient({"url": "mock://avro-codec-test"})
     schema = rec({"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"]},
-                 {"name": "score", "type": "double"}, {"name": "tags", "type": {"type": "array", "items": "int"}},
+                 {"name": "score", "type": "double"},
+                 {"name": "tags", "type": {"type": "array", "items": "int"}},
                  name="User", namespace="com.example")
     serializer = AvroSerializer(client, json.dumps(schema))
     ctx = SerializationContext("users", MessageField.VALUE)
