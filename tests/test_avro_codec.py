@@ -651,3 +651,17 @@ def test_frame_ignores_bytes_under_null_slots():
         pa.py_buffer(np.packbits([False, True], bitorder="little")),
         pa.py_buffer(np.array([0, 3, 5], np.int32)), pa.py_buffer(b"xxxok")])
     assert frame(1, payloads).to_pylist() == [None, b"\x00\x00\x00\x00\x01ok"]
+
+
+def test_logical_type_defaults_are_in_the_underlying_unit():
+    writer = rec({"name": "a", "type": "int"})
+    reader = rec({"name": "a", "type": "int"},
+                 {"name": "d", "type": {"type": "int", "logicalType": "date"}, "default": 3},
+                 {"name": "t", "type": {"type": "long", "logicalType": "timestamp-millis"},
+                  "default": 1500},
+                 {"name": "b", "type": "boolean", "default": True},
+                 {"name": "u", "type": ["string", "null"], "default": "x"})
+    result = resolve(writer, reader, [{"a": 1}])
+    assert result.array.to_pylist() == [{
+        "a": 1, "d": datetime.date(1970, 1, 4), "b": True, "u": "x",
+        "t": datetime.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=datetime.timezone.utc)}]

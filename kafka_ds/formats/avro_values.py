@@ -83,6 +83,9 @@ def arrow_converter(node):
     if kind == "map":
         conv = arrow_converter(node["values"])
         return None if conv is None else (lambda v: {k: conv(x) for k, x in v.items()})
+    if logical(node) in ("timestamp-millis", "local-timestamp-millis"):
+        # fastavro hands a reader-only field's default over as the raw long (milliseconds)
+        return lambda v: v * 1000 if isinstance(v, int) else v
     if kind != "union":
         return None
     branches, _has_null = union_parts(node)
