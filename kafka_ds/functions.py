@@ -11,8 +11,8 @@ Options are those of the source without the column prefix (``subject``, ``versio
 on the driver when the function is called, so the returned column has its Spark type at
 once; the executors decode whole Arrow batches (``arrow_udf``, pyspark >= 4.1).
 """
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: arrow_udf reads the inner functions' type hints
+# (pa.Array -> pa.Array) to know they are Arrow UDFs, and pa is a local name there.
 from .errors import ConfigurationError, RecordDecodeError
 
 _PER_COLUMN = {"subject": "Subject", "version": "SchemaVersion", "schema": "Schema",
