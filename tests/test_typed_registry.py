@@ -47,6 +47,11 @@ def confluent_registry(registry):
     return SchemaRegistryClient({"url": registry.url})
 
 
+def schema_fetches(registry) -> int:
+    return sum(1 for r in registry.requests
+               if r.method == "GET" and r.path.startswith("/schemas/ids/"))
+
+
 def consume_raw(bootstrap, topic, count, timeout=30.0):
     """``count`` records of ``topic`` as (key, value) bytes, read by confluent-kafka."""
     from confluent_kafka import Consumer
@@ -236,3 +241,59 @@ def test_from_registry_and_to_registry_on_a_plain_kafka_read(spark, broker, new_
         sorted(f"n{i}" for i in range(8))
     with pytest.raises(ConfigurationError, match="name the schema with subject"):
         from_registry("value", "avro", schema_registry_url=schema_registry.url)
+
+
+# --- streaming -------------------------------------------------------------------------------
+
+@pytest.mark.heavy
+def test_stream_decodes_a_new_writer_version_after_the_registry_was_down_20s(
+        spark, tansu_broker, tmp_path):
+    """The reader schema is fixed when the query starts; a writer version first seen while
+    the registry is down is fetched once it is back (the look-up's retry budget, 60 s by
+    default, outlasts the outage), and no record is lost or skipped."""
+    import threading
+    import time
+
+    from schema_registry import start_registry
+    registry = start_registry()
+    try:
+        topic = tansu_broker.unique_topic("typedstream")
+        tansu_broker.create_topic(topic, partitions=1)
+        client = confluent_registry(registry)
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        v1 = AvroSerializer(client, USER_V1)
+        produce_confluent(tansu_broker.bootstrap_servers, topic,
+                          [{"value": v1({"id": i, "name": "a"}, ctx), "partition": 0}
+                           for i in range(5)])
+        name = "typed_" + uuid.uuid4().hex[:8]
+        query = (spark.readStream.format("pykafka")
+                 .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+                 .option("subscribe", topic).option("startingOffsets", "earliest")
+                 .option("valueFormat", "avro").option("schema.registry.url", registry.url)
+                 .load().select("offset", "value.id", "value.name")
+                 .writeStream.format("memory").queryName(name)
+                 .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+        try:
+            query.processAllAvailable()
+            # a second writer version, registered while the registry is up ...
+            v2 = AvroSerializer(client, USER_V2)
+            later = [v2({"id": 10 + i, "name": "b", "score": 1.0}, ctx) for i in range(5)]
+            fetched_before = schema_fetches(registry)
+            # ... and first needed by the query while it is down for 20 s
+            registry.stop()
+            threading.Timer(20.0, registry.start).start()
+            produce_confluent(tansu_broker.bootstrap_servers, topic,
+                              [{"value": v, "partition": 0} for v in later])
+            started = time.monotonic()
+            query.processAllAvailable()
+            waited = time.monotonic() - started
+            assert query.exception() is None
+            rows = sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {name}").collect())
+            assert rows == [(i, i, "a") for i in range(5)] + \
+                [(5 + i, 10 + i, "b") for i in range(5)]
+            assert waited >= 15, waited      # the batch did wait for the registry
+            assert schema_fetches(registry) > fetched_before
+        finally:
+            query.stop()
+    finally:
+        registry.stop()
