@@ -182,7 +182,10 @@ def build_pool(schema: RegisteredSchema, lookup, root_name: str):
                 added.add(dep)
             else:
                 raise ProtobufSchemaError(f"{name} imports {dep}, which no reference names")
-        pool.Add(proto)
+        try:
+            pool.Add(proto)
+        except (TypeError, ValueError) as exc:   # upb says TypeError for a bad descriptor
+            raise ProtobufSchemaError(f"{name}: {exc}") from exc
         added.add(name)
 
     add(schema, root_name, ())
