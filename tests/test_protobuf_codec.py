@@ -340,3 +340,9 @@ FUZZ_CODEC = ProtobufCodec(
     framed=True, schema_id=1,
     lookup=DictLookup({1: RegisteredSchema(
         "PROTOBUF", base64.b64encode(ALL_TYPES.SerializeToString()).decode(), schema_id=1)}))
+
+
+def test_header_with_an_id_above_java_int_range_is_a_bad_row():
+    result = FUZZ_CODEC.decode(pa.array([b"\x00\x80\x00\x00\x00\x00"]))
+    assert result.reasons == ["unknown schema id 2147483648 (registry ids are at most 2^31-1)"]
+    assert result.schema_ids.tolist() == [-1]

@@ -13,10 +13,12 @@ import pyarrow as pa
 #: magic byte 0 + 4-byte schema id
 HEADER_SIZE = 5
 
-#: Frames.status values
+#: Frames.status values (NOT_FRAMED: also a header with an id above 2^31-1)
 OK = 0
 NULL = 1
 NOT_FRAMED = 2
+
+_MAX_SCHEMA_ID = (1 << 31) - 1
 
 
 @dataclass
@@ -35,7 +37,10 @@ class Frames:
         start, end = int(self.starts[row]), int(self.ends[row])
         if end - start < HEADER_SIZE:
             return f"not framed: {end - start} bytes, shorter than the 5-byte Confluent header"
-        return f"not framed: magic byte {self.data[start]} (expected 0)"
+        if self.data[start] != 0:
+            return f"not framed: magic byte {self.data[start]} (expected 0)"
+        schema_id = int.from_bytes(self.data[start + 1:start + HEADER_SIZE], "big")
+        return f"unknown schema id {schema_id} (registry ids are at most 2^31-1)"
 
 
 def _binary_buffers(values: pa.Array):
@@ -76,6 +81,10 @@ def split_frames(values: pa.Array, *, framed: bool) -> Frames:
         ids = np.zeros(len(rows), dtype=np.int64)
         for k in range(1, HEADER_SIZE):
             ids = (ids << 8) | data[header_at + k].astype(np.int64)
+        # registry ids are Java ints: 4 bytes above 2^31-1 name no schema
+        too_large = ids > _MAX_SCHEMA_ID
+        status[rows[too_large]] = NOT_FRAMED
+        rows, ids = rows[~too_large], ids[~too_large]
         schema_ids[rows] = ids
         starts[rows] += HEADER_SIZE
     # the bytes of the data buffer that the array covers, once
