@@ -180,16 +180,22 @@ class ProtobufCodec:
                     bad(row, writer.error, schema_id)
                 continue
             parse = writer.parse
-            messages, good = [], []
-            for row in rows:
-                try:
-                    messages.append(parse(data[starts[row]:ends[row]]))
-                    good.append(row)
-                except DecodeError as exc:
-                    bad(row, f"invalid Protobuf payload (truncated or corrupt): {exc}",
-                        schema_id)
-                except RecursionError:
-                    bad(row, "invalid Protobuf payload: nested too deeply", schema_id)
+            row_starts = starts[rows].tolist()
+            row_ends = ends[rows].tolist()
+            try:   # all good: one comprehension; else row by row, naming the bad ones
+                messages = [parse(data[s:e]) for s, e in zip(row_starts, row_ends)]
+                good = rows
+            except (DecodeError, RecursionError):
+                messages, good = [], []
+                for row, s, e in zip(rows, row_starts, row_ends):
+                    try:
+                        messages.append(parse(data[s:e]))
+                        good.append(row)
+                    except DecodeError as exc:
+                        bad(row, f"invalid Protobuf payload (truncated or corrupt): {exc}",
+                            schema_id)
+                    except RecursionError:
+                        bad(row, "invalid Protobuf payload: nested too deeply", schema_id)
             if good:
                 pieces.append(writer.build(messages))
                 piece_rows.append(good)
