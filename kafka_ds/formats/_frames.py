@@ -96,6 +96,3 @@ def frame_header(schema_id: int) -> bytes:
         raise ValueError(f"schema id {schema_id} does not fit the 4-byte Confluent header")
     return b"\x00" + schema_id.to_bytes(4, "big")
 
-
-def empty_bad_rows():
-    return np.zeros(0, np.int64), [], np.zeros(0, np.int32)

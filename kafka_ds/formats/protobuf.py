@@ -13,7 +13,7 @@ from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
 from kafka_ds.formats import DecodeResult
-from kafka_ds.formats._frames import NOT_FRAMED, NULL, OK, frame_header, split_frames
+from kafka_ds.formats._frames import NOT_FRAMED, OK, frame_header, split_frames
 from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
 from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
                                               decode_message_indexes, encode_message_indexes,
@@ -145,7 +145,7 @@ class ProtobufCodec:
             bad(row, frames.reason(row))
         ok_rows = np.flatnonzero(frames.status == OK)
         starts = frames.starts
-        groups = {}   # (schema id, indexes) -> ([rows], [payloads])
+        groups = {}   # (schema id, indexes) -> [rows]
         if self.framed and len(ok_rows):
             # the common message index is [0], the single byte 0: find those rows at once
             index_at = starts[ok_rows]
@@ -159,7 +159,7 @@ class ProtobufCodec:
             ids = frames.schema_ids
             for schema_id in np.unique(ids[ok_rows[simple]]).tolist():
                 rows = ok_rows[simple & (ids[ok_rows] == schema_id)].tolist()
-                groups[(schema_id, (0,))] = (rows, None)
+                groups[(schema_id, (0,))] = rows
             for row in ok_rows[~simple].tolist():
                 try:
                     indexes, starts[row] = decode_message_indexes(data, int(starts[row]),
@@ -167,13 +167,13 @@ class ProtobufCodec:
                 except ValueError as exc:
                     bad(row, f"truncated: {exc}", int(ids[row]))
                     continue
-                groups.setdefault((int(ids[row]), indexes), ([], None))[0].append(row)
+                groups.setdefault((int(ids[row]), indexes), []).append(row)
         elif len(ok_rows):
-            groups[(-1, ())] = (ok_rows.tolist(), None)
+            groups[(-1, ())] = ok_rows.tolist()
 
         ends = frames.ends
         pieces, piece_rows = [], []
-        for (schema_id, indexes), (rows, _) in groups.items():
+        for (schema_id, indexes), rows in groups.items():
             writer = self._writer(schema_id, indexes)
             if writer.error is not None:
                 for row in rows:

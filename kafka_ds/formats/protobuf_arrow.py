@@ -13,11 +13,11 @@ from datetime import timezone
 from operator import attrgetter
 
 import pyarrow as pa
+from google.protobuf.descriptor import FieldDescriptor
 
 from kafka_ds.formats.protobuf_schema import (DURATION, SCALAR_TYPES, TIMESTAMP, UNSIGNED,
                                               WRAPPERS, ProtobufSchemaError, field_types,
-                                              is_map, message_types)
-from google.protobuf.descriptor import FieldDescriptor
+                                              is_map, message_types, repeated)
 
 _T = FieldDescriptor
 #: writer scalar Arrow type -> reader Arrow types it widens to without loss
@@ -92,7 +92,7 @@ def field_types_value(field, ancestors):
     _, arrow = field_types(field, ancestors)
     if is_map(field):
         return arrow
-    return arrow.value_type if field.is_repeated else arrow
+    return arrow.value_type if repeated(field) else arrow
 
 
 def _offsets(containers):
@@ -112,7 +112,7 @@ def _mask(values):
 def _field_builder(writer_field, reader_field, where: str, ancestors):
     """Plan for the field's column: values as read from the parent messages."""
     if is_map(writer_field) != is_map(reader_field) or \
-            writer_field.is_repeated != reader_field.is_repeated:
+            repeated(writer_field) != repeated(reader_field):
         raise ProtobufSchemaError(f"field {where}: repeated/map in one schema and not in the "
                                   "other")
     if is_map(reader_field):
@@ -133,7 +133,7 @@ def _field_builder(writer_field, reader_field, where: str, ancestors):
                                            items(flat_items), mask=_mask(maps))
         return build
     element = _value_builder(writer_field, reader_field, where, ancestors)
-    if not reader_field.is_repeated:
+    if not repeated(reader_field):
         return element
 
     def build_list(lists):
@@ -147,7 +147,7 @@ def _getter(field):
     presence, e.g. proto3 ``optional``) is unset. Scalars without presence read as their
     default (0, "", false)."""
     name = field.name
-    if field.is_repeated or not field.has_presence:
+    if repeated(field) or not field.has_presence:
         return attrgetter(name)   # C-level: the hot path of flat messages
     return lambda m: getattr(m, name) if m.HasField(name) else None
 
@@ -238,7 +238,7 @@ def fill_message(message, value, where=""):
         if item is None:
             continue
         path = f"{where}.{field.name}" if where else field.name
-        container = getattr(message, field.name) if field.is_repeated else None
+        container = getattr(message, field.name) if repeated(field) else None
         if is_map(field):
             value_field = field.message_type.fields_by_name["value"]
             key_field = field.message_type.fields_by_name["key"]
@@ -248,7 +248,7 @@ def fill_message(message, value, where=""):
                     fill_message(container[key], entry, path)
                 elif entry is not None:
                     container[key] = _to_scalar(value_field, entry, path)
-        elif field.is_repeated:
+        elif repeated(field):
             for entry in item:
                 if entry is None:
                     raise ValueError(f"{path}: a repeated field cannot hold null")

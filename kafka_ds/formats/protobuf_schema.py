@@ -194,8 +194,16 @@ def build_pool(schema: RegisteredSchema, lookup, root_name: str):
 
 # -- Spark and Arrow types -------------------------------------------------------------------
 
+def repeated(field) -> bool:
+    # FieldDescriptor.is_repeated is new (protobuf 7 dropped .label); older runtimes: label
+    try:
+        return field.is_repeated
+    except AttributeError:
+        return field.label == _T.LABEL_REPEATED
+
+
 def is_map(field) -> bool:
-    return (field.type == _T.TYPE_MESSAGE and field.is_repeated
+    return (field.type == _T.TYPE_MESSAGE and repeated(field)
             and field.message_type.GetOptions().map_entry)
 
 
@@ -241,6 +249,6 @@ def field_types(field, ancestors=()):
         item_spark, item_arrow = value_types(entry.fields_by_name["value"], ancestors)
         return f"map<{key_spark},{item_spark}>", pa.map_(key_arrow, item_arrow)
     spark, arrow = value_types(field, ancestors)
-    if field.is_repeated:
+    if repeated(field):
         return f"array<{spark}>", pa.list_(arrow)
     return spark, arrow
