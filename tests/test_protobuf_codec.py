@@ -346,3 +346,25 @@ def test_header_with_an_id_above_java_int_range_is_a_bad_row():
     result = FUZZ_CODEC.decode(pa.array([b"\x00\x80\x00\x00\x00\x00"]))
     assert result.reasons == ["unknown schema id 2147483648 (registry ids are at most 2^31-1)"]
     assert result.schema_ids.tolist() == [-1]
+
+
+def test_rows_of_one_writer_in_both_index_encodings_keep_their_order():
+    client, lookup = _registry()
+    old, _ = _register_versions(client)
+    # [0] written as the short byte 0 and as count 1, index 0: one writer group
+    long_form = old[:5] + b"\x02\x00" + old[6:]
+    result = _codec(lookup, 1).decode(pa.array([long_form, old[:6] + b"\x08\x07", long_form]))
+    assert [r["id"] for r in result.array.to_pylist()] == [1, 7, 1]
+
+
+def test_values_out_of_arrow_range_are_bad_rows_not_a_failed_batch():
+    classes = message_classes(ALL_TYPES)
+    message = _everything(classes)
+    message.at.seconds = 1 << 60   # parses, but is no int64 of microseconds
+    codec = ProtobufCodec(RegisteredSchema(
+        "PROTOBUF", base64.b64encode(ALL_TYPES.SerializeToString()).decode()), framed=False)
+    result = codec.decode(pa.array([_everything(classes).SerializeToString(),
+                                    message.SerializeToString()]))
+    assert result.bad_rows.tolist() == [1]
+    assert result.reasons[0].startswith("cannot be converted to the reader type: ")
+    assert result.array.to_pylist()[0]["i32"] == -5

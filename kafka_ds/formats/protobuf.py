@@ -180,6 +180,7 @@ class ProtobufCodec:
                     bad(row, writer.error, schema_id)
                 continue
             parse = writer.parse
+            rows.sort()   # a group may mix rows found at once and rows read one by one
             row_starts = starts[rows].tolist()
             row_ends = ends[rows].tolist()
             try:   # all good: one comprehension; else row by row, naming the bad ones
@@ -197,8 +198,12 @@ class ProtobufCodec:
                     except RecursionError:
                         bad(row, "invalid Protobuf payload: nested too deeply", schema_id)
             if good:
-                pieces.append(writer.build(messages))
-                piece_rows.append(good)
+                try:
+                    pieces.append(writer.build(messages))
+                    piece_rows.append(good)
+                except Exception:   # e.g. a Timestamp beyond int64 microseconds
+                    self._build_row_by_row(writer, messages, good, schema_id, pieces,
+                                           piece_rows, bad)
         array = self._assemble(n, pieces, piece_rows)
         order = np.argsort(np.asarray(bad_rows, dtype=np.int64), kind="stable")
         return DecodeResult(
@@ -206,6 +211,20 @@ class ProtobufCodec:
             bad_rows=np.asarray(bad_rows, dtype=np.int64)[order],
             reasons=[reasons[i] for i in order.tolist()],
             schema_ids=np.asarray(bad_ids, dtype=np.int32)[order])
+
+    @staticmethod
+    def _build_row_by_row(writer, messages, rows, schema_id, pieces, piece_rows, bad):
+        """The slow path when a group's columns cannot be built: find the rows at fault."""
+        built, good = [], []
+        for row, message in zip(rows, messages):
+            try:
+                built.append(writer.build([message]))
+                good.append(row)
+            except Exception as exc:
+                bad(row, f"cannot be converted to the reader type: {exc}", schema_id)
+        if good:
+            pieces.append(pa.concat_arrays(built))
+            piece_rows.append(good)
 
     def _assemble(self, n, pieces, piece_rows):
         """Place each writer group's rows at their positions; the rest are null."""
