@@ -253,3 +253,12 @@ def test_fuzz_decode_never_raises(values):
         if decoded is not None:   # the batch reader agrees with the per-record reader
             alone = FUZZ_CODEC.decode(pa.array([value, b"x"], pa.binary()))
             assert alone.array.to_pylist()[0] == decoded
+
+
+def test_lone_surrogate_escapes_are_bad_rows():
+    codec = JsonCodec(RegisteredSchema("JSON", json.dumps(ORDER)), framed=False)
+    result = codec.decode(pa.array([b'{"name": "\\ud800"}', b'{"name": "ok \\u00e9"}']))
+    assert result.bad_rows.tolist() == [0]
+    assert result.reasons[0] == "does not match the reader schema: $.name: a string with an " \
+        "unpaired \\uD800-\\uDFFF escape is not valid Unicode"
+    assert result.array.to_pylist()[1]["name"] == "ok \u00e9"

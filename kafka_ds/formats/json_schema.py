@@ -177,6 +177,16 @@ def _timestamp(text: str):
     return parsed.astimezone(timezone.utc)
 
 
+def _text(value: str, where: str) -> str:
+    # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8 column can hold
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Mismatch(f"{where}: a string with an unpaired \\uD800-\\uDFFF escape is not "
+                       "valid Unicode") from None
+    return value
+
+
 def coerce(node: Node, value, where: str = "$"):
     """The value as pa.array takes it for node.arrow_type; Mismatch when it does not fit."""
     if value is None:
@@ -192,7 +202,8 @@ def coerce(node: Node, value, where: str = "$"):
         if kind == "array" and isinstance(value, list):
             return [coerce(child, item, f"{where}[{i}]") for i, item in enumerate(value)]
         if kind == "map" and isinstance(value, dict):
-            return [(key, coerce(child, item, f"{where}.{key}")) for key, item in value.items()]
+            return [(_text(key, where), coerce(child, item, f"{where}.{key}"))
+                    for key, item in value.items()]
         raise Mismatch(f"{where}: expected {'an array' if kind == 'array' else 'an object'}, "
                        f"got {type(value).__name__}")
     if kind == "boolean":
@@ -208,7 +219,7 @@ def coerce(node: Node, value, where: str = "$"):
             return float(value)
     elif isinstance(value, str):
         if kind == "string":
-            return value
+            return _text(value, where)
         try:
             return _timestamp(value) if kind == "timestamp" else date.fromisoformat(value)
         except ValueError as exc:
