@@ -62,6 +62,8 @@ def _binary_buffers(values: pa.Array):
 
 def split_frames(values: pa.Array, *, framed: bool) -> Frames:
     """Classify every row and locate its payload, without a Python step per row."""
+    if pa.types.is_null(values.type):
+        values = values.cast(pa.binary())
     offsets, data = _binary_buffers(values)
     n = len(values)
     starts = offsets[:-1].copy()

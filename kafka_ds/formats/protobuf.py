@@ -165,7 +165,7 @@ class ProtobufCodec:
                     indexes, starts[row] = decode_message_indexes(data, int(starts[row]),
                                                                   int(frames.ends[row]))
                 except ValueError as exc:
-                    bad(row, f"truncated: {exc}", int(ids[row]))
+                    bad(row, f"invalid message indexes: {exc}", int(ids[row]))
                     continue
                 groups.setdefault((int(ids[row]), indexes), []).append(row)
         elif len(ok_rows):
