@@ -118,7 +118,7 @@ def main(argv=None):
     del values, chunks
 
     client.register_schema("bench-value", Schema(json.dumps(JSON_SCHEMA), "JSON"))
-    serialize = JSONSerializer(json.dumps(JSON_SCHEMA), client)
+    serialize = JSONSerializer(json.dumps(JSON_SCHEMA), client, conf={"validate": False})
     values = [serialize(r, CTX) for r in rows]
     schema_id = int.from_bytes(values[0][1:5], "big")
     codec = JsonCodec(lookup.schema_by_id(schema_id), framed=True, lookup=lookup,

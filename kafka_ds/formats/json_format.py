@@ -24,6 +24,8 @@ from kafka_ds.registry.schema import RegisteredSchema
 
 _NEWLINES = (ord("\n"), ord("\r"))
 _OPEN_BRACE = ord("{")
+# one thread: Spark already runs a task per core; 16 MB blocks keep a batch one block
+_READ_OPTIONS = pa_json.ReadOptions(use_threads=False, block_size=16 << 20)
 
 
 class JsonCodec:
@@ -147,7 +149,8 @@ class JsonCodec:
             text = b"\n".join([data[s:e] for s, e in zip(frames.starts[rows].tolist(),
                                                            frames.ends[rows].tolist())])
         try:
-            table = pa_json.read_json(io.BytesIO(text), parse_options=self._parse_options)
+            table = pa_json.read_json(io.BytesIO(text), read_options=_READ_OPTIONS,
+                                      parse_options=self._parse_options)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
         if table.num_rows != len(rows):
