@@ -251,8 +251,13 @@ def test_fuzz_decode_never_raises(values):
     for row, (value, decoded) in enumerate(zip(values, result.array.to_pylist())):
         assert (decoded is None) == (value is None or row in bad)
         if decoded is not None:   # the batch reader agrees with the per-record reader
-            alone = FUZZ_CODEC.decode(pa.array([value, b"x"], pa.binary()))
+            alone = FUZZ_CODEC.decode(pa.array([value, REFUSED], pa.binary()))
+            assert alone.bad_rows.tolist() == [1]
             assert alone.array.to_pylist()[0] == decoded
+
+
+#: a row pyarrow's batch reader refuses: the batch holding it is read record by record
+REFUSED = b"\x00\x00\x00\x00\x01{\"id\": \"q\"}"
 
 
 def test_lone_surrogate_escapes_are_bad_rows():

@@ -41,9 +41,7 @@ class JsonCodec:
         # without a reader schema the value is the JSON text itself (checked to be JSON)
         self.root = compile_schema(reader_schema.schema_str) if reader_schema is not None \
             else Node("string")
-        self._parse_options = pa_json.ParseOptions(
-            explicit_schema=pa.schema(list(self.root.read_type)) if self._batch_readable
-            else None, unexpected_field_behavior="ignore", newlines_in_values=False)
+        self._parse_options = self._make_parse_options()
         self._writer_errors = {}
 
     def __getstate__(self):
@@ -54,9 +52,12 @@ class JsonCodec:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._parse_options = pa_json.ParseOptions(
-            explicit_schema=pa.schema(list(self.root.read_type)) if self._batch_readable
-            else None, unexpected_field_behavior="ignore", newlines_in_values=False)
+        self._parse_options = self._make_parse_options()
+
+    def _make_parse_options(self):
+        schema = pa.schema(list(self.root.read_type)) if self._batch_readable else None
+        return pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
+                                    newlines_in_values=False)
 
     @property
     def _batch_readable(self) -> bool:

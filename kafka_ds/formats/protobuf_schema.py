@@ -15,6 +15,12 @@ google.protobuf.Duration -> interval day to second. Deviation asked for by the p
 the wrappers (Int32Value, StringValue, ...) read as nullable scalars, as spark-protobuf does
 only with ``unwrap.well.known.types``. Recursive messages are rejected (spark-protobuf's
 default ``recursive.fields.max.depth=-1``).
+
+Values: a scalar field without presence (proto3 without ``optional``) that is not on the wire
+reads as its default (0, "", false, the enum's first name), as the message object reports it;
+spark-protobuf renders those as null unless ``emit.default.values`` is set. Message fields
+and fields with presence that are not set read as null, as do reader fields the writer's
+message does not have. Enum numbers without a name (open proto3 enums) read as their digits.
 """
 from __future__ import annotations
 
