@@ -267,3 +267,22 @@ def test_lone_surrogate_escapes_are_bad_rows():
     assert result.reasons[0] == "does not match the reader schema: $.name: a string with an " \
         "unpaired \\uD800-\\uDFFF escape is not valid Unicode"
     assert result.array.to_pylist()[1]["name"] == "ok \u00e9"
+
+
+def test_writer_evolution_field_added_and_removed():
+    v1 = {"type": "object", "properties": {"id": {"type": "integer"},
+                                           "name": {"type": "string"}}}
+    v2 = {"type": "object", "properties": {"id": {"type": "integer"},
+                                           "email": {"type": ["null", "string"]}}}
+    client = MockSchemaRegistryClient({"url": "mock://test"})
+    lookup = MockLookup(client)
+    old_id = client.register_schema("events-value", Schema(json.dumps(v1), "JSON"))
+    new_id = client.register_schema("events-value", Schema(json.dumps(v2), "JSON"))
+    old = JSONSerializer(json.dumps(v1), client)({"id": 1, "name": "a"}, CTX)
+    new = JSONSerializer(json.dumps(v2), client)({"id": 2, "email": "b@x"}, CTX)
+    assert (old[1:5], new[1:5]) == (old_id.to_bytes(4, "big"), new_id.to_bytes(4, "big"))
+    as_old = _codec(lookup, old_id).decode(pa.array([old, new]))
+    assert as_old.array.to_pylist() == [{"id": 1, "name": "a"}, {"id": 2, "name": None}]
+    as_new = _codec(lookup, new_id).decode(pa.array([old, new]))
+    assert as_new.array.to_pylist() == [{"id": 1, "email": None}, {"id": 2, "email": "b@x"}]
+    assert len(as_old.bad_rows) == len(as_new.bad_rows) == 0

@@ -368,3 +368,70 @@ def test_values_out_of_arrow_range_are_bad_rows_not_a_failed_batch():
     assert result.bad_rows.tolist() == [1]
     assert result.reasons[0].startswith("cannot be converted to the reader type: ")
     assert result.array.to_pylist()[0]["i32"] == -5
+
+
+WELL_KNOWN_IN_CONTAINERS = file_proto("wk.proto", {"Log": [
+    ("times", "repeated .google.protobuf.Timestamp"),
+    ("levels", "map<string,.google.protobuf.Int32Value>"),
+    ("names", "repeated .google.protobuf.StringValue")]},
+    deps=["google/protobuf/timestamp.proto", "google/protobuf/wrappers.proto"])
+
+
+def test_well_known_types_inside_repeated_and_map_fields():
+    Log = message_classes(WELL_KNOWN_IN_CONTAINERS)["test.Log"]
+    message = Log()
+    message.times.add(seconds=1, nanos=2000)
+    message.times.add(seconds=-1)
+    message.levels["a"].value = 3
+    message.levels["b"]   # present with the default value
+    message.names.add(value="x")
+    codec = ProtobufCodec(RegisteredSchema("PROTOBUF", base64.b64encode(
+        WELL_KNOWN_IN_CONTAINERS.SerializeToString()).decode(), schema_id=4), framed=True)
+    assert codec.spark_type == \
+        "struct<times:array<timestamp>,levels:map<string,int>,names:array<string>>"
+    framed = codec.encode(pa.array([{"times": [dt.datetime(1970, 1, 1, 0, 0, 1, 2, UTC)]}],
+                                   codec.arrow_type))
+    assert framed[0].as_py() == b"\x00\x00\x00\x00\x04\x00" + b"\x0a\x05\x08\x01\x10\xd0\x0f"
+    row = codec.decode(pa.array([b"\x00\x00\x00\x00\x04\x00" + message.SerializeToString()],
+                                pa.binary())).array.to_pylist()[0]
+    assert sorted(row.pop("levels")) == [("a", 3), ("b", 0)]
+    assert row == {"times": [dt.datetime(1970, 1, 1, 0, 0, 1, 2, UTC),
+                             dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)],
+                   "names": ["x"]}
+
+
+_int32 = st.integers(-(1 << 31), (1 << 31) - 1)
+_int64 = st.integers(-(1 << 63), (1 << 63) - 1)
+_inner = st.fixed_dictionaries({"x": _int32, "y": st.text(max_size=5)})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.fixed_dictionaries({}, optional={
+    "i32": _int32, "s32": _int32, "u32": st.integers(0, (1 << 32) - 1),
+    "i64": _int64, "u64": st.integers(0, (1 << 64) - 1), "sf64": _int64,
+    "db": st.floats(allow_nan=False), "ok": st.booleans(), "text": st.text(max_size=8),
+    "raw": st.binary(max_size=8), "kind": st.integers(0, 2), "nums": st.lists(_int32),
+    "inner": _inner, "inners": st.lists(_inner, max_size=3),
+    "counts": st.dictionaries(st.text(max_size=4), _int64, max_size=3),
+    "maybe": _int32, "email": st.text(max_size=4)}))
+def test_random_messages_decode_as_their_fields_read(fields):
+    Everything = PROPERTY_CLASSES["test.Everything"]
+    Inner = PROPERTY_CLASSES["test.Everything.Inner"]
+    fields = dict(fields)
+    for name in ("inner",):
+        if name in fields:
+            fields[name] = Inner(**fields[name])
+    if "inners" in fields:
+        fields["inners"] = [Inner(**i) for i in fields["inners"]]
+    message = Everything(**fields)
+    result = FUZZ_CODEC.decode(pa.array([b"\x00\x00\x00\x00\x01\x00" +
+                                         message.SerializeToString()]))
+    assert len(result.bad_rows) == 0
+    assert _normalise(result.array.to_pylist()[0]) == _expected(message)
+    again = FUZZ_CODEC.decode(FUZZ_CODEC.encode(result.array))
+    # map entries may come back in another order
+    assert [_normalise(r) for r in again.array.to_pylist()] == \
+        [_normalise(r) for r in result.array.to_pylist()]
+
+
+PROPERTY_CLASSES = message_classes(ALL_TYPES)

@@ -107,9 +107,12 @@ class ProtobufCodec:
             file_desc = self._writer_files.get(schema_id)
             if file_desc is None:
                 try:
-                    if self.lookup is None:
+                    if schema_id == self.reader_schema.schema_id:
+                        schema = self.reader_schema   # no registry round trip for our own
+                    elif self.lookup is None:
                         raise LookupError("no schema registry configured")
-                    schema = self.lookup.schema_by_id(schema_id, fmt="serialized")
+                    else:
+                        schema = self.lookup.schema_by_id(schema_id, fmt="serialized")
                     _, file_desc = build_pool(schema, self.lookup, f"schema_{schema_id}.proto")
                 except ProtobufSchemaError as exc:
                     file_desc = ProtobufSchemaError(f"writer schema id {schema_id}: {exc}")
