@@ -1,0 +1,257 @@
+"""Confluent-framed (or plain) JSON values decoded into Arrow, and encoded back.
+
+Decode is one C++ parse per batch: the payloads become one newline-delimited text (for
+framed records the 5-byte header of each is overwritten in place with a newline and spaces,
+so no per-record copy) read by ``pyarrow.json.read_json`` with the reader's Arrow type as
+explicit schema. Records the batch reader cannot take as they are (a raw newline inside,
+not starting with ``{``, a schema with maps, which pyarrow's reader does not convert) and
+every record of a batch pyarrow refuses are parsed one by one, which names the bad rows.
+"""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pa_json
+
+from kafka_ds.formats import DecodeResult
+from kafka_ds.formats._frames import HEADER_SIZE, NOT_FRAMED, OK, frame_header, split_frames
+from kafka_ds.formats.json_schema import (Mismatch, Node, coerce, compile_schema, parse,
+                                          to_json_value)
+from kafka_ds.registry.schema import RegisteredSchema
+
+_NEWLINES = (ord("\n"), ord("\r"))
+_OPEN_BRACE = ord("{")
+# one thread: Spark already runs a task per core; 16 MB blocks keep a batch one block
+_READ_OPTIONS = pa_json.ReadOptions(use_threads=False, block_size=16 << 20)
+
+
+class JsonCodec:
+    def __init__(self, reader_schema: RegisteredSchema | None, *, framed: bool, lookup=None,
+                 schema_id: int | None = None):
+        if reader_schema is not None and reader_schema.schema_type.upper() != "JSON":
+            raise ValueError(f"the reader schema is {reader_schema.schema_type}, not JSON")
+        self.reader_schema = reader_schema
+        self.framed = framed
+        self.lookup = lookup
+        self.schema_id = schema_id if schema_id is not None else \
+            (reader_schema.schema_id if reader_schema is not None else None)
+        # without a reader schema the value is the JSON text itself (checked to be JSON)
+        self.root = compile_schema(reader_schema.schema_str) if reader_schema is not None \
+            else Node("string")
+        self._parse_options = self._make_parse_options()
+        self._writer_errors = {}
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        del state["_parse_options"]
+        state["_writer_errors"] = {}
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._parse_options = self._make_parse_options()
+
+    def _make_parse_options(self):
+        schema = pa.schema(list(self.root.read_type)) if self._batch_readable else None
+        return pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
+                                    newlines_in_values=False)
+
+    @property
+    def _batch_readable(self) -> bool:
+        return self.reader_schema is not None and self.root.kind == "struct" \
+            and not self.root.has_map
+
+    @property
+    def spark_type(self) -> str:
+        return self.root.spark_type
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return self.root.arrow_type
+
+    # -- decode -------------------------------------------------------------------------------
+
+    def _writer_error(self, schema_id: int):
+        """Why records of this writer schema id cannot be read (None: they can)."""
+        if self.lookup is None or schema_id == self.reader_schema_id:
+            return None
+        if schema_id not in self._writer_errors:
+            try:
+                schema = self.lookup.schema_by_id(schema_id)
+                error = None if schema.schema_type.upper() == "JSON" else \
+                    f"schema id {schema_id} is {schema.schema_type}, not JSON"
+            except Exception as exc:
+                error = f"unknown schema id {schema_id}: {exc}"
+            self._writer_errors[schema_id] = error
+        return self._writer_errors[schema_id]
+
+    @property
+    def reader_schema_id(self):
+        return self.reader_schema.schema_id if self.reader_schema is not None else None
+
+    def decode(self, values: pa.Array) -> DecodeResult:
+        frames = split_frames(values, framed=self.framed)
+        n = len(values)
+        bad = {}   # row -> (reason, schema id)
+        for row in np.flatnonzero(frames.status == NOT_FRAMED).tolist():
+            bad[row] = (frames.reason(row), -1)
+        ok = frames.status == OK
+        if self.framed:
+            for schema_id in np.unique(frames.schema_ids[ok]).tolist():
+                error = self._writer_error(schema_id)
+                if error is not None:
+                    rows = np.flatnonzero(ok & (frames.schema_ids == schema_id))
+                    for row in rows.tolist():
+                        bad[row] = (error, schema_id)
+                    ok[rows] = False
+        batch_rows = self._batch_candidates(frames, ok) if self._batch_readable \
+            else np.zeros(0, np.int64)
+        array_by_row = None
+        if len(batch_rows):
+            table = self._read_batch(frames, ok, batch_rows)
+            if table is None:   # pyarrow refused the batch: find the bad rows one by one
+                batch_rows = np.zeros(0, np.int64)
+            else:
+                array_by_row = (batch_rows, table)
+        single = np.flatnonzero(ok)
+        if len(batch_rows):
+            single = np.setdiff1d(single, batch_rows, assume_unique=True)
+        values_single = self._decode_each(frames, single, bad)
+        array = self._assemble(n, array_by_row, single, values_single)
+        rows = sorted(bad)
+        return DecodeResult(array=array, bad_rows=np.asarray(rows, dtype=np.int64),
+                            reasons=[bad[r][0] for r in rows],
+                            schema_ids=np.asarray([bad[r][1] for r in rows], dtype=np.int32))
+
+    def _batch_candidates(self, frames, ok):
+        """Rows the batch reader can take: framed or plain payloads that start with '{' and
+        hold no raw newline (each is then exactly one line, read as exactly one row)."""
+        data = np.frombuffer(frames.data, np.uint8)
+        rows = np.flatnonzero(ok & (frames.ends > frames.starts))
+        if not len(rows):
+            return rows
+        rows = rows[data[frames.starts[rows]] == _OPEN_BRACE]
+        newline_at = np.flatnonzero((data == _NEWLINES[0]) | (data == _NEWLINES[1]))
+        if len(newline_at) and len(rows):
+            # the row whose payload holds each newline: the last row starting at or before it
+            holder = np.searchsorted(frames.starts[rows], newline_at, side="right") - 1
+            inside = (holder >= 0) & (newline_at < frames.ends[rows[np.maximum(holder, 0)]])
+            rows = np.setdiff1d(rows, rows[holder[inside]], assume_unique=True)
+        return rows
+
+    def _read_batch(self, frames, ok, rows):
+        if self.framed:
+            text = self._framed_text(frames, rows)
+        else:
+            data = frames.data
+            text = b"\n".join([data[s:e] for s, e in zip(frames.starts[rows].tolist(),
+                                                           frames.ends[rows].tolist())])
+        try:
+            table = pa_json.read_json(io.BytesIO(text), read_options=_READ_OPTIONS,
+                                      parse_options=self._parse_options)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        if table.num_rows != len(rows):
+            return None
+        struct = pa.StructArray.from_arrays(
+            [c.combine_chunks() for c in table.columns], fields=list(table.schema))
+        if struct.type != self.arrow_type:
+            try:
+                struct = struct.cast(self.arrow_type)   # date strings -> date32
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+        return struct
+
+    @staticmethod
+    def _framed_text(frames, rows):
+        """The data buffer as NDJSON, in place: each chosen row's header becomes "\\n" and
+        spaces; every other byte not in a chosen payload becomes a space."""
+        buffer = np.frombuffer(frames.data, np.uint8).copy()
+        chosen = np.zeros(len(frames.starts), dtype=bool)
+        chosen[rows] = True
+        header_starts = frames.starts - HEADER_SIZE
+        # blank rows not read in the batch (bad or parsed one by one): their whole value
+        begins = np.where(frames.status == OK, header_starts, frames.starts)
+        for row in np.flatnonzero(~chosen & (frames.ends > begins)).tolist():
+            buffer[begins[row]:frames.ends[row]] = 0x20
+        buffer[header_starts[rows]] = ord("\n")
+        for k in range(1, HEADER_SIZE):
+            buffer[header_starts[rows] + k] = 0x20
+        return buffer[header_starts[rows[0]]:frames.ends[rows[-1]]].tobytes()
+
+    def _decode_each(self, frames, rows, bad):
+        """Python values (for arrow_type) of the rows; bad rows recorded in ``bad``."""
+        data = frames.data
+        root = self.root
+        values = []
+        for row in rows.tolist():
+            payload = data[frames.starts[row]:frames.ends[row]]
+            schema_id = int(frames.schema_ids[row])
+            try:
+                parsed = parse(payload)
+            except (ValueError, RecursionError) as exc:   # UnicodeDecodeError is one
+                bad[row] = (f"invalid JSON: {exc}", schema_id)
+                values.append(None)
+                continue
+            if self.reader_schema is None:
+                values.append(payload.decode("utf-8"))
+                continue
+            try:
+                if parsed is None and not root.nullable:
+                    raise Mismatch("$: null, and the schema does not allow it")
+                values.append(coerce(root, parsed))
+            except Mismatch as exc:
+                bad[row] = (f"does not match the reader schema: {exc}", schema_id)
+                values.append(None)
+            except RecursionError:
+                bad[row] = ("does not match the reader schema: nested too deeply", schema_id)
+                values.append(None)
+        return values
+
+    def _assemble(self, n, array_by_row, single_rows, single_values):
+        arrow_type = self.arrow_type
+        pieces, at = [], 0
+        positions = np.full(n, -1, dtype=np.int64)
+        if array_by_row is not None:
+            rows, array = array_by_row
+            if len(rows) == n:
+                return array
+            pieces.append(array)
+            positions[rows] = np.arange(len(rows))
+            at = len(rows)
+        if len(single_rows):
+            pieces.append(pa.array(single_values, arrow_type))
+            positions[single_rows] = np.arange(at, at + len(single_rows))
+            at += len(single_rows)
+        pieces.append(pa.nulls(1, arrow_type))
+        positions[positions < 0] = at
+        return pa.concat_arrays(pieces).take(pa.array(positions))
+
+    # -- encode -------------------------------------------------------------------------------
+
+    def encode(self, array: pa.Array) -> pa.BinaryArray:
+        if self.framed:
+            if self.schema_id is None:
+                raise ValueError("framed JSON encoding needs the schema id to write")
+            prefix = frame_header(self.schema_id)
+        else:
+            prefix = b""
+        root = self.root
+        out = []
+        for row, value in enumerate(array.to_pylist()):
+            if value is None:
+                out.append(None)
+            elif self.reader_schema is None:
+                out.append(prefix + value.encode("utf-8") if isinstance(value, str)
+                           else prefix + json.dumps(value).encode("utf-8"))
+            else:
+                try:
+                    text = json.dumps(to_json_value(root, value), separators=(",", ":"),
+                                      ensure_ascii=False, allow_nan=False)
+                except (ValueError, TypeError) as exc:
+                    raise ValueError(f"row {row}: cannot encode as JSON: {exc}") from exc
+                out.append(prefix + text.encode("utf-8"))
+        return pa.array(out, pa.binary())

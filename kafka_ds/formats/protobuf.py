@@ -1,0 +1,270 @@
+"""Confluent-framed Protobuf values decoded into Arrow (and encoded back).
+
+A framed record is: magic byte 0, the 4-byte writer schema id, the message indexes (which
+message of the writer's file, see ``protobuf_schema.encode_message_indexes``), then the
+serialized message. The record is parsed with the WRITER's message class and mapped to the
+reader's Spark type by field name (``protobuf_arrow``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
+
+from kafka_ds.formats import DecodeResult
+from kafka_ds.formats._frames import NOT_FRAMED, OK, frame_header, split_frames
+from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
+from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
+                                              decode_message_indexes, encode_message_indexes,
+                                              indexes_of, message_at, message_types)
+from kafka_ds.registry.schema import RegisteredSchema
+
+_READER_FILE = "kafka_ds_reader.proto"
+
+
+class _Writer:
+    """One writer message type and its plan onto the reader type (or why it has none)."""
+    __slots__ = ("parse", "build", "error")
+
+    def __init__(self, parse=None, build=None, error=None):
+        self.parse, self.build, self.error = parse, build, error
+
+
+class ProtobufCodec:
+    def __init__(self, reader_schema: RegisteredSchema, *, framed: bool, lookup=None,
+                 schema_id: int | None = None, message_name: str | None = None):
+        self.reader_schema = reader_schema
+        self.framed = framed
+        self.lookup = lookup
+        self.schema_id = schema_id if schema_id is not None else reader_schema.schema_id
+        self.message_name = message_name
+        self._reset()
+        self._reader()  # a bad reader schema fails here, on the driver
+
+    def _reset(self):
+        self._reader_desc = None
+        self._reader_class = None
+        self._writer_files = {}    # schema id -> FileDescriptor (or the exception)
+        self._writers = {}         # (schema id, indexes) -> _Writer
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for name in ("_reader_desc", "_reader_class", "_writer_files", "_writers"):
+            del state[name]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._reset()
+
+    # -- schemas ------------------------------------------------------------------------------
+
+    def _reader(self):
+        if self._reader_desc is None:
+            _, file_desc = build_pool(self.reader_schema, self.lookup, _READER_FILE)
+            if self.message_name:
+                name = self.message_name
+                package = file_desc.package
+                full = name if not package or name.startswith(package + ".") \
+                    else f"{package}.{name}"
+                try:
+                    desc = file_desc.pool.FindMessageTypeByName(full)
+                except KeyError:
+                    raise ProtobufSchemaError(
+                        f"message {name!r} is not in the reader schema") from None
+            else:
+                if not file_desc.message_types_by_name:
+                    raise ProtobufSchemaError("the reader schema defines no message")
+                desc = next(iter(file_desc.message_types_by_name.values()))
+            self._spark_type, self._arrow_type = message_types(desc)
+            self._reader_desc = desc
+            self._reader_class = message_factory.GetMessageClass(desc)
+        return self._reader_desc
+
+    @property
+    def spark_type(self) -> str:
+        self._reader()
+        return self._spark_type
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        self._reader()
+        return self._arrow_type
+
+    def _writer(self, schema_id: int, indexes: tuple) -> _Writer:
+        key = (schema_id, indexes)
+        writer = self._writers.get(key)
+        if writer is None:
+            writer = self._writers[key] = self._resolve_writer(schema_id, indexes)
+        return writer
+
+    def _resolve_writer(self, schema_id, indexes) -> _Writer:
+        reader_desc = self._reader()
+        if schema_id < 0:   # not framed: the records are the reader's message
+            desc = reader_desc
+        else:
+            file_desc = self._writer_files.get(schema_id)
+            if file_desc is None:
+                try:
+                    if schema_id == self.reader_schema.schema_id:
+                        schema = self.reader_schema   # no registry round trip for our own
+                    elif self.lookup is None:
+                        raise LookupError("no schema registry configured")
+                    else:
+                        schema = self.lookup.schema_by_id(schema_id, fmt="serialized")
+                    _, file_desc = build_pool(schema, self.lookup, f"schema_{schema_id}.proto")
+                except ProtobufSchemaError as exc:
+                    file_desc = ProtobufSchemaError(f"writer schema id {schema_id}: {exc}")
+                except Exception as exc:  # the registry said no / could not be reached
+                    file_desc = LookupError(f"unknown schema id {schema_id}: {exc}")
+                self._writer_files[schema_id] = file_desc
+            if isinstance(file_desc, Exception):
+                return _Writer(error=str(file_desc))
+            try:
+                desc = message_at(file_desc, indexes)
+            except ProtobufSchemaError as exc:
+                return _Writer(error=f"schema id {schema_id}: {exc}")
+        try:
+            build = struct_builder(desc, reader_desc)
+        except ProtobufSchemaError as exc:
+            return _Writer(error=f"cannot be resolved to the reader schema: {exc}")
+        return _Writer(message_factory.GetMessageClass(desc).FromString, build)
+
+    # -- decode -------------------------------------------------------------------------------
+
+    def decode(self, values: pa.Array) -> DecodeResult:
+        frames = split_frames(values, framed=self.framed)
+        data = frames.data
+        n = len(values)
+        bad_rows, reasons, bad_ids = [], [], []
+
+        def bad(row, reason, schema_id=-1):
+            bad_rows.append(row)
+            reasons.append(reason)
+            bad_ids.append(schema_id)
+
+        for row in np.flatnonzero(frames.status == NOT_FRAMED).tolist():
+            bad(row, frames.reason(row))
+        ok_rows = np.flatnonzero(frames.status == OK)
+        starts = frames.starts
+        groups = {}   # (schema id, indexes) -> [rows]
+        if self.framed and len(ok_rows):
+            # the common message index is [0], the single byte 0: find those rows at once
+            index_at = starts[ok_rows]
+            readable = index_at < frames.ends[ok_rows]
+            first = np.full(len(ok_rows), 0xFF, dtype=np.uint8)
+            if len(data):
+                first[readable] = np.frombuffer(data, np.uint8)[index_at[readable]]
+            simple = first == 0
+            starts = starts.copy()
+            starts[ok_rows[simple]] += 1
+            ids = frames.schema_ids
+            for schema_id in np.unique(ids[ok_rows[simple]]).tolist():
+                rows = ok_rows[simple & (ids[ok_rows] == schema_id)].tolist()
+                groups[(schema_id, (0,))] = rows
+            for row in ok_rows[~simple].tolist():
+                try:
+                    indexes, starts[row] = decode_message_indexes(data, int(starts[row]),
+                                                                  int(frames.ends[row]))
+                except ValueError as exc:
+                    bad(row, f"invalid message indexes: {exc}", int(ids[row]))
+                    continue
+                groups.setdefault((int(ids[row]), indexes), []).append(row)
+        elif len(ok_rows):
+            groups[(-1, ())] = ok_rows.tolist()
+
+        ends = frames.ends
+        pieces, piece_rows = [], []
+        for (schema_id, indexes), rows in groups.items():
+            writer = self._writer(schema_id, indexes)
+            if writer.error is not None:
+                for row in rows:
+                    bad(row, writer.error, schema_id)
+                continue
+            parse = writer.parse
+            rows.sort()   # a group may mix rows found at once and rows read one by one
+            row_starts = starts[rows].tolist()
+            row_ends = ends[rows].tolist()
+            try:   # all good: one comprehension; else row by row, naming the bad ones
+                messages = [parse(data[s:e]) for s, e in zip(row_starts, row_ends)]
+                good = rows
+            except (DecodeError, RecursionError):
+                messages, good = [], []
+                for row, s, e in zip(rows, row_starts, row_ends):
+                    try:
+                        messages.append(parse(data[s:e]))
+                        good.append(row)
+                    except DecodeError as exc:
+                        bad(row, f"invalid Protobuf payload (truncated or corrupt): {exc}",
+                            schema_id)
+                    except RecursionError:
+                        bad(row, "invalid Protobuf payload: nested too deeply", schema_id)
+            if good:
+                try:
+                    pieces.append(writer.build(messages))
+                    piece_rows.append(good)
+                except Exception:   # e.g. a Timestamp beyond int64 microseconds
+                    self._build_row_by_row(writer, messages, good, schema_id, pieces,
+                                           piece_rows, bad)
+        array = self._assemble(n, pieces, piece_rows)
+        order = np.argsort(np.asarray(bad_rows, dtype=np.int64), kind="stable")
+        return DecodeResult(
+            array=array,
+            bad_rows=np.asarray(bad_rows, dtype=np.int64)[order],
+            reasons=[reasons[i] for i in order.tolist()],
+            schema_ids=np.asarray(bad_ids, dtype=np.int32)[order])
+
+    @staticmethod
+    def _build_row_by_row(writer, messages, rows, schema_id, pieces, piece_rows, bad):
+        """The slow path when a group's columns cannot be built: find the rows at fault."""
+        built, good = [], []
+        for row, message in zip(rows, messages):
+            try:
+                built.append(writer.build([message]))
+                good.append(row)
+            except Exception as exc:
+                bad(row, f"cannot be converted to the reader type: {exc}", schema_id)
+        if good:
+            pieces.append(pa.concat_arrays(built))
+            piece_rows.append(good)
+
+    def _assemble(self, n, pieces, piece_rows):
+        """Place each writer group's rows at their positions; the rest are null."""
+        arrow_type = self.arrow_type
+        if len(pieces) == 1 and len(piece_rows[0]) == n:
+            return pieces[0]
+        positions = np.full(n, -1, dtype=np.int64)
+        at = 0
+        for rows in piece_rows:
+            positions[np.asarray(rows, dtype=np.int64)] = np.arange(at, at + len(rows))
+            at += len(rows)
+        combined = pa.concat_arrays(pieces + [pa.nulls(1, arrow_type)]) if pieces \
+            else pa.nulls(1, arrow_type)
+        positions[positions < 0] = at  # the trailing null
+        return combined.take(pa.array(positions))
+
+    # -- encode -------------------------------------------------------------------------------
+
+    def encode(self, array: pa.Array) -> pa.BinaryArray:
+        desc = self._reader()
+        if self.framed:
+            if self.schema_id is None:
+                raise ValueError("framed Protobuf encoding needs the schema id to write")
+            prefix = frame_header(self.schema_id) + encode_message_indexes(indexes_of(desc))
+        else:
+            prefix = b""
+        message_class = self._reader_class
+        out = []
+        for row, value in enumerate(array.to_pylist()):
+            if value is None:
+                out.append(None)
+                continue
+            message = message_class()
+            try:
+                fill_message(message, value)
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise ValueError(f"row {row}: cannot encode as {desc.full_name}: {exc}") \
+                    from exc
+            out.append(prefix + message.SerializeToString())
+        return pa.array(out, pa.binary())
