@@ -24,12 +24,14 @@ import random
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import pyarrow as pa  # noqa: E402
 
 from kafka_ds.formats.avro import AvroCodec  # noqa: E402
-from kafka_ds.registry.schema import RegisteredSchema, SchemaLookup  # noqa: E402
+from kafka_ds.registry.schema import RegisteredSchema  # noqa: E402
+from registry_fixtures import MockLookup, MockSchemaRegistryClient  # noqa: E402
 
 SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
     {"name": "order_id", "type": "long"}, {"name": "customer_id", "type": "long"},
@@ -52,15 +54,6 @@ def make_records(n, seed=7):
                "note": None if rnd.random() < 0.5 else f"leave at door #{rnd.randrange(10**6)} please ok"}
 
 
-class MockLookup(SchemaLookup):
-    def __init__(self, client):
-        self.client = client
-
-    def schema_by_id(self, schema_id, fmt=None):
-        schema = self.client.get_schema(schema_id)
-        return RegisteredSchema(schema.schema_type or "AVRO", schema.schema_str, schema_id=schema_id)
-
-
 def best_of(repeat, fn):
     best = float("inf")
     for _ in range(repeat):
@@ -80,8 +73,6 @@ def main():
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
 
-    from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
-        MockSchemaRegistryClient)
     from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 

@@ -1,6 +1,7 @@
-"""Test schemas for the Protobuf and JSON codecs, and a SchemaLookup over confluent-kafka's
-MockSchemaRegistryClient (the real-socket registry cross-check lives with the registry
-client's tests)."""
+"""Helpers for the codec tests and benchmarks (no sockets): Protobuf file descriptors built
+in code, SchemaLookups over confluent-kafka's in-memory MockSchemaRegistryClient and over
+dicts. The registry served over real sockets is ``schema_registry.py`` (its state in
+``registry_store.py``)."""
 from __future__ import annotations
 
 import itertools
@@ -153,8 +154,10 @@ class DictLookup(SchemaLookup):
     def __init__(self, by_id=None, by_version=None):
         self.by_id = dict(by_id or {})
         self.by_version = dict(by_version or {})
+        self.calls = []   # the ids asked for, in order
 
     def schema_by_id(self, schema_id, fmt=None):
+        self.calls.append(schema_id)
         try:
             return self.by_id[schema_id]
         except KeyError:

@@ -23,7 +23,8 @@ from kafka_ds.formats.avro_types import (AvroSchemaError, avro_to_spark, parse_s
                                          simple_string, spark_to_avro,
                                          spark_type_misfit)
 from kafka_ds.formats.framing import frame, split_frames
-from kafka_ds.registry.schema import RegisteredSchema, SchemaReference, SchemaLookup
+from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
+from registry_fixtures import DictLookup, MockLookup, MockSchemaRegistryClient
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -40,22 +41,6 @@ def write(schema, record) -> bytes:
 
 def framed(schema_id, payload) -> bytes:
     return b"\x00" + schema_id.to_bytes(4, "big") + payload
-
-
-class DictLookup(SchemaLookup):
-    def __init__(self, by_id, by_version=None):
-        self.by_id = by_id
-        self.by_version = by_version or {}
-        self.calls = []
-
-    def schema_by_id(self, schema_id, fmt=None):
-        self.calls.append(schema_id)
-        if schema_id not in self.by_id:
-            raise KeyError(f"schema {schema_id} not found")
-        return self.by_id[schema_id]
-
-    def schema_version(self, subject, version, fmt=None):
-        return self.by_version[(subject, version)]
 
 
 def codecs(reader, writers, fast_too=True):
@@ -75,14 +60,29 @@ def test_split_frames_golden():
                        b"\x00\xff\xff\xff\xfe", b""])
     frames = split_frames(values)
     assert frames.nulls.tolist() == [False, True, False, False, False, False]
-    assert frames.framed.tolist() == [True, False, False, False, True, False]
-    assert frames.schema_ids.tolist() == [300, -1, -1, -1, -2, -1]
+    assert frames.readable.tolist() == [True, False, False, False, False, False]
+    assert frames.schema_ids.tolist() == [300, -1, -1, -1, -1, -1]
     assert bytes(frames.data[frames.starts[0]:frames.ends[0]]) == b"pay"
-    assert frames.starts[4] == frames.ends[4]
-    assert frames.bad_rows.tolist() == [2, 3, 5]
-    assert frames.reasons == ["not framed: 3 bytes, shorter than the 5-byte header",
-                              "not framed: magic byte 1, expected 0",
-                              "not framed: 0 bytes, shorter than the 5-byte header"]
+    assert frames.bad_rows.tolist() == [2, 3, 4, 5]
+    # registry ids are Java ints: 0xfffffffe is no id (not -2, not 4294967294 looked up)
+    assert frames.reasons == ["not framed: 3 bytes, shorter than the 5-byte Confluent header",
+                              "not framed: magic byte 1 (expected 0)",
+                              "unknown schema id 4294967294 (registry ids are at most 2^31-1)",
+                              "not framed: 0 bytes, shorter than the 5-byte Confluent header"]
+
+
+def test_split_frames_largest_id_and_plain_mode():
+    values = pa.array([b"\x00\x7f\xff\xff\xff", b"\x00\x80\x00\x00\x00x", None, b""])
+    frames = split_frames(values)
+    assert frames.schema_ids.tolist() == [(1 << 31) - 1, -1, -1, -1]
+    assert frames.starts[0] == frames.ends[0]          # an empty payload, still readable
+    assert frames.bad_rows.tolist() == [1, 3]
+    plain = split_frames(values, framed=False)
+    assert plain.readable.tolist() == [True, True, False, True]
+    assert plain.schema_ids.tolist() == [-1] * 4 and plain.bad_rows.size == 0
+    assert bytes(plain.data[plain.starts[1]:plain.ends[1]]) == b"\x00\x80\x00\x00\x00x"
+    untyped = split_frames(pa.nulls(2))                 # an all-null column, no type
+    assert untyped.nulls.tolist() == [True, True] and untyped.bad_rows.size == 0
 
 
 def test_frame_golden_and_sliced_input():
@@ -91,12 +91,14 @@ def test_frame_golden_and_sliced_input():
     assert out.to_pylist() == [b"\x00\x00\x00\x01\x02a", None, b"\x00\x00\x00\x01\x02",
                                b"\x00\x00\x00\x01\x02bcd"]
     assert frame(1, pa.array([], pa.binary())).to_pylist() == []
-    with pytest.raises(ValueError, match="int32"):
+    with pytest.raises(ValueError, match="not a registry id"):
         frame(1 << 31, payloads)
+    with pytest.raises(ValueError, match="not a registry id"):
+        frame(-1, payloads)
 
 
 @FAST
-@given(st.lists(st.one_of(st.none(), st.binary(max_size=20))), st.integers(-(1 << 31), (1 << 31) - 1))
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=20))), st.integers(0, (1 << 31) - 1))
 def test_frame_split_round_trip(payloads, schema_id):
     frames = split_frames(frame(schema_id, pa.array(payloads, pa.binary())))
     assert frames.nulls.tolist() == [p is None for p in payloads]
@@ -398,7 +400,7 @@ def test_three_schema_versions_in_one_batch():
             None, {"id": 5, "name": None, "score": 0.0}]
         assert result.bad_rows.tolist() == [4, 6]
         assert result.schema_ids.tolist() == [-1, 9]
-        assert result.reasons[0] == "not framed: magic byte 7, expected 0"
+        assert result.reasons[0] == "not framed: magic byte 7 (expected 0)"
 
 
 def test_schema_ids_each_fetched_once_and_reported():
@@ -604,10 +606,11 @@ def test_encode_bad_value_raises_clearly():
 # --- confluent-kafka's serializer ------------------------------------------------------------
 
 def test_confluent_avro_serializer_output_decodes_like_its_deserializer():
-    mock = pytest.importorskip("confluent_kafka.schema_registry._sync.mock_schema_registry_client")
+    if MockSchemaRegistryClient is None:
+        pytest.skip("confluent-kafka without MockSchemaRegistryClient")
     from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
-    client = mock.MockSchemaRegistryClient({"url": "mock://avro-codec-test"})
+    client = MockSchemaRegistryClient({"url": "mock://avro-codec-test"})
     schema = rec({"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"]},
                  {"name": "score", "type": "double"},
                  {"name": "tags", "type": {"type": "array", "items": "int"}},
@@ -619,21 +622,19 @@ def test_confluent_avro_serializer_output_decodes_like_its_deserializer():
     messages = [serializer(r, ctx) for r in records]
     schema_id = int.from_bytes(messages[0][1:5], "big")
 
-    class ClientLookup(SchemaLookup):
-        def schema_by_id(self, sid, fmt=None):
-            registered = client.get_schema(sid)
-            return RegisteredSchema(registered.schema_type or "AVRO", registered.schema_str, schema_id=sid)
-
     deserializer = AvroDeserializer(client)
     expected = [deserializer(m, ctx) for m in messages]
     flat = rec({"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"]},
                {"name": "score", "type": "double"}, name="User", namespace="com.example")
     for reader, keep in ((schema, None), (flat, ("id", "name", "score"))):
-        codec = AvroCodec(avro(reader), framed=True, lookup=ClientLookup(), schema_id=schema_id)
+        lookup = MockLookup(client)
+        codec = AvroCodec(avro(reader), framed=True, lookup=lookup, schema_id=schema_id)
         result = codec.decode(pa.array(messages))
         assert result.bad_rows.tolist() == []
         want = expected if keep is None else [{k: e[k] for k in keep} for e in expected]
         assert result.array.to_pylist() == want
+        # the writer schema is asked for once, in the registry's default format
+        assert lookup.calls == [("id", schema_id, None)]
 
 
 def test_arrays_of_zero_byte_items_are_refused_not_hung():

@@ -21,7 +21,7 @@ from .avro_columns import ResolutionError, build_plan
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
     simple_string, spark_to_arrow
 from .avro_values import arrow_converter, avro_converter, strip_logical_types
-from .framing import binary_buffers, frame, split_frames
+from .framing import frame, split_frames
 
 _PLAIN = object()     # the decoder key of unframed values (writer schema = reader schema)
 
@@ -220,7 +220,8 @@ class AvroCodec:
             writer = reader
         else:
             try:
-                registered = self.lookup.schema_by_id(schema_id, "AVRO") if self.lookup else None
+                # no format: ?format=AVRO is no registry format (Avro's are default/resolved)
+                registered = self.lookup.schema_by_id(schema_id) if self.lookup else None
                 if registered is None:
                     return _Failed(f"unknown schema id {schema_id}: the codec has no registry")
                 writer = _Schema(registered, self.lookup)
@@ -247,19 +248,16 @@ class AvroCodec:
     def decode(self, values) -> DecodeResult:
         """Decode a binary array of Avro values (Confluent-framed when ``framed``)."""
         n = len(values)
+        frames = split_frames(values, self.framed)
+        data, starts, ends = frames.data, frames.starts, frames.ends
         if self.framed:
-            frames = split_frames(values)
-            data, starts, ends = frames.data, frames.starts, frames.ends
             row_ids = frames.schema_ids
-            groups = [(int(sid), np.flatnonzero(frames.framed & (row_ids == sid)))
-                      for sid in np.unique(row_ids[frames.framed]).tolist()]
-            bad_rows, reasons = [frames.bad_rows], list(frames.reasons)
-            bad_ids = [np.full(len(frames.bad_rows), -1, np.int32)]
+            groups = [(int(sid), np.flatnonzero(frames.readable & (row_ids == sid)))
+                      for sid in np.unique(row_ids[frames.readable]).tolist()]
         else:
-            nulls, offsets, data = binary_buffers(values)
-            starts, ends = offsets[:-1], offsets[1:]
-            groups = [(_PLAIN, np.flatnonzero(~nulls))]
-            bad_rows, reasons, bad_ids = [], [], []
+            groups = [(_PLAIN, np.flatnonzero(frames.readable))]
+        bad_rows, reasons = [frames.bad_rows], list(frames.reasons)
+        bad_ids = [np.full(len(frames.bad_rows), -1, np.int32)]
         parts, part_rows = [], []
         for schema_id, rows in groups:
             if not rows.size:

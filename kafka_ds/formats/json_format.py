@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from kafka_ds.formats import DecodeResult
-from kafka_ds.formats._frames import HEADER_SIZE, NOT_FRAMED, OK, frame_header, split_frames
+from kafka_ds.formats.framing import HEADER_SIZE, frame_header, split_frames
 from kafka_ds.formats.json_schema import (Mismatch, Node, coerce, compile_schema, parse,
                                           to_json_value)
 from kafka_ds.registry.schema import RegisteredSchema
@@ -93,12 +93,12 @@ class JsonCodec:
         return self.reader_schema.schema_id if self.reader_schema is not None else None
 
     def decode(self, values: pa.Array) -> DecodeResult:
-        frames = split_frames(values, framed=self.framed)
+        frames = split_frames(values, self.framed)
         n = len(values)
         bad = {}   # row -> (reason, schema id)
-        for row in np.flatnonzero(frames.status == NOT_FRAMED).tolist():
-            bad[row] = (frames.reason(row), -1)
-        ok = frames.status == OK
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+            bad[row] = (reason, -1)
+        ok = frames.readable.copy()
         if self.framed:
             for schema_id in np.unique(frames.schema_ids[ok]).tolist():
                 error = self._writer_error(schema_id)
@@ -129,7 +129,7 @@ class JsonCodec:
     def _batch_candidates(self, frames, ok):
         """Rows the batch reader can take: framed or plain payloads that start with '{' and
         hold no raw newline (each is then exactly one line, read as exactly one row)."""
-        data = np.frombuffer(frames.data, np.uint8)
+        data = frames.data
         rows = np.flatnonzero(ok & (frames.ends > frames.starts))
         if not len(rows):
             return rows
@@ -146,7 +146,7 @@ class JsonCodec:
         if self.framed:
             text = self._framed_text(frames, rows)
         else:
-            data = frames.data
+            data = frames.data.tobytes()
             text = b"\n".join([data[s:e] for s, e in zip(frames.starts[rows].tolist(),
                                                            frames.ends[rows].tolist())])
         try:
@@ -169,12 +169,12 @@ class JsonCodec:
     def _framed_text(frames, rows):
         """The data buffer as NDJSON, in place: each chosen row's header becomes "\\n" and
         spaces; every other byte not in a chosen payload becomes a space."""
-        buffer = np.frombuffer(frames.data, np.uint8).copy()
+        buffer = frames.data.copy()
         chosen = np.zeros(len(frames.starts), dtype=bool)
         chosen[rows] = True
         header_starts = frames.starts - HEADER_SIZE
         # blank rows not read in the batch (bad or parsed one by one): their whole value
-        begins = np.where(frames.status == OK, header_starts, frames.starts)
+        begins = np.where(frames.readable, header_starts, frames.starts)
         for row in np.flatnonzero(~chosen & (frames.ends > begins)).tolist():
             buffer[begins[row]:frames.ends[row]] = 0x20
         buffer[header_starts[rows]] = ord("\n")
@@ -184,7 +184,7 @@ class JsonCodec:
 
     def _decode_each(self, frames, rows, bad):
         """Python values (for arrow_type) of the rows; bad rows recorded in ``bad``."""
-        data = frames.data
+        data = frames.data.tobytes() if len(rows) else b""
         root = self.root
         values = []
         for row in rows.tolist():

@@ -13,7 +13,7 @@ from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
 from kafka_ds.formats import DecodeResult
-from kafka_ds.formats._frames import NOT_FRAMED, OK, frame_header, split_frames
+from kafka_ds.formats.framing import frame_header, split_frames
 from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
 from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
                                               decode_message_indexes, encode_message_indexes,
@@ -134,8 +134,8 @@ class ProtobufCodec:
     # -- decode -------------------------------------------------------------------------------
 
     def decode(self, values: pa.Array) -> DecodeResult:
-        frames = split_frames(values, framed=self.framed)
-        data = frames.data
+        frames = split_frames(values, self.framed)
+        data = frames.data.tobytes()   # protobuf parses bytes: one copy of the buffer
         n = len(values)
         bad_rows, reasons, bad_ids = [], [], []
 
@@ -144,9 +144,9 @@ class ProtobufCodec:
             reasons.append(reason)
             bad_ids.append(schema_id)
 
-        for row in np.flatnonzero(frames.status == NOT_FRAMED).tolist():
-            bad(row, frames.reason(row))
-        ok_rows = np.flatnonzero(frames.status == OK)
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+            bad(row, reason)
+        ok_rows = np.flatnonzero(frames.readable)
         starts = frames.starts
         groups = {}   # (schema id, indexes) -> [rows]
         if self.framed and len(ok_rows):
@@ -155,7 +155,7 @@ class ProtobufCodec:
             readable = index_at < frames.ends[ok_rows]
             first = np.full(len(ok_rows), 0xFF, dtype=np.uint8)
             if len(data):
-                first[readable] = np.frombuffer(data, np.uint8)[index_at[readable]]
+                first[readable] = frames.data[index_at[readable]]
             simple = first == 0
             starts = starts.copy()
             starts[ok_rows[simple]] += 1
