@@ -165,3 +165,16 @@ class DictLookup(SchemaLookup):
 
     def schema_version(self, subject, version, fmt=None):
         return self.by_version[(subject, version)]
+
+
+def assert_decode_contract(result, values):
+    """The codec contract on any input: one output row per input row, null exactly where
+    the input is null or the row is reported bad (once, with a reason and a schema id).
+    Returns the decoded values as Python objects."""
+    decoded = result.array.to_pylist()
+    assert len(decoded) == len(values)
+    bad = result.bad_rows.tolist()
+    assert len(set(bad)) == len(bad) == len(result.reasons) == len(result.schema_ids)
+    for row, (value, out) in enumerate(zip(values, decoded)):
+        assert (out is None) == (value is None or row in bad), (row, value, out)
+    return decoded
