@@ -54,8 +54,10 @@ def acknowledge(conn, pending):
 
 
 def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE_SIZE,
-               partitions: int = PARTITIONS) -> None:
-    """Produce with kafka_ds's own encoder + Produce, a few requests in flight per leader."""
+               partitions: int = PARTITIONS, values: pa.Array | None = None) -> None:
+    """Produce with kafka_ds's own encoder + Produce, a few requests in flight per leader.
+    ``values``: a binary array of ``records`` values written instead of generated ones (in
+    order, partition after partition; ``value_size`` then only sizes the batches)."""
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records import encode_record_batch
@@ -65,19 +67,24 @@ def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE
     try:
         per_partition, extra = divmod(records, partitions)
         in_flight = []
+        taken = 0
         for partition in range(partitions):
             count = per_partition + (1 if partition < extra else 0)
             conn = client.connection(client.leader_for(topic, partition))
             for start in range(0, count, step):
                 n = min(step, count - start)
                 keys = pa.array([b"key-%06d" % ((start + i) % 1_000_000) for i in range(n)])
-                values = pa.array([(b"%d-%d " % (partition, start + i)).ljust(value_size, b"x")
-                                   for i in range(n)])
+                if values is None:
+                    batch_values = pa.array([(b"%d-%d " % (partition, start + i))
+                                             .ljust(value_size, b"x") for i in range(n)])
+                else:
+                    batch_values = values.slice(taken, n)
+                    taken += n
                 in_flight.append((conn, conn.send(m.PRODUCE, {
                     "transactional_id": None, "acks": 1, "timeout_ms": 30000,
                     "topic_data": [{"name": topic, "partition_data": [
                         {"index": partition, "records": encode_record_batch(
-                            keys=keys, values=values)}]}]})))
+                            keys=keys, values=batch_values)}]}]})))
                 if len(in_flight) >= 16:
                     acknowledge(*in_flight.pop(0))
         for conn, pending in in_flight:
