@@ -1,7 +1,8 @@
 """notebooks/quickstart.ipynb: saved executed (a reader sees the outputs without running
 it), and runs top to bottom here with outputs that make sense: the rows written are read
 back, the stream reads them in several micro-batches with falling lag, the consumer
-group's lag is 0 after the stream and 300 after 300 more rows, and the plots are drawn."""
+group's lag is 0 after the stream and 300 after 300 more rows, the plots are drawn, and
+Avro values (valueFormat=avro) are written and read back typed."""
 import pathlib
 import re
 
@@ -30,6 +31,9 @@ def check_outputs(nb):
     text = texts(nb)
     assert "wrote 1000 page views" in text
     assert "rows read back: 1000" in text
+    # valueFormat=avro: the typed value struct, written and read back
+    assert "|-- value: struct (nullable = true)" in text and "|    |-- at: timestamp" in text
+    assert "typed rows read back: 1000" in text
     batches = re.search(r"micro-batches: (\d+), rows streamed: (\d+)", text)
     assert batches and int(batches.group(1)) >= 4 and int(batches.group(2)) == 1000, text[-2000:]
     assert "group lag after the stream: 0" in text
