@@ -8,8 +8,9 @@ order: two longs, two ints, two doubles, two strings, a boolean, a nullable stri
 ``<topic>-value`` in the test suite's fake Schema Registry (``tests/schema_registry.py``,
 real HTTP on 127.0.0.1), encodes N records with it (Confluent framing: magic byte, schema
 id, Protobuf message indexes), fills a topic of the librdkafka mock cluster (3 brokers, 32
-partitions, as ``bench_read.py``), then times, local[2], best of ``--repeat`` after a
-warm-up, the two reads in turns:
+partitions as ``bench_read.py``; more where the values would pass ~4 MB a partition, as
+the mock keeps ~5 MiB), then times, local[2], best of ``--repeat`` after a warm-up, the
+two reads in turns:
 
 * binary -- ``spark.read.format("pykafka")...load().write.format("noop")`` (value as bytes);
 * typed  -- the same with ``valueFormat`` and ``schema.registry.url``,
@@ -43,6 +44,7 @@ from registry_fixtures import file_proto  # noqa: E402
 
 FORMATS = ("avro", "protobuf", "json")
 TARGET = 0.5
+PARTITION_BYTES = 4_000_000    # the most values bytes put in one mock partition
 
 # The same order as bench_avro.SCHEMA, in Protobuf (proto3; note has presence) ...
 PROTO_FIELDS = [("order_id", "int64"), ("customer_id", "int64"), ("quantity", "int32"),
@@ -99,14 +101,16 @@ def measure(spark, cluster, registry_url: str, fmt: str, records: int, repeat: i
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
     topic = f"bench_typed_{fmt}_{records}"
-    cluster.create_topic(topic, partitions=PARTITIONS)
     schema_id = SchemaRegistryClient({"url": registry_url}).register_schema(
         f"{topic}-value", Schema(schema_text(fmt), fmt.upper()))
     started = time.perf_counter()
     values = encoded_values(fmt, schema_id, records)
     size = (len(values.buffers()[2]) if values.buffers()[2] else 0) / records
+    # the mock keeps ~5 MiB per partition: more partitions for larger values
+    partitions = max(PARTITIONS, 32 * -(-int(size * records) // (32 * PARTITION_BYTES)))
+    cluster.create_topic(topic, partitions=partitions)
     fill_topic(cluster.bootstrap_servers, topic, records, value_size=int(size) + 1,
-               values=values)
+               partitions=partitions, values=values)
     log(f"{fmt}: {records:,} records of {size:.1f} B (framed) encoded and produced in "
         f"{time.perf_counter() - started:.1f} s")
     binary = (spark.read.format("pykafka")
@@ -137,19 +141,21 @@ def measure(spark, cluster, registry_url: str, fmt: str, records: int, repeat: i
         cluster.delete_topic(topic)
     except Exception:
         pass
-    return {"format": fmt, "size": size, "binary": records / min(binary_times),
-            "typed": records / min(typed_times)}
+    result = {"format": fmt, "size": size, "partitions": partitions,
+              "binary": records / min(binary_times), "typed": records / min(typed_times)}
+    log(f"{fmt}: {result}")
+    return result
 
 
 def table(results, records: int, repeat: int, load_before, load_after) -> str:
     lines = [f"End-to-end typed read, {records:,} records of a 10-field flat record, local[2], "
-             f"mock cluster, {PARTITIONS} partitions, noop sink, best of {repeat}; load "
+             f"mock cluster, noop sink, best of {repeat}; load "
              f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after", "",
-             "| valueFormat | value (framed) | binary noop rows/s | typed `value.*` noop rows/s "
-             f"| typed / binary | >= {TARGET}x? |", "|---|---:|---:|---:|---:|---|"]
+             "| valueFormat | value (framed) | partitions | binary noop rows/s | typed `value.*` "
+             f"noop rows/s | typed / binary | >= {TARGET}x? |", "|---|---:|---:|---:|---:|---:|---|"]
     for r in results:
         ratio = r["typed"] / r["binary"]
-        lines.append(f"| {r['format']} | {r['size']:.0f} B | {r['binary']:,.0f} | "
+        lines.append(f"| {r['format']} | {r['size']:.0f} B | {r['partitions']} | {r['binary']:,.0f} | "
                      f"{r['typed']:,.0f} | {ratio:.2f}x | {'yes' if ratio >= TARGET else 'NO'} |")
     return "\n".join(lines)
 
