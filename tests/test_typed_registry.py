@@ -54,10 +54,12 @@ def schema_fetches(registry) -> int:
 
 def consume_raw(bootstrap, topic, count, timeout=30.0):
     """``count`` records of ``topic`` as (key, value) bytes, read by confluent-kafka."""
-    from confluent_kafka import Consumer
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
+    # assign, not subscribe: no group join (seconds of rebalance delay on Tansu)
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     out = []
     try:
         import time
@@ -175,6 +177,105 @@ def test_plain_avro_with_an_inline_schema_round_trips_without_a_registry(spark, 
                   for *_, v in raw) == list(range(5))
     got = read(spark, broker, topic, valueFormat="avro", valueSchema=schema).select("value.*")
     assert_df_equality(got, source, ignore_row_order=True, ignore_nullable=True)
+
+
+# --- Protobuf --------------------------------------------------------------------------------
+
+def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
+        spark, broker, new_topic, schema_registry):
+    from confluent_kafka.schema_registry.protobuf import (
+        ProtobufDeserializer, ProtobufSerializer,
+    )
+    from test_schema_registry import order_message_class
+    topic = new_topic(partitions=1)
+    order_class = order_message_class()
+    client = confluent_registry(schema_registry)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    serializer = ProtobufSerializer(order_class, client, conf)
+    orders = []
+    for i in range(6):
+        order = order_class(id=f"o-{i}", status=i % 2)
+        order.created.FromSeconds(1_700_000_000 + i)
+        for j in range(i % 3):
+            order.items.add(sku=f"s{j}", qty=j + i)
+        orders.append(order)
+    produce_confluent(broker.bootstrap_servers, topic,
+                      [{"value": serializer(o, ctx), "partition": 0} for o in orders])
+    df = read(spark, broker, topic, valueFormat="protobuf",
+              **{"schema.registry.url": schema_registry.url})
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:string,created:timestamp,items:array<struct<sku:string,qty:int>>,"
+        "status:string>")
+    utc = dt.timezone.utc
+    expected = [(o.id, o.created.ToDatetime(tzinfo=utc), [(it.sku, it.qty) for it in o.items],
+                 ["NEW", "SHIPPED"][o.status]) for o in orders]
+    got = df.select("value.*")
+    assert_df_equality(got, spark.createDataFrame(expected, got.schema), ignore_row_order=True)
+
+    # kafka_ds writes the same rows with the subject's schema; confluent reads them back.
+    out = new_topic(partitions=1)
+    client.register_schema(f"{out}-value", client.get_latest_version(f"{topic}-value").schema)
+    (got.selectExpr("struct(*) AS value").write.format("pykafka")
+     .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("topic", out)
+     .option("valueFormat", "protobuf").option("schema.registry.url", schema_registry.url)
+     .option("schema.registry.auto.register.schemas", "false").mode("append").save())
+    deserializer = ProtobufDeserializer(order_class, conf, client)
+    back = [deserializer(value, SerializationContext(out, MessageField.VALUE))
+            for *_, value in consume_raw(broker.bootstrap_servers, out, len(orders))]
+    assert sorted(o.SerializeToString(deterministic=True) for o in back) == \
+        sorted(o.SerializeToString(deterministic=True) for o in orders)
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+EVENT_SCHEMA = json.dumps({
+    "type": "object", "title": "Event",
+    "properties": {"id": {"type": "integer"}, "kind": {"type": "string"},
+                   "score": {"type": ["null", "number"]},
+                   "at": {"type": "string", "format": "date-time"},
+                   "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["id"]})
+
+
+def test_json_read_as_confluent_reads_and_written_as_confluent_writes(
+        spark, broker, new_topic, schema_registry):
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+    topic = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    serializer = JSONSerializer(EVENT_SCHEMA, client)
+    events = [{"id": i, "kind": f"k{i % 2}", "score": None if i == 3 else i / 2,
+               "at": f"2026-11-0{1 + i % 5}T10:00:0{i % 10}+00:00", "tags": ["a"] * (i % 3)}
+              for i in range(8)]
+    produce_confluent(broker.bootstrap_servers, topic,
+                      [{"value": serializer(e, ctx), "partition": 0} for e in events])
+    df = read(spark, broker, topic, valueFormat="json",
+              **{"schema.registry.url": schema_registry.url})
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,kind:string,score:double,at:timestamp,tags:array<string>>")
+    deserializer = JSONDeserializer(EVENT_SCHEMA, schema_registry_client=client)
+    expected = []
+    for event in events:
+        back = deserializer(serializer(event, ctx), ctx)
+        expected.append((back["id"], back["kind"], back["score"],
+                         dt.datetime.fromisoformat(back["at"]), back["tags"]))
+    got = df.select("value.*")
+    assert_df_equality(got, spark.createDataFrame(expected, got.schema), ignore_row_order=True)
+
+    # Written by kafka_ds with a schema it derives and registers; read back by confluent.
+    out = new_topic(partitions=1)
+    (got.selectExpr("struct(id, kind, score, tags) AS value").write.format("pykafka")
+     .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("topic", out)
+     .option("valueFormat", "json").option("schema.registry.url", schema_registry.url)
+     .mode("append").save())
+    registered = client.get_latest_version(f"{out}-value").schema
+    assert registered.schema_type == "JSON"
+    reader = JSONDeserializer(registered.schema_str, schema_registry_client=client)
+    back = sorted((reader(value, SerializationContext(out, MessageField.VALUE)) for
+                   *_, value in consume_raw(broker.bootstrap_servers, out, len(events))),
+                  key=lambda e: e["id"])
+    assert back == [{k: e[k] for k in ("id", "kind", "score", "tags")} for e in events]
 
 
 # --- bad records -----------------------------------------------------------------------------
@@ -295,5 +396,40 @@ def test_stream_decodes_a_new_writer_version_after_the_registry_was_down_20s(
             assert schema_fetches(registry) > fetched_before
         finally:
             query.stop()
+    finally:
+        registry.stop()
+
+
+# --- registry credentials ----------------------------------------------------------------------
+
+def test_registry_credentials_are_used_and_never_shown(spark, mock_cluster, tmp_path):
+    from schema_registry import start_registry
+    registry = start_registry(basic_auth="reader:s3cret-pw")
+    try:
+        topic = mock_cluster.unique_topic("typedauth")
+        mock_cluster.create_topic(topic, partitions=1)
+        client = SchemaRegistryClient({"url": registry.url,
+                                       "basic.auth.user.info": "reader:s3cret-pw"})
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        produce_confluent(mock_cluster.bootstrap_servers, topic,
+                          [{"value": AvroSerializer(client, USER_V1)({"id": 7, "name": "x"}, ctx),
+                            "partition": 0}])
+
+        def load(user_info):
+            return (spark.read.format("pykafka")
+                    .option("kafka.bootstrap.servers", mock_cluster.bootstrap_servers)
+                    .option("subscribe", topic).option("valueFormat", "avro")
+                    .option("schema.registry.url", registry.url)
+                    .option("schema.registry.basic.auth.user.info", user_info).load())
+
+        df = load("reader:s3cret-pw")
+        assert [tuple(r) for r in df.select("value.*").collect()] == [(7, "x")]
+        plan = df._jdf.queryExecution().toString()
+        assert "s3cret-pw" not in plan
+        with pytest.raises(Exception) as caught:
+            load("reader:wrong-pw")
+        message = str(caught.value)
+        assert registry.url in message and "401" in message, message[-1500:]
+        assert "wrong-pw" not in message
     finally:
         registry.stop()
