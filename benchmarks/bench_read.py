@@ -222,12 +222,12 @@ def best_of(repeat, fn):
 
 
 def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: int = 3,
-            log=None) -> dict:
+            log=None, partitions: int = PARTITIONS) -> dict:
     """Fill a fresh topic and time every reader; returns {(label, action): rows/s}."""
     topic = f"bench_read_{value_size}_{records}"
-    cluster.create_topic(topic, partitions=PARTITIONS)
+    cluster.create_topic(topic, partitions=partitions)
     started = time.perf_counter()
-    fill_topic(cluster.bootstrap_servers, topic, records, value_size)
+    fill_topic(cluster.bootstrap_servers, topic, records, value_size, partitions)
     if log:
         log(f"filled {topic}: {records:,} records x {value_size} B in "
             f"{time.perf_counter() - started:.1f}s")
@@ -235,7 +235,7 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
                .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
                .option("subscribe", topic))
     ceiling = (spark.read.format("kafka_ds_ceiling").option("records", records)
-               .option("partitions", PARTITIONS).option("value_size", value_size))
+               .option("partitions", partitions).option("value_size", value_size))
     count = pykafka.load().count()
     assert count == records, f"pykafka read {count} rows, expected {records}"
     results = {}
@@ -248,11 +248,13 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
                 results[(label, action)] = best_of(repeat, lambda: reader.load().write.format(
                     "noop").mode("overwrite").save())
     # Both Python consumers read the topic into this process, one thread, alternating.
-    kafka_ds_python_read(cluster.bootstrap_servers, topic, records)        # warm-up
+    kafka_ds_python_read(cluster.bootstrap_servers, topic, records, partitions)   # warm-up
     py_ours, py_aio = [], []
     for _ in range(repeat):
-        py_ours.append(kafka_ds_python_read(cluster.bootstrap_servers, topic, records))
-        py_aio.append(aiokafka_read(cluster.bootstrap_servers, topic, records, value_size))
+        py_ours.append(kafka_ds_python_read(cluster.bootstrap_servers, topic, records,
+                                            partitions))
+        py_aio.append(aiokafka_read(cluster.bootstrap_servers, topic, records, value_size,
+                                    partitions))
     results[("kafka_ds", "python")] = min(py_ours)
     results[("aiokafka", "python")] = min(py_aio)
     try:
@@ -275,17 +277,19 @@ def start_spark():
     return spark
 
 
-def start():
-    """(spark, cluster) for :func:`measure`."""
-    from brokers import MockCluster
+def start(broker: str = "mock"):
+    """(spark, cluster) for :func:`measure`: the librdkafka mock cluster (3 brokers; it
+    keeps ~5 MiB per partition) or Tansu (one node, memory storage, no size cap)."""
+    from brokers import MockCluster, TansuBroker
 
-    cluster = MockCluster(3)
+    cluster = MockCluster(3) if broker == "mock" else TansuBroker()
     return start_spark(), cluster
 
 
-def table(rate: dict, records: int, value_size: int, repeat: int) -> str:
+def table(rate: dict, records: int, value_size: int, repeat: int,
+          partitions: int = PARTITIONS, broker: str = "mock") -> str:
     lines = [f"End-to-end batch read, {records:,} records x {value_size} B, local[2], "
-             f"{PARTITIONS} partitions, best of {repeat}", "",
+             f"{broker}, {partitions} partitions, best of {repeat}", "",
              "| measurement | rows/s | vs ceiling | vs aiokafka |", "|---|---:|---:|---:|"]
     for key in [("pykafka", "count"), ("ceiling", "count"), ("pykafka", "noop"),
                 ("ceiling", "noop"), ("kafka_ds", "python"), ("aiokafka", "python")]:
@@ -302,17 +306,21 @@ def main(argv=None):
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--value-size", type=int, default=VALUE_SIZE)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--broker", choices=("mock", "tansu"), default="mock")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS,
+                        help="(the mock keeps ~5 MiB per partition: >= records / 40k)")
     args = parser.parse_args(argv)
 
-    spark, cluster = start()
+    spark, cluster = start(args.broker)
     try:
         rate = measure(spark, cluster, args.records, args.value_size, args.repeat,
-                       log=lambda s: print(s, file=sys.stderr))
+                       log=lambda s: print(s, file=sys.stderr), partitions=args.partitions)
     finally:
         spark.stop()
         cluster.stop()
     print()
-    print(table(rate, args.records, args.value_size, args.repeat))
+    print(table(rate, args.records, args.value_size, args.repeat, args.partitions,
+                args.broker))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from .protocol.errors import (
     OffsetOutOfRange,
     UnknownTopicId,
     UnknownTopicOrPartition,
-    error_for_code,
 )
 
 log = logging.getLogger(__name__)
@@ -356,11 +355,41 @@ def _data_loss(opts: ReadOptions, message: str) -> None:
     log.warning("%s; continuing because failOnDataLoss=false", message)
 
 
+class _PartitionColumns:
+    """The ``topic`` and ``partition`` columns of one task's batches: built once, as long
+    as the longest batch so far, and sliced (zero-copy) for every batch."""
+
+    def __init__(self, topic: str, partition: int):
+        self.topic = topic
+        self.partition = partition
+        self.rows = 0
+        self.columns = None
+
+    def __call__(self, rows: int):
+        import pyarrow as pa
+
+        if rows > self.rows:
+            self.rows = max(rows, 2 * self.rows)
+            self.columns = (pa.repeat(self.topic, self.rows).cast(pa.string()),
+                            pa.repeat(pa.scalar(self.partition, pa.int32()), self.rows))
+        topic_column, partition_column = self.columns
+        if rows == self.rows:
+            return topic_column, partition_column
+        return topic_column.slice(0, rows), partition_column.slice(0, rows)
+
+
 def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
-    """Yield ``pyarrow.RecordBatch``es of ``rng`` = [start, end) of one topic-partition."""
+    """Yield ``pyarrow.RecordBatch``es of ``rng`` = [start, end) of one topic-partition.
+
+    The next Fetch is under way while an answer is decoded and its batch handed to Spark
+    (kafka_ds/fetch_pipeline.py); every decision below is taken on the answer at exactly
+    the offset this loop asks for."""
+    import threading
+
     import numpy as np
     import pyarrow as pa
 
+    from .fetch_pipeline import FetchAhead, fetch_partition
     from .protocol.records import decode_records
     from .record_timestamps import check_timestamps
 
@@ -377,13 +406,27 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
     fetch_bytes = opts.max_partition_fetch_bytes
     level = 1 if opts.read_committed else 0
     stalls = 0
+    stopping = threading.Event()
+    connection_used = [None]
+
+    def interrupt():
+        conn = connection_used[0]
+        if conn is not None:
+            conn.interrupt()
+
+    fetches = FetchAhead(
+        fetch_partition(client, opts, topic, partition, level, stopping, connection_used),
+        limit=end, name=f"kafka_ds-fetch {topic}-{partition}", interrupt=interrupt,
+        stopping=stopping)
+    partition_columns = _PartitionColumns(topic, partition)
     try:
         while offset < end:
-            part = _fetch_with_retries(client, opts, topic, partition, offset, fetch_bytes, level)
+            part = _fetch_with_retries(fetches, opts, topic, partition, offset, fetch_bytes)
             if part is None:   # topic/partition gone, failOnDataLoss=false
                 return
             code = part["error_code"]
             if code == OffsetOutOfRange.code:
+                fetches.quiesce()     # the client is this thread's again
                 earliest = client.list_offsets({(topic, partition): EARLIEST})[(topic, partition)][0]
                 if offset < earliest:
                     _data_loss(opts, f"Offsets [{offset}, {min(earliest, end)}) of "
@@ -413,14 +456,15 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
             batch, next_offset, truncated = result.batch, result.next_offset, result.truncated
             result = None
             if batch is not None and batch.num_rows:
-                offsets = batch.column("offset").to_numpy()
-                keep = int(np.searchsorted(offsets, end, side="left"))
-                if keep < batch.num_rows:
-                    batch = batch.slice(0, keep)
-                if batch.num_rows:
-                    n = batch.num_rows
-                    added = {"topic": pa.repeat(topic, n).cast(pa.string()),
-                             "partition": pa.repeat(pa.scalar(partition, pa.int32()), n)}
+                n = batch.num_rows
+                if next_offset > end:
+                    # Only the last answer of a range holds records past its end.
+                    offsets = batch.column("offset").to_numpy()
+                    n = int(np.searchsorted(offsets, end, side="left"))
+                if n:
+                    if n < batch.num_rows:
+                        batch = batch.slice(0, n)
+                    added = dict(zip(("topic", "partition"), partition_columns(n)))
                     columns = [added[name] if name in added else batch.column(name)
                                for name in schema.names]
                     batch = pa.RecordBatch.from_arrays(columns, schema=schema)
@@ -462,27 +506,19 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                     f"fetch size {fetch_bytes} bytes)")
             time.sleep(0.05 * stalls)
     finally:
+        fetches.close()
         if own_client:
             client.close()
+        log.debug("%s-%d [%d, %d): fetched ahead (guessed right/wrong): %d/%d", topic,
+                  partition, rng.start, end, fetches.guessed_right, fetches.guessed_wrong)
 
 
-def _fetch_with_retries(client, opts, topic, partition, offset, fetch_bytes, level):
-    """Fetch once, retrying retriable errors; None when the partition is gone and
+def _fetch_with_retries(fetches, opts, topic, partition, offset, fetch_bytes):
+    """The Fetch answer at ``offset`` (retried within ``kafkaConsumer.pollTimeoutMs`` by
+    ``fetch_pipeline.fetch_partition``); None when the partition is gone and
     failOnDataLoss=false."""
-    def attempt():
-        part = client.fetch(topic, partition, offset, max_bytes=fetch_bytes,
-                            max_wait_ms=opts.fetch_max_wait_ms, isolation_level=level)
-        code = part["error_code"]
-        if code and code != OffsetOutOfRange.code:
-            raise error_for_code(code)(f"Fetch {topic}-{partition} at offset {offset}")
-        return part
-
     try:
-        # Each Fetch may take up to kafkaConsumer.pollTimeoutMs of retries (a leader
-        # failover or a rolling restart), as the JVM source's poll does.
-        return client.retrying(attempt, f"Fetch {topic}-{partition} at offset {offset}",
-                               topics=[topic], budget_ms=opts.poll_timeout_ms,
-                               budget_option="kafkaConsumer.pollTimeoutMs")
+        return fetches.get(offset, fetch_bytes)
     except KafkaError as exc:
         if isinstance(exc, (UnknownTopicOrPartition, UnknownTopicId)):
             _data_loss(opts, f"{topic}-{partition} no longer exists (was the topic deleted?) "

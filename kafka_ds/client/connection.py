@@ -207,6 +207,17 @@ class BrokerConnection:
             except OSError:
                 pass
 
+    def interrupt(self) -> None:
+        """Wake a thread blocked on this connection's socket: its send or receive fails at
+        once (and closes the connection). Safe from another thread, unlike ``close``,
+        whose file descriptor could be reused under the blocked call."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def __enter__(self):
         return self.connect()
 
