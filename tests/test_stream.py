@@ -607,3 +607,30 @@ def test_reader_latest_marker_of_a_missing_topic_does_not_hold_up_the_others(bro
             [(topic, 0, 2)]
     finally:
         reader.stop()
+
+
+# --- the sink's per-batch planning -------------------------------------------------------
+
+def test_stream_writer_checks_its_topic_once_within_metadata_max_age(broker, new_topic):
+    # Spark makes the stream writer for every micro-batch (twice); the topic check is made
+    # again only after kafka.metadata.max.age.ms. Batch writes always check.
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kafka_ds.protocol.errors import ConfigurationError
+    from kafka_ds.source import KafkaDataSource
+
+    schema = StructType([StructField("value", BinaryType())])
+    cached, uncached = new_topic(prefix="sink-a"), new_topic(prefix="sink-b")
+    base = {"kafka.bootstrap.servers": broker.bootstrap_servers,
+            "kafka.allow.auto.create.topics": "false"}
+    for topic, age in ((cached, "300000"), (uncached, "0")):
+        options = {**base, "topic": topic, "kafka.metadata.max.age.ms": age}
+        assert KafkaDataSource(options).streamWriter(schema, False).opts.topic == topic
+        broker.delete_topic(topic)
+    assert KafkaDataSource({**base, "topic": cached, "kafka.metadata.max.age.ms": "300000"}) \
+        .streamWriter(schema, False).opts.topic == cached
+    for topic, make in ((uncached, "streamWriter"), (cached, "writer")):
+        source = KafkaDataSource({**base, "topic": topic, "kafka.metadata.max.age.ms": "0"
+                                  if topic == uncached else "300000"})
+        with pytest.raises(ConfigurationError, match="does not exist"):
+            getattr(source, make)(schema, False)
