@@ -424,6 +424,8 @@ def main(argv=None):
     ap.add_argument("--ramp-max", type=int, default=1_000_000)
     ap.add_argument("--no-ramp", action="store_true")
     ap.add_argument("--json", default=None, help="write the raw figures here")
+    ap.add_argument("--write-results", action="store_true",
+                    help="put the tables into benchmarks/results.md (its stream-latency section)")
     args = ap.parse_args(argv)
     if args.value_size < STAMP.size:
         ap.error(f"--value-size must be at least {STAMP.size}")
@@ -432,6 +434,7 @@ def main(argv=None):
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
     started = time.monotonic()
+    load_before = os.getloadavg()
     bench = Bench(args)
     result = {"args": vars(args), "fixed": [], "ramp": []}
     try:
@@ -467,20 +470,31 @@ def main(argv=None):
     result["load_average"] = os.getloadavg()
     result["minutes"] = round((time.monotonic() - started) / 60, 1)
 
-    print(f"\nStreaming latency, pykafka -> pykafka on Tansu, default trigger, local[2], "
-          f"{args.partitions} partitions, {args.value_size} B values; "
-          f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {result['minutes']} min, load average "
-          f"{result['load_average'][0]:.2f} {result['load_average'][1]:.2f} "
-          f"{result['load_average'][2]:.2f}\n")
-    print(fixed_table(result["fixed"]))
+    command = " ".join([".venv/bin/python benchmarks/stream_latency.py"]
+                       + (argv if argv is not None else sys.argv[1:]))
+    parts = [f"Command: `{command}` -- {datetime.datetime.now():%Y-%m-%d %H:%M}, "
+             f"{result['minutes']} min; pykafka -> pykafka on Tansu, default trigger, "
+             f"local[2], {args.partitions} partitions, {args.value_size} B values; load "
+             f"average (1 min) {load_before[0]:.2f} at the start, "
+             f"{result['load_average'][0]:.2f} at the end.",
+             fixed_table(result["fixed"])]
     if result["ramp"]:
-        print()
-        print(ramp_table(result["ramp"]))
         last = result["ramp"][-1]
         ceiling = (f"{result['max_sustained']:,} records/s" if result["max_sustained"]
                    else "below the first step")
-        print(f"\nSustained maximum rate: {ceiling}"
-              + ("" if not last["sustained"] else " (the ramp reached --ramp-max)"))
+        parts += [ramp_table(result["ramp"]),
+                  f"Sustained maximum rate: **{ceiling}**"
+                  + ("" if not last["sustained"] else " (the ramp reached --ramp-max)")]
+    print("\n" + "\n\n".join(parts))
+    if args.write_results:
+        sys.path.insert(0, HERE)
+        from run_all import machine, replace_section
+
+        path = os.path.join(HERE, "results.md")
+        replace_section(path, "stream-latency", "\n\n".join(
+            ["## Streaming latency (`stream_latency.py`)", parts[0] + f"  Machine: {machine()}.",
+             *parts[1:]]))
+        print(f"\nwrote the stream-latency section of {os.path.relpath(path)}")
     if args.json:
         for part in result["fixed"] + result["ramp"]:
             part.pop("lag_samples", None)
