@@ -2,6 +2,14 @@
 
     .venv/bin/python benchmarks/run_all.py            # full run (~4 min on 2 cores)
     .venv/bin/python benchmarks/run_all.py --quick    # smaller sizes (~2.5 min)
+    .venv/bin/python benchmarks/run_all.py --scale    # issue #22's targets, 10M records on Tansu
+
+``--scale`` measures the targets of issue #22 in one run: the batch read of 10M x 100 B
+records (8 partitions, Tansu) against the ceiling source and aiokafka, the write of 10M
+rows on Tansu against confluent-kafka, and the decode kernel (100 B, none) against
+aiokafka; its table goes to its own section of ``benchmarks/results.md`` (after the
+kept-part marker, replacing the previous scale run), the daily table stays.
+``--records N`` sets the read and write sizes of a scale run (e.g. 1000000 for a try).
 
 Runs, in this order (each figure next to its peer measured in the same run,
 interleaved where possible, best of N -- the machine is shared and noisy):
@@ -45,6 +53,10 @@ MiB = 1 << 20
 FULL = {"decode_records": 1_000_000, "decode_1k_records": 250_000, "decode_repeat": 5,
         "read_sizes": [(100, 1_000_000), (1024, 100_000), (10240, 10_000)], "read_repeat": 3,
         "write_rows": 1_000_000, "write_repeat": 2, "memory_gb": 2.0}
+SCALE = {"decode_records": 1_000_000, "decode_1k_records": 250_000, "decode_repeat": 5,
+         "read_sizes": [(100, 10_000_000)], "read_repeat": 2, "read_broker": "tansu",
+         "read_partitions": 8, "write_rows": 10_000_000, "write_repeat": 1,
+         "write_broker": "tansu", "memory_gb": 2.0}
 QUICK = {"decode_records": 200_000, "decode_1k_records": 50_000, "decode_repeat": 3,
          "read_sizes": [(100, 300_000), (1024, 30_000), (10240, 3_000)], "read_repeat": 2,
          "write_rows": 200_000, "write_repeat": 1, "memory_gb": 0.5}
@@ -75,15 +87,33 @@ def phase_kernel(cfg) -> dict:
 
 
 def phase_read(cfg) -> dict:
+    import inspect
+
     import bench_read as br
 
-    spark, cluster = br.start()
+    broker = cfg.get("read_broker", "mock")
+    partitions = cfg.get("read_partitions", br.PARTITIONS)
+    extra = {}
+    if "broker" in inspect.signature(br.start).parameters:
+        spark, cluster = br.start(broker)
+    elif broker == "tansu":
+        # bench_read.py without --broker: its session, Tansu started here.
+        from brokers import TansuBroker
+        spark, cluster = br.start_spark(), TansuBroker()
+    else:
+        spark, cluster = br.start()
+    if "partitions" in inspect.signature(br.measure).parameters:
+        extra["partitions"] = partitions
+    else:
+        partitions = br.PARTITIONS
     out = {}
     try:
         for value_size, records in cfg["read_sizes"]:
-            log(f"end-to-end read: {records:,} x {value_size} B")
-            rate = br.measure(spark, cluster, records, value_size, cfg["read_repeat"], log=log)
-            out[value_size] = {"records": records,
+            log(f"end-to-end read: {records:,} x {value_size} B, {broker}, "
+                f"{partitions} partitions")
+            rate = br.measure(spark, cluster, records, value_size, cfg["read_repeat"], log=log,
+                              **extra)
+            out[value_size] = {"records": records, "broker": broker, "partitions": partitions,
                                "rates": {f"{k[0]} {k[1]}": v for k, v in rate.items()}}
     finally:
         spark.stop()
@@ -98,16 +128,17 @@ def phase_write(cfg) -> dict:
     path = os.path.join(HERE, "bench_write.py")
     if not os.path.exists(path):
         return {"skipped": "benchmarks/bench_write.py does not exist (yet)"}
-    log(f"end-to-end write: {cfg['write_rows']:,} rows (bench_write.py)")
+    broker = cfg.get("write_broker", "mock")
+    log(f"end-to-end write: {cfg['write_rows']:,} rows on {broker} (bench_write.py)")
     proc = subprocess.run([sys.executable, path, "--rows", str(cfg["write_rows"]),
-                           "--repeat", str(cfg["write_repeat"])], cwd=ROOT,
+                           "--repeat", str(cfg["write_repeat"]), "--broker", broker], cwd=ROOT,
                           capture_output=True, text=True)
     match = _BEST.search(proc.stdout)
     if proc.returncode or not match:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         return {"skipped": f"bench_write.py failed (exit {proc.returncode}): " + " / ".join(tail)}
     ours, theirs = (float(g.replace(",", "")) for g in match.groups())
-    return {"rows": cfg["write_rows"], "ours": ours, "confluent": theirs,
+    return {"rows": cfg["write_rows"], "broker": broker, "ours": ours, "confluent": theirs,
             "output": proc.stdout.strip()}
 
 
@@ -182,6 +213,52 @@ def summary_rows(res: dict) -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
+def scale_rows(res: dict) -> list[tuple[str, str, str, str, str]]:
+    """Issue #22's targets, each a ratio of two figures measured in this run; rows whose
+    target is "-" are context."""
+    rows = []
+    r = res.get("read", {}).get(100)
+    if r:
+        rt = r["rates"]
+        where = f"{r['records'] / 1e6:g}M x 100 B, {r.get('broker', 'mock')}, " \
+            f"{r.get('partitions', '?')} partitions"
+        ratio = rt["pykafka count"] / rt["ceiling count"]
+        rows.append((f"read ({where}), Spark count: >= 0.75x the ceiling source",
+                     _rate(rt["pykafka count"]), "ceiling " + _rate(rt["ceiling count"]),
+                     f"{ratio:.2f}x", "yes" if ratio >= 0.75 else "NO"))
+        ratio = rt["pykafka count"] / rt["aiokafka python"]
+        rows.append((f"read ({where}), Spark count: >= 7x aiokafka", _rate(rt["pykafka count"]),
+                     "aiokafka " + _rate(rt["aiokafka python"]), f"{ratio:.2f}x",
+                     "yes" if ratio >= 7 else "NO"))
+        ratio = rt["pykafka noop"] / rt["ceiling noop"]
+        rows.append((f"(read ({where}), Spark noop write, vs the ceiling source)",
+                     _rate(rt["pykafka noop"]), "ceiling " + _rate(rt["ceiling noop"]),
+                     f"{ratio:.2f}x", "-"))
+    w = res.get("write")
+    if w is not None:
+        what = f"write ({w.get('rows', 0) / 1e6:g}M x 100 B, {w.get('broker', 'mock')})"
+        if "skipped" in w:
+            rows.append((f"{what}: >= 2x confluent-kafka Producer", "skipped", "", "",
+                         w["skipped"]))
+        else:
+            ratio = w["ours"] / w["confluent"]
+            rows.append((f"{what}: >= 2x confluent-kafka Producer", _rate(w["ours"]),
+                         "confluent-kafka " + _rate(w["confluent"]), f"{ratio:.2f}x",
+                         "yes" if ratio >= 2 else "NO"))
+    k = res.get("kernel")
+    if k:
+        d = k["decode"]["none"]
+        ratio = d["ours"] / d["aiokafka"]
+        rows.append(("decode kernel (100 B, none): >= 3x aiokafka",
+                     _rate(d["ours"]).replace("rows", "rec"),
+                     "aiokafka " + _rate(d["aiokafka"]).replace("rows", "rec"), f"{ratio:.2f}x",
+                     "yes" if ratio >= 3 else "NO"))
+    m = res.get("memory")
+    if m:
+        rows += [row for row in summary_rows({"memory": m})]
+    return rows
+
+
 def markdown_table(rows) -> str:
     lines = ["| target | ours | peer | ratio | target met? |", "|---|---:|---:|---:|---|"]
     lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
@@ -206,7 +283,10 @@ def details(res: dict) -> str:
                 f"{e['ours']:,.0f} rec/s, aiokafka builder {e['aiokafka']:,.0f} rec/s "
                 f"({e['ours'] / e['aiokafka']:.2f}x).", ""]
     if res.get("read"):
-        out += ["### End-to-end batch read (mock cluster, 32 partitions, local[2], rows/s)", "",
+        first = next(iter(res["read"].values()))
+        broker = "mock cluster" if first.get("broker", "mock") == "mock" else first["broker"]
+        out += [f"### End-to-end batch read ({broker}, {first.get('partitions', 32)} partitions, "
+                "local[2], rows/s)", "",
                 "| value size | records | pykafka count | ceiling count | pykafka noop | "
                 "ceiling noop | kafka_ds read_range (Python) | aiokafka (Python) |",
                 "|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -219,7 +299,8 @@ def details(res: dict) -> str:
         out.append("")
     w = res.get("write")
     if w and "output" in w:
-        out += ["### End-to-end write (bench_write.py output)", "", "```", w["output"], "```", ""]
+        out += [f"### End-to-end write (bench_write.py output, {w.get('broker', 'mock')})", "",
+                "```", w["output"], "```", ""]
     m = res.get("memory")
     if m:
         import bench_memory as bm
@@ -290,15 +371,47 @@ def kept_sections(path: str) -> str:
     return "" if at < 0 else "\n" + text[at:]
 
 
+def replace_section(path: str, name: str, text: str) -> None:
+    """Put ``text`` into results.md's kept part (after KEPT_MARKER) between the comments
+    ``<!-- section: name -->`` and ``<!-- end of section: name -->``, replacing what was
+    there (appended at the end the first time)."""
+    begin, end = f"<!-- section: {name} -->", f"<!-- end of section: {name} -->"
+    try:
+        with open(path) as f:
+            whole = f.read()
+    except FileNotFoundError:
+        whole = "# Benchmark results\n"
+    if KEPT_MARKER not in whole:
+        whole = whole.rstrip("\n") + f"\n\n{KEPT_MARKER}\n"
+    block = f"{begin}\n{text.strip()}\n{end}"
+    at, stop = whole.find(begin), whole.find(end)
+    if at >= 0 and stop > at:
+        whole = whole[:at] + block + whole[stop + len(end):]
+    else:
+        whole = whole.rstrip("\n") + f"\n\n{block}\n"
+    with open(path, "w") as f:
+        f.write(whole if whole.endswith("\n") else whole + "\n")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes")
+    ap.add_argument("--scale", action="store_true",
+                    help="issue #22's targets: 10M records on Tansu (its own results section)")
+    ap.add_argument("--records", type=int, default=None,
+                    help="with --scale: records read and rows written (default 10M)")
     ap.add_argument("--only", default="kernel,read,write,memory",
                     help="comma separated phases (default: all)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
     ap.add_argument("--plot", default=os.path.join(HERE, "rows_per_s_by_record_size.png"))
     args = ap.parse_args(argv)
-    cfg = QUICK if args.quick else FULL
+    if args.scale and args.quick:
+        ap.error("--scale and --quick exclude each other")
+    if args.records is not None and not args.scale:
+        ap.error("--records goes with --scale")
+    cfg = SCALE if args.scale else QUICK if args.quick else FULL
+    if args.scale and args.records:
+        cfg = {**cfg, "read_sizes": [(100, args.records)], "write_rows": args.records}
     phases = args.only.split(",")
     started = time.perf_counter()
     res = {}
@@ -314,8 +427,9 @@ def main(argv=None):
         res["memory"] = phase_memory(cfg)
     elapsed = time.perf_counter() - started
 
-    table = markdown_table(summary_rows(res))
-    command = ".venv/bin/python benchmarks/run_all.py" + (" --quick" if args.quick else "")
+    table = markdown_table(scale_rows(res) if args.scale else summary_rows(res))
+    command = " ".join([".venv/bin/python benchmarks/run_all.py"] + (argv if argv is not None
+                                                                      else sys.argv[1:]))
     header = (f"Command: `{command}` -- {datetime.datetime.now():%Y-%m-%d %H:%M}, "
               f"{elapsed / 60:.1f} min.  Machine: {machine()}.  Shared, noisy machine: every "
               "ratio compares two figures measured in the same run.")
@@ -323,6 +437,14 @@ def main(argv=None):
     print(header)
     print()
     print(table)
+    if args.scale:
+        replace_section(args.out, "scale", "\n\n".join([
+            "## Issue #22 targets at scale (`run_all.py --scale`)", header, table,
+            details(res)]))
+        with open(os.path.splitext(args.out)[0] + "_scale.json", "w") as f:
+            json.dump({"scale": True, "cfg": cfg, "results": res}, f, default=str, indent=1)
+        print(f"\nwrote the scale section of {os.path.relpath(args.out, ROOT)}")
+        return
     kept = kept_sections(args.out)
     with open(args.out, "w") as f:
         f.write(f"# Benchmark results\n\n{header}\n\n{table}\n\n## Details\n\n{details(res)}\n")

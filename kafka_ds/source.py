@@ -1,6 +1,7 @@
 """The Spark DataSource ``pykafka``: thin glue over options, planning and reading."""
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
@@ -18,6 +19,29 @@ def _check_schema(schema, include_headers: bool, typed=None) -> None:
             "The pykafka source has a fixed schema and cannot be set with a custom one: "
             f"got {schema.simpleString()}, the source produces {expected}. Remove .schema(...) "
             "and cast the key/value columns after loading.")
+
+
+# Spark makes the stream writer anew for every micro-batch, twice (to plan the batch, and
+# in the Python worker that commits it; both workers are reused across batches): the
+# topic check, a connection and a Metadata request, is done once per process within
+# kafka.metadata.max.age.ms. A topic deleted meanwhile fails the batch's write tasks with
+# the same error.
+_topics_found: dict = {}    # (bootstrap, topic, auto-create, client settings) -> monotonic
+
+
+def _check_stream_topic(opts, check) -> None:
+    """``check(opts)`` unless it passed in this process within kafka.metadata.max.age.ms."""
+    key = (opts.bootstrap_servers, opts.topic, opts.allow_auto_create_topics, opts.client)
+    try:
+        found = _topics_found.get(key)
+    except TypeError:      # unhashable client settings: no cache
+        check(opts)
+        return
+    now = time.monotonic()
+    if found is not None and (now - found) * 1000 < opts.client.metadata_max_age_ms:
+        return
+    check(opts)
+    _topics_found[key] = now
 
 
 class KafkaDataSource(DataSource):
@@ -86,13 +110,16 @@ class KafkaDataSource(DataSource):
 
     # --- writing (kafka_ds/writer.py) ---
 
-    def _write_plan(self, schema):
+    def _write_plan(self, schema, streaming: bool = False):
         """Options and columns checked on the driver, before any task runs."""
         from .options import parse_write_options
         from .writer import check_topic_exists, plan_columns
         opts = parse_write_options(self.options)
         plan = plan_columns(schema, opts)
-        check_topic_exists(opts)
+        if streaming and opts.topic is not None:
+            _check_stream_topic(opts, check_topic_exists)
+        else:
+            check_topic_exists(opts)
         return opts, plan
 
     def writer(self, schema, overwrite: bool):
@@ -114,7 +141,7 @@ class KafkaDataSource(DataSource):
         from .writer import KafkaStreamWriter
         require(DataSourceStreamArrowWriter is not None,
                 "The pykafka streaming sink (DataSourceStreamArrowWriter)", "4.1")
-        return KafkaStreamWriter(*self._write_plan(schema))
+        return KafkaStreamWriter(*self._write_plan(schema, streaming=True))
 
 
 def register(spark) -> None:

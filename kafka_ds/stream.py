@@ -38,6 +38,13 @@ Admission control
     When no subscribed partition is left (the only topic deleted), ``latestOffset``
     returns its start: no batch, nothing recorded (SPARK-41375).
 
+Tasks
+    One Spark task per offset range, as Spark's source, except for a small micro-batch
+    (at most ``smallBatchRecords`` records): one task reads all its ranges in turn
+    (:func:`plan_tasks`). Every task costs Spark a Python worker round trip for the read
+    and one for the sink; with the default trigger a batch's latency is mostly such
+    fixed costs (benchmarks/stream_latency.py).
+
 Data loss (``failOnDataLoss``)
     Partitions of a subscription that disappear are dropped from the end offset
     and reported when the batch is planned ("... are gone"); an end below the
@@ -73,8 +80,9 @@ import signal
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .compat import ADMISSION_CONTROL, SupportsTriggerAvailableNow, require
 
@@ -86,6 +94,30 @@ from .stream_offsets import StreamOffsets, from_offset_dict, rate_limit, to_offs
 from .worker_process import freeze_long_lived_objects
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class KafkaInputRanges(InputPartition):
+    """One Spark task reading several offset ranges one after the other: a small
+    micro-batch (option ``smallBatchRecords``)."""
+
+    ranges: tuple[KafkaInputPartition, ...]
+
+
+def plan_tasks(ranges, opts: ReadOptions) -> list[InputPartition]:
+    """The Spark tasks of a micro-batch: one per offset range, or a single
+    :class:`KafkaInputRanges` when the batch has several ranges and at most
+    ``smallBatchRecords`` records in all (and neither ``minPartitions`` nor
+    ``maxRecordsPerPartition`` asks for a spread). Each task costs Spark a Python worker
+    round trip for the read and one for the write, ~50 ms on 2 cores, and tasks beyond
+    the cores run in a second wave; reading a few thousand records takes far less."""
+    tasks = [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+    small = opts.small_batch_records
+    if (len(tasks) > 1 and small and opts.min_partitions is None
+            and opts.max_records_per_partition is None
+            and sum(r.end - r.start for r in ranges) <= small):
+        return [KafkaInputRanges(tuple(tasks))]
+    return tasks
 
 
 class GroupCommitter:
@@ -258,11 +290,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict):
         ranges = split_ranges(self.offsets.ranges(start, end), self.opts.min_partitions,
                               self.opts.max_records_per_partition)
-        return [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+        return plan_tasks(ranges, self.opts)
 
     def read(self, partition):
         freeze_long_lived_objects()
-        yield from read_range(self.opts, partition)
+        if not isinstance(partition, KafkaInputRanges):
+            yield from read_range(self.opts, partition)
+            return
+        client = make_client(self.opts)   # one connection for all the ranges
+        try:
+            for piece in partition.ranges:
+                yield from read_range(self.opts, piece, client)
+        finally:
+            client.close()
 
     # --- progress ----------------------------------------------------------------
 

@@ -430,11 +430,40 @@ def test_reader_offsets_are_stable_and_limited_like_spark(broker, new_topic):
         assert end == {topic: {"0": 4, "1": 1}}      # 5 * 8/10 = 4, 5 * 2/10 = 1
         assert reader.reportLatestOffset() == {topic: {"0": 8, "1": 2}}
         parts = reader.partitions(start, end)
-        assert [(p.partition, p.start, p.end) for p in parts] == [(0, 0, 4), (1, 0, 1)]
+        assert len(parts) == 1       # a small batch: one task reads both ranges
+        assert [(p.partition, p.start, p.end) for p in parts[0].ranges] == [(0, 0, 4), (1, 0, 1)]
         assert reader.partitions(end, end) == []     # Spark's setLatestSeenOffset on restart
         end2 = reader.latestOffset(end, limit)
         end3 = reader.latestOffset(end2, limit)
         assert reader.latestOffset(end3, limit) == end3 == {topic: {"0": 8, "1": 2}}
+    finally:
+        reader.stop()
+
+
+@pytest.mark.parametrize("small_batch_records", [0, 10000])
+def test_reader_tasks_read_every_planned_record_in_partition_order(broker, new_topic,
+                                                                   small_batch_records):
+    # One task per partition (0) or one task for the whole small batch: the same rows,
+    # each partition's in offset order, read by a pickled copy as on an executor.
+    import pickle
+
+    topic = new_topic(partitions=3, prefix="tasks")
+    expected = []
+    for partition, count in ((0, 4), (1, 0), (2, 3)):
+        expected += produce(broker, topic, numbered(f"p{partition}-", count), partition=partition)
+    reader = reader_for(broker, subscribe=topic, startingOffsets="earliest",
+                        smallBatchRecords=small_batch_records)
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, None)
+        tasks = reader.partitions(start, end)
+        assert len(tasks) == (1 if small_batch_records else 2)
+        executor = pickle.loads(pickle.dumps(reader))
+        rows = []
+        for task in pickle.loads(pickle.dumps(tasks)):
+            for batch in executor.read(task):
+                rows += [tuple(r[c] for c in COLUMNS) for r in batch.to_pylist()]
+        assert rows == expected
     finally:
         reader.stop()
 
@@ -578,3 +607,30 @@ def test_reader_latest_marker_of_a_missing_topic_does_not_hold_up_the_others(bro
             [(topic, 0, 2)]
     finally:
         reader.stop()
+
+
+# --- the sink's per-batch planning -------------------------------------------------------
+
+def test_stream_writer_checks_its_topic_once_within_metadata_max_age(broker, new_topic):
+    # Spark makes the stream writer for every micro-batch (twice); the topic check is made
+    # again only after kafka.metadata.max.age.ms. Batch writes always check.
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kafka_ds.protocol.errors import ConfigurationError
+    from kafka_ds.source import KafkaDataSource
+
+    schema = StructType([StructField("value", BinaryType())])
+    cached, uncached = new_topic(prefix="sink-a"), new_topic(prefix="sink-b")
+    base = {"kafka.bootstrap.servers": broker.bootstrap_servers,
+            "kafka.allow.auto.create.topics": "false"}
+    for topic, age in ((cached, "300000"), (uncached, "0")):
+        options = {**base, "topic": topic, "kafka.metadata.max.age.ms": age}
+        assert KafkaDataSource(options).streamWriter(schema, False).opts.topic == topic
+        broker.delete_topic(topic)
+    assert KafkaDataSource({**base, "topic": cached, "kafka.metadata.max.age.ms": "300000"}) \
+        .streamWriter(schema, False).opts.topic == cached
+    for topic, make in ((uncached, "streamWriter"), (cached, "writer")):
+        source = KafkaDataSource({**base, "topic": topic, "kafka.metadata.max.age.ms": "0"
+                                  if topic == uncached else "300000"})
+        with pytest.raises(ConfigurationError, match="does not exist"):
+            getattr(source, make)(schema, False)

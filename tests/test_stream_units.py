@@ -65,3 +65,59 @@ def test_group_id_only_when_asked_for():
     assert group() is None
     assert group(**{"kafka.group.id": "mine"}) == "mine"
     assert group(groupIdPrefix="app").startswith("app-")
+
+
+# --- tasks of a micro-batch (smallBatchRecords) -------------------------------------------
+
+def _plan(sizes, **options):
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import OffsetRange
+    from kafka_ds.stream import plan_tasks
+
+    raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+           **{k: str(v) for k, v in options.items()}}
+    ranges = [OffsetRange("t", p, 100, 100 + n) for p, n in enumerate(sizes)]
+    return plan_tasks(ranges, parse_read_options(raw, streaming=True))
+
+
+def _spans(task):
+    return [(p.topic, p.partition, p.start, p.end) for p in task.ranges]
+
+
+def test_small_batch_is_one_task_reading_its_ranges_in_order():
+    from kafka_ds.stream import KafkaInputRanges
+
+    tasks = _plan([3000, 5000, 2000])          # 10,000 records: the default limit
+    assert len(tasks) == 1 and isinstance(tasks[0], KafkaInputRanges)
+    assert _spans(tasks[0]) == [("t", 0, 100, 3100), ("t", 1, 100, 5100), ("t", 2, 100, 2100)]
+
+
+def test_batch_above_the_limit_or_of_one_range_keeps_one_task_per_range():
+    from kafka_ds.reader import KafkaInputPartition
+
+    tasks = _plan([3000, 5000, 2001])
+    assert [(p.partition, p.start, p.end) for p in tasks] == [(0, 100, 3100), (1, 100, 5100),
+                                                              (2, 100, 2101)]
+    assert all(type(p) is KafkaInputPartition for p in tasks)
+    single = _plan([7])
+    assert [type(p) for p in single] == [KafkaInputPartition]
+    assert _plan([]) == []
+
+
+def test_small_batch_records_is_an_option_and_zero_or_a_spread_turns_it_off():
+    from kafka_ds.stream import KafkaInputRanges
+
+    assert isinstance(_plan([40, 60], smallBatchRecords=100)[0], KafkaInputRanges)
+    assert len(_plan([40, 61], smallBatchRecords=100)) == 2
+    assert len(_plan([1, 1], smallBatchRecords=0)) == 2
+    assert len(_plan([1, 1], minPartitions=1)) == 2
+    assert len(_plan([1, 1], maxRecordsPerPartition=10)) == 2
+
+
+def test_combined_task_pickles_with_its_ranges():
+    import pickle
+
+    task = _plan([1, 2, 3])[0]
+    copy = pickle.loads(pickle.dumps(task))
+    assert _spans(copy) == _spans(task) == [("t", 0, 100, 101), ("t", 1, 100, 102),
+                                            ("t", 2, 100, 103)]

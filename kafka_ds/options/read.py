@@ -48,6 +48,7 @@ class ReadOptions:
     group_id: str | None = None
     group_id_prefix: str = default_of("groupIdPrefix")
     idle_poll_interval_ms: int = default_of("idlePollIntervalMs")
+    small_batch_records: int = default_of("smallBatchRecords")
     group_fallback: str = default_of("startingOffsetsFallback")
     # typed key/value (valueFormat, keyFormat): the options, and on the driver the resolved
     # schemas and codecs (kafka_ds.typed_columns.TypedColumns) that the tasks decode with

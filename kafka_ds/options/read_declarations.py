@@ -111,6 +111,14 @@ READ_OPTIONS: tuple[Option, ...] = (
            "`processAllAvailable()` may return before records written in the last pause are "
            "read.",
            integer, 0, field="idle_poll_interval_ms", minimum=0),
+    Option("smallBatchRecords", frozenset({STREAM}),
+           "A micro-batch of at most this many records (offsets) is read by one Spark task, "
+           "its partitions one after the other, instead of one task per partition: each task "
+           "costs Spark a Python worker round trip (two with a Python sink such as pykafka) "
+           "and tasks beyond the cores wait for a second wave, so small batches finish sooner "
+           "(benchmarks/results.md: Streaming latency). `0`: one task per partition, as "
+           "Spark's source; also so with `minPartitions` or `maxRecordsPerPartition`.",
+           integer, 10000, field="small_batch_records", minimum=0),
     Option("groupIdPrefix", frozenset({STREAM}),
            "Set explicitly (and no `kafka.group.id`): the query commits its progress to a "
            "generated group `<prefix>-<uuid>`, new for every run. Unset, nothing is committed.",
