@@ -150,6 +150,7 @@ def main(argv=None) -> int:
         lap("write")
         back = (spark.read.format("pykafka").option("kafka.bootstrap.servers", args.bootstrap)
                 .option("subscribe", args.topic).option("includeHeaders", "true").load())
+        seen["schema"] = back.schema.simpleString()
         collected = back.collect()
         got = sorted((r.key.decode(), r.value.decode(), [(h.key, bytes(h.value)) for h in r.headers])
                      for r in collected)
