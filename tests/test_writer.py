@@ -488,6 +488,36 @@ def test_batch_size_linger_and_commit_message(broker, new_topic):
     assert {c for _s, _a, c in batch_headers(broker.bootstrap_servers, topic2, 0)} == {25}
 
 
+def test_buffer_memory_bounds_what_lingers(broker, new_topic):
+    """With a long linger and many partitions, rows waiting in the partition buffers stay
+    under kafka.buffer.memory: past it the fullest buffers are sent at once (whole)."""
+    topic = new_topic(partitions=12)
+    limit = 20_000
+    opts = parse_write_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                                "topic": topic, "kafka.linger.ms": "60000",
+                                "kafka.buffer.memory": str(limit)})
+    table = arrow_rows(3000, value_size=40,
+                       partition=pa.array([i % 12 for i in range(3000)], pa.int32()))
+    writer = TaskWriter(opts, plan_of(table), task=0)
+    try:
+        waiting = []
+        for batch in table.to_batches(max_chunksize=200):   # ~11 KB of rows each
+            writer.write_batch(batch)
+            waiting.append(writer.batches.buffered_bytes)
+            assert writer.batches.buffered_bytes == sum(
+                b.bytes for b in writer.batches.buffers.values())
+        assert max(waiting) <= limit
+        sent_early = writer.producer.stats.requests
+        assert sent_early > 0, "rows went out before the end of the task"
+        message = writer.finish()
+    finally:
+        writer.close()
+    assert message.records == 3000
+    for partition in range(12):
+        assert sum(c for _s, _a, c in batch_headers(broker.bootstrap_servers, topic,
+                                                     partition)) == 250
+
+
 def test_incompressible_batches_stay_within_max_request_size(broker, new_topic):
     """Random bytes grow a little in a codec: a batch filled up to the limit before
     compression is split rather than sent too large. Records of ~25 KB, 4 to a 100 KB

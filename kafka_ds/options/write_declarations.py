@@ -36,6 +36,11 @@ WRITE_OPTIONS: tuple[Option, ...] = (
            "batches before they are sent; `0` sends the rows of each Arrow batch at once (in "
            "batches of at most `kafka.batch.size`).",
            integer, 0, field="linger_ms", minimum=0),
+    Option("kafka.buffer.memory", frozenset({WRITE}),
+           "Most bytes of rows a write task keeps in its partition buffers while they wait "
+           "(`kafka.linger.ms`) to fill `kafka.batch.size`; above it the fullest buffers "
+           "are sent at once, so many partitions do not multiply the task's memory.",
+           integer, 32 << 20, field="buffer_memory", minimum=1),
     Option("kafka.delivery.timeout.ms", frozenset({WRITE}),
            "Longest time a record may take from the write to its acknowledgement, retries "
            "included (at least `kafka.linger.ms` + `kafka.request.timeout.ms`).",
