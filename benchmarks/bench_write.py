@@ -29,8 +29,9 @@ written twice).
 against the at-least-once write, alternating in the same run; the exactly-once topic is
 checked by reading it back read_committed (N records, every transaction committed).
 
-On Tansu the broker's CPU seconds during each write are printed too (it shares the
-machine's cores with Spark). Best of ``--repeat``.
+Each write also prints the CPU seconds it cost per process: the broker (Tansu; it shares
+the machine's cores), the Spark JVM and its Python workers (kafka_ds), or this process
+(confluent-kafka). Best of ``--repeat``.
 """
 from __future__ import annotations
 
@@ -66,26 +67,73 @@ def _cpu_seconds(pid) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Timed:
-    """Wall seconds and the broker's CPU seconds (Tansu only) of one write."""
+def _processes() -> dict:
+    """{pid: (parent pid, command name, CPU seconds)} of every process we may read."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        out[int(entry)] = (int(fields[1]), name,
+                           (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
 
-    def __init__(self, broker):
+
+def _descendants(root, procs) -> set:
+    found, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (parent, _name, _cpu) in procs.items():
+            if parent in found and pid not in found:
+                found.add(pid)
+                grew = True
+    return found
+
+
+class Timed:
+    """Wall seconds of one write and the CPU seconds it cost: the broker (Tansu only), the
+    Spark JVM and its Python workers (``spark`` given), or this process (confluent-kafka:
+    the Python loop and librdkafka's threads)."""
+
+    def __init__(self, broker, spark=None):
         self.pid = getattr(broker, "tansu_pid", None)
+        self.jvm = spark.sparkContext._gateway.proc.pid if spark is not None else None
 
     def __enter__(self):
-        self.cpu = _cpu_seconds(self.pid)
+        self.before = _processes()
+        self.own = time.process_time()
         self.started = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.started
-        self.broker_cpu = _cpu_seconds(self.pid) - self.cpu
+        own = time.process_time() - self.own
+        after = _processes()
+
+        def used(pids):
+            return sum(after[p][2] - (self.before[p][2] if p in self.before else 0.0)
+                       for p in pids if p in after)
+
+        self.cpu = {}
+        if self.pid is not None:
+            self.cpu["broker"] = used({self.pid})
+        if self.jvm is not None:
+            tree = _descendants(self.jvm, after)
+            self.cpu["Spark JVM"] = used({self.jvm})
+            self.cpu["Python workers"] = used({p for p in tree if p != self.jvm
+                                               and after[p][1].startswith("python")})
+        else:
+            self.cpu["producer process"] = own
 
     def describe(self, rows) -> str:
-        text = f"{rows / self.seconds:,.0f} rows/s ({self.seconds:.2f} s"
-        if self.pid is not None:
-            text += f", broker CPU {self.broker_cpu:.2f} s"
-        return text + ")"
+        cpu = ", ".join(f"{what} {seconds:.2f}" for what, seconds in self.cpu.items())
+        return f"{rows / self.seconds:,.0f} rows/s ({self.seconds:.2f} s; CPU s: {cpu})"
 
 
 def end_offsets(broker, topic) -> dict:
@@ -121,7 +169,8 @@ def count_committed(broker, topic) -> int:
     from kafka_ds.reader import OffsetRange, make_client, read_range
 
     opts = parse_read_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
-                               "subscribe": topic, "kafka.isolation.level": "read_committed"})
+                               "subscribe": topic, "kafka.isolation.level": "read_committed"},
+                              streaming=False)
     client = make_client(opts)
     total = 0
     try:
@@ -144,7 +193,7 @@ def bench_kafka_ds(spark, broker, rows, partitions, codec, tasks, exactly_once=F
               .option("topic", topic).option("kafka.compression.type", codec).mode("append"))
     if exactly_once:
         writer = writer.option("deliveryGuarantee", "exactly-once")
-    with Timed(broker) as timed:
+    with Timed(broker, spark) as timed:
         writer.save()
     return timed, topic
 

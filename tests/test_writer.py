@@ -483,7 +483,8 @@ def test_batch_size_linger_and_commit_message(broker, new_topic):
     # without linger every Arrow batch is sent at once: 25 rows per partition per batch
     topic2 = new_topic(partitions=2)
     opts = parse_write_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
-                                "topic": topic2, "kafka.batch.size": "4000"})
+                                "topic": topic2, "kafka.batch.size": "4000",
+                                "kafka.linger.ms": "0"})
     write_batches(opts, plan_of(table), table.to_batches(max_chunksize=50), task=5)
     assert {c for _s, _a, c in batch_headers(broker.bootstrap_servers, topic2, 0)} == {25}
 
