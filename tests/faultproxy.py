@@ -10,9 +10,10 @@ for the next ``count`` Produce requests forward the request, wait until the brok
 answered (so the broker has appended the records), discard the answer and close both
 sockets -- the client sees its connection lost with the outcome unknown.
 
-``inject(api_key, kind, count=1, seconds=0.0, skip=0)``: after ``skip`` more, the next
-``count`` responses to requests of ``api_key`` (the request always reaches the broker)
-are damaged:
+``inject(api_key, kind, count=1, seconds=0.0, skip=0, behind=0)``: after ``skip`` more,
+the next ``count`` responses to requests of ``api_key`` (the request always reaches the
+broker) are damaged; a Produce answer is first held until the client has ``behind`` more
+Produce requests in flight on that connection (at most 10 s):
 
 * ``"drop"``     -- nothing of the response is sent; both sockets are closed.
 * ``"truncate"`` -- only the first half of the response frame is sent, then closed
@@ -190,8 +191,10 @@ class _Pair:
             return False
         fault = self.proxy._take_fault(api_key)
         if fault is not None:
-            kind, seconds = fault
+            kind, seconds, behind = fault
             if api_key == PRODUCE:
+                if behind:
+                    in_flight = 1 + self._wait_for_requests_behind(behind)
                 self.proxy._note_fault(kind, in_flight)
             if kind == "stall":
                 time.sleep(seconds)
@@ -212,6 +215,17 @@ class _Pair:
         self.client.sendall(frame)
         self._send_refusals()
         return True
+
+    def _wait_for_requests_behind(self, count, timeout=10.0) -> int:
+        """Hold the answer being handled until the client has sent ``count`` more Produce
+        requests on this connection (or ``timeout`` passed); how many it has sent."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                waiting = self.produce_in_flight
+            if waiting >= count or time.monotonic() > deadline:
+                return waiting
+            time.sleep(0.005)
 
     def _send_refusals(self):
         """The proxy's own answers that are next in answer order (``send_lock`` held)."""
@@ -313,11 +327,11 @@ class FaultProxy:
             self.in_flight_at_fault.append((kind, in_flight))
 
     def inject(self, api_key: int, kind: str, count: int = 1, seconds: float = 0.0,
-               skip: int = 0) -> None:
+               skip: int = 0, behind: int = 0) -> None:
         if kind not in ("drop", "truncate", "stall", "reset"):
             raise ValueError(f"unknown fault {kind!r}")
         with self.lock:
-            self._faults.append([api_key, kind, count, seconds, skip])
+            self._faults.append([api_key, kind, count, seconds, skip, behind])
 
     def _take_fault(self, api_key):
         with self.lock:
@@ -328,7 +342,7 @@ class FaultProxy:
                         return None
                     entry[2] -= 1
                     self.injected[entry[1]] += 1
-                    return entry[1], entry[3]
+                    return entry[1], entry[3], entry[5]
             return None
 
     def pending_faults(self) -> int:

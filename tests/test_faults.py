@@ -321,7 +321,8 @@ def _write_pipelined(bootstrap, topic, rows, **options):
     table = pa.table({"key": pa.array([b"k%d" % (i % 97) for i in range(rows)]),
                       "value": pa.array([b"%08d" % i for i in range(rows)])})
     opts = parse_write_options({"kafka.bootstrap.servers": bootstrap, "topic": topic,
-                                "kafka.batch.size": "4096", "kafka.request.timeout.ms": "1000",
+                                "kafka.batch.size": "4096", "kafka.linger.ms": "0",
+                                "kafka.request.timeout.ms": "1000",
                                 "kafka.retry.backoff.ms": "20",
                                 "kafka.delivery.timeout.ms": "60000", **options})
     return write_batches(opts, ColumnPlan(key=0, value=1),
@@ -373,12 +374,13 @@ def test_lost_answer_with_later_requests_in_flight_leaves_no_duplicate(tansu_bro
     tansu_broker.create_topic(topic, partitions=3)
     rows = 30_000
     with FaultProxy(tansu_broker.bootstrap_servers) as proxy:
-        # A few answers go through first, so the fault hits a full pipeline.
-        proxy.inject(PRODUCE, kind, 1, seconds=2.0, skip=6)
+        # A few answers go through first; the damaged one is held until the writer has
+        # three more requests in flight behind it.
+        proxy.inject(PRODUCE, kind, 1, seconds=2.0, skip=6, behind=3)
         message = _write_pipelined(proxy.bootstrap_servers, topic, rows)
         assert proxy.injected[kind] == 1
         (fault, in_flight), = proxy.in_flight_at_fault
-        assert fault == kind and in_flight >= 2, proxy.in_flight_at_fault
+        assert fault == kind and in_flight >= 4, proxy.in_flight_at_fault
     assert message.records == rows
     assert message.retries >= in_flight
     _assert_each_row_once_in_order(tansu_broker.bootstrap_servers, topic, rows)

@@ -720,8 +720,10 @@ def test_delivery_timeout_bounds_retries(mock_cluster, injected_errors):
 
 def test_leader_moves_and_broker_restarts_during_a_write(mock_cluster):
     topic = mock_topic(mock_cluster, 3)
+    # linger 0: each write_batch sends its rows, so the events below happen mid-write
     opts = parse_write_options({"kafka.bootstrap.servers": mock_cluster.bootstrap_servers,
-                                "topic": topic, "kafka.retry.backoff.ms": "20"})
+                                "topic": topic, "kafka.retry.backoff.ms": "20",
+                                "kafka.linger.ms": "0"})
     table = arrow_rows(9000, key=pa.array([b"k%d" % i for i in range(9000)]))
     batches = table.to_batches(max_chunksize=3000)
     task = TaskWriter(opts, plan_of(table), task=0)
