@@ -1,24 +1,37 @@
 """Write throughput: Spark ``df.write.format("pykafka")`` vs the confluent-kafka Producer.
 
-    .venv/bin/python benchmarks/bench_write.py                    # 1M rows, mock cluster
-    .venv/bin/python benchmarks/bench_write.py --broker tansu --rows 200000
+    .venv/bin/python benchmarks/bench_write.py                          # 1M rows, mock cluster
+    .venv/bin/python benchmarks/bench_write.py --broker tansu --records 10000000   # the #22 target
+    .venv/bin/python benchmarks/bench_write.py --broker tansu --exactly-once       # EOS vs ALO
 
 Starts its own broker (tests/brokers.py: the librdkafka mock cluster with 3 brokers,
-or Tansu), then writes the same N rows (10-byte key ``key-000042``, 100-byte value) to
-fresh topics of ``--partitions`` partitions, in the same run:
+or one Tansu node), then writes the same N rows (10-byte key ``key-000042``, 100-byte
+value) to fresh topics of ``--partitions`` partitions (6 on the mock, 8 on Tansu), in
+the same run:
 
 * **kafka_ds**: a Spark ``local[2]`` session; the DataFrame comes from ``spark.range``
-  (2 partitions, so 2 write tasks) and is written with
+  (``--tasks`` partitions, so that many write tasks) and is written with
   ``df.write.format("pykafka").mode("append").save()`` -- end to end: Spark makes the
   rows, ships them to Python as Arrow, kafka_ds partitions, encodes and produces them
   and waits for every acknowledgement. Timed from ``save()`` to its return, after one
   small warm-up write (JVM and Python workers already up).
 * **confluent-kafka**: one ``Producer`` (librdkafka, C) in this process, fed the same
   keys and values as Python bytes built beforehand: ``produce()`` per row, ``flush()``
-  at the end. Same acks (all), idempotence (on) and codec.
+  at the end. Same acks (all), idempotence (on) and codec; ``linger.ms`` 5 and
+  ``batch.size`` 1 MiB.
 
-Both write acks=all, idempotent, with the default partitioner (murmur2 of the key), and
-the topic's contents are checked (record count) after each run. Best of ``--repeat``.
+Both write acks=all, idempotent, with the default partitioner (murmur2 of the key). The
+topic is checked after each run: its end offsets add up to N (nothing lost, nothing
+written twice).
+
+``--exactly-once``: instead of confluent-kafka, the same kafka_ds write with
+``deliveryGuarantee=exactly-once`` (one transaction per task, committed by the driver)
+against the at-least-once write, alternating in the same run; the exactly-once topic is
+checked by reading it back read_committed (N records, every transaction committed).
+
+Each write also prints the CPU seconds it cost per process: the broker (Tansu; it shares
+the machine's cores), the Spark JVM and its Python workers (kafka_ds), or this process
+(confluent-kafka). Best of ``--repeat``.
 """
 from __future__ import annotations
 
@@ -28,7 +41,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from brokers import MockCluster, TansuBroker  # noqa: E402
@@ -43,8 +55,89 @@ def python_rows(n):
     return keys, values
 
 
-def count_records(broker, topic):
-    """Records appended to ``topic``: the sum of the partitions' high watermarks.
+def _cpu_seconds(pid) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _processes() -> dict:
+    """{pid: (parent pid, command name, CPU seconds)} of every process we may read."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        out[int(entry)] = (int(fields[1]), name,
+                           (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
+
+
+def _descendants(root, procs) -> set:
+    found, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (parent, _name, _cpu) in procs.items():
+            if parent in found and pid not in found:
+                found.add(pid)
+                grew = True
+    return found
+
+
+class Timed:
+    """Wall seconds of one write and the CPU seconds it cost: the broker (Tansu only), the
+    Spark JVM and its Python workers (``spark`` given), or this process (confluent-kafka:
+    the Python loop and librdkafka's threads)."""
+
+    def __init__(self, broker, spark=None):
+        self.pid = getattr(broker, "tansu_pid", None)
+        self.jvm = spark.sparkContext._gateway.proc.pid if spark is not None else None
+
+    def __enter__(self):
+        self.before = _processes()
+        self.own = time.process_time()
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.started
+        own = time.process_time() - self.own
+        after = _processes()
+
+        def used(pids):
+            return sum(after[p][2] - (self.before[p][2] if p in self.before else 0.0)
+                       for p in pids if p in after)
+
+        self.cpu = {}
+        if self.pid is not None:
+            self.cpu["broker"] = used({self.pid})
+        if self.jvm is not None:
+            tree = _descendants(self.jvm, after)
+            self.cpu["Spark JVM"] = used({self.jvm})
+            self.cpu["Python workers"] = used({p for p in tree if p != self.jvm
+                                               and after[p][1].startswith("python")})
+        else:
+            self.cpu["producer process"] = own
+
+    def describe(self, rows) -> str:
+        cpu = ", ".join(f"{what} {seconds:.2f}" for what, seconds in self.cpu.items())
+        return f"{rows / self.seconds:,.0f} rows/s ({self.seconds:.2f} s; CPU s: {cpu})"
+
+
+def end_offsets(broker, topic) -> dict:
+    """{partition: (high watermark, last stable offset)} from one Fetch per partition.
 
     From a Fetch answer, not ListOffsets: Tansu's ListOffsets LATEST is wrong after
     multi-record batches (tests/README.md, Tansu deviation 1); the end offset, not end -
@@ -54,24 +147,55 @@ def count_records(broker, topic):
 
     client = KafkaClient(broker.bootstrap_servers)
     try:
-        total = 0
+        ends = {}
         for partition in client.topic_partitions(topic):
             part = client.fetch(topic, partition, 0, max_bytes=1024, max_wait_ms=1, min_bytes=0)
-            total += part["high_watermark"]
-        return total
+            ends[partition] = (part["high_watermark"], part.get("last_stable_offset", -1))
+        return ends
     finally:
         client.close()
 
 
-def bench_kafka_ds(spark, broker, rows, partitions, codec):
-    topic = broker.unique_topic("bench-kds")
+def count_records(broker, topic) -> int:
+    """Records appended to ``topic`` (no transactions: the sum of the end offsets)."""
+    return sum(hw for hw, _lso in end_offsets(broker, topic).values())
+
+
+def count_committed(broker, topic) -> int:
+    """Data records of committed transactions in ``topic``, read back read_committed (the
+    end offsets also count the transactions' commit markers). Fails when a transaction
+    is still open (last stable offset below the high watermark)."""
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import OffsetRange, make_client, read_range
+
+    opts = parse_read_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                               "subscribe": topic, "kafka.isolation.level": "read_committed"},
+                              streaming=False)
+    client = make_client(opts)
+    total = 0
+    try:
+        for partition, (hw, lso) in end_offsets(broker, topic).items():
+            if 0 <= lso < hw:
+                raise AssertionError(f"{topic}-{partition}: a transaction is still open "
+                                     f"(last stable offset {lso}, high watermark {hw})")
+            for batch in read_range(opts, OffsetRange(topic, partition, 0, hw), client):
+                total += batch.num_rows
+    finally:
+        client.close()
+    return total
+
+
+def bench_kafka_ds(spark, broker, rows, partitions, codec, tasks, exactly_once=False):
+    topic = broker.unique_topic("bench-eos" if exactly_once else "bench-kds")
     broker.create_topic(topic, partitions=partitions)
-    df = spark.range(0, rows, 1, 2).selectExpr(f"{KEY_SQL} AS key", f"{VALUE_SQL} AS value")
-    started = time.perf_counter()
-    (df.write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-     .option("topic", topic).option("kafka.compression.type", codec).mode("append").save())
-    elapsed = time.perf_counter() - started
-    return elapsed, topic
+    df = spark.range(0, rows, 1, tasks).selectExpr(f"{KEY_SQL} AS key", f"{VALUE_SQL} AS value")
+    writer = (df.write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+              .option("topic", topic).option("kafka.compression.type", codec).mode("append"))
+    if exactly_once:
+        writer = writer.option("deliveryGuarantee", "exactly-once")
+    with Timed(broker, spark) as timed:
+        writer.save()
+    return timed, topic
 
 
 def bench_confluent(broker, keys, values, partitions, codec):
@@ -82,6 +206,7 @@ def bench_confluent(broker, keys, values, partitions, codec):
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all",
                          "enable.idempotence": True, "compression.type": codec,
                          "partitioner": "murmur2_random", "linger.ms": 5,
+                         "batch.size": 1 << 20,
                          "queue.buffering.max.messages": 1_000_000, "log_level": 3})
     failures = []
 
@@ -90,31 +215,42 @@ def bench_confluent(broker, keys, values, partitions, codec):
             failures.append(err)
 
     produce = producer.produce
-    started = time.perf_counter()
-    for i, (key, value) in enumerate(zip(keys, values)):
-        while True:
-            try:
-                produce(topic, value, key, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i & 0x3FFF == 0:
-            producer.poll(0)
-    remaining = producer.flush(120)
-    elapsed = time.perf_counter() - started
+    with Timed(broker) as timed:
+        for i, (key, value) in enumerate(zip(keys, values)):
+            while True:
+                try:
+                    produce(topic, value, key, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            if i & 0x3FFF == 0:
+                producer.poll(0)
+        remaining = producer.flush(600)
     if remaining or failures:
         raise RuntimeError(f"confluent-kafka: {remaining} undelivered, errors {failures[:3]}")
-    return elapsed, topic
+    return timed, topic
+
+
+def check_and_drop(broker, topic, rows, counter, who):
+    found = counter(broker, topic)
+    if found != rows:
+        raise AssertionError(f"{who} wrote {found:,} records to {topic}, expected {rows:,}")
+    broker.delete_topic(topic, wait=False)   # frees the broker's memory (Tansu: memory://)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--records", "--rows", dest="rows", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="topic partitions (default: 6 on the mock, 8 on Tansu)")
+    parser.add_argument("--tasks", type=int, default=2, help="Spark partitions = write tasks")
     parser.add_argument("--codec", default="none")
     parser.add_argument("--broker", choices=("mock", "tansu"), default="mock")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--exactly-once", action="store_true",
+                        help="compare deliveryGuarantee=exactly-once with at-least-once")
     args = parser.parse_args()
+    partitions = args.partitions or (8 if args.broker == "tansu" else 6)
 
     from spark_support import make_spark
 
@@ -122,28 +258,57 @@ def main():
     spark = make_spark("kafka_ds-bench-write")
     try:
         print(f"broker={args.broker} rows={args.rows:,} value=100 B key=10 B "
-              f"partitions={args.partitions} codec={args.codec} local[2]")
-        bench_kafka_ds(spark, broker, 20_000, args.partitions, args.codec)   # warm-up
-        keys, values = python_rows(args.rows)
-        ours, theirs = [], []
-        for run in range(args.repeat):
-            elapsed, topic = bench_kafka_ds(spark, broker, args.rows, args.partitions, args.codec)
-            assert count_records(broker, topic) == args.rows, "kafka_ds wrote a wrong count"
-            broker.delete_topic(topic, wait=False)   # the mock keeps ~5 MiB per partition anyway
-            ours.append(args.rows / elapsed)
-            elapsed, topic = bench_confluent(broker, keys, values, args.partitions, args.codec)
-            assert count_records(broker, topic) == args.rows, "confluent wrote a wrong count"
+              f"partitions={partitions} tasks={args.tasks} codec={args.codec} local[2]"
+              + (" exactly-once vs at-least-once" if args.exactly_once else ""))
+        # Warm-up: JVM code paths, Python workers, imports (and a transaction's round trips).
+        for warm_eos in ((False, True) if args.exactly_once else (False,)):
+            _t, topic = bench_kafka_ds(spark, broker, 20_000, partitions, args.codec,
+                                       args.tasks, warm_eos)
             broker.delete_topic(topic, wait=False)
-            theirs.append(args.rows / elapsed)
-            print(f"run {run + 1}: kafka_ds {ours[-1]:,.0f} rows/s, "
-                  f"confluent-kafka {theirs[-1]:,.0f} rows/s")
-        best_ours, best_theirs = max(ours), max(theirs)
-        print(f"best: kafka_ds (Spark local[2], df.write) {best_ours:,.0f} rows/s | "
-              f"confluent-kafka Producer {best_theirs:,.0f} rows/s | "
-              f"ratio {best_ours / best_theirs:.2f}x")
+        if args.exactly_once:
+            run_exactly_once(spark, broker, args, partitions)
+        else:
+            run_against_confluent(spark, broker, args, partitions)
+        print(f"load average at the end: {open('/proc/loadavg').read().strip()}")
     finally:
         spark.stop()
         broker.stop()
+
+
+def run_against_confluent(spark, broker, args, partitions):
+    keys, values = python_rows(args.rows)
+    ours, theirs = [], []
+    for run in range(args.repeat):
+        timed, topic = bench_kafka_ds(spark, broker, args.rows, partitions, args.codec,
+                                      args.tasks)
+        check_and_drop(broker, topic, args.rows, count_records, "kafka_ds")
+        ours.append(args.rows / timed.seconds)
+        line = f"run {run + 1}: kafka_ds {timed.describe(args.rows)}"
+        timed, topic = bench_confluent(broker, keys, values, partitions, args.codec)
+        check_and_drop(broker, topic, args.rows, count_records, "confluent-kafka")
+        theirs.append(args.rows / timed.seconds)
+        print(f"{line}, confluent-kafka {timed.describe(args.rows)}", flush=True)
+    best_ours, best_theirs = max(ours), max(theirs)
+    print(f"best: kafka_ds (Spark local[2], df.write) {best_ours:,.0f} rows/s | "
+          f"confluent-kafka Producer {best_theirs:,.0f} rows/s | "
+          f"ratio {best_ours / best_theirs:.2f}x")
+
+
+def run_exactly_once(spark, broker, args, partitions):
+    alo, eos = [], []
+    for run in range(args.repeat):
+        timed, topic = bench_kafka_ds(spark, broker, args.rows, partitions, args.codec,
+                                      args.tasks)
+        check_and_drop(broker, topic, args.rows, count_records, "kafka_ds at-least-once")
+        alo.append(timed.seconds)
+        line = f"run {run + 1}: at-least-once {timed.describe(args.rows)}"
+        timed, topic = bench_kafka_ds(spark, broker, args.rows, partitions, args.codec,
+                                      args.tasks, exactly_once=True)
+        check_and_drop(broker, topic, args.rows, count_committed, "kafka_ds exactly-once")
+        eos.append(timed.seconds)
+        print(f"{line}, exactly-once {timed.describe(args.rows)}", flush=True)
+    print(f"best: at-least-once {min(alo):.2f} s | exactly-once {min(eos):.2f} s | "
+          f"exactly-once / at-least-once time {min(eos) / min(alo):.2f}x")
 
 
 if __name__ == "__main__":

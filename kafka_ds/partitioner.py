@@ -31,15 +31,18 @@ _VECTOR_MIN_LANES = 8
 
 
 def _offsets_and_data(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(int64 offsets of len(arr)+1 into ``data``, uint8 data) of a binary array."""
+    """(int64 offsets of len(arr)+1 into ``data``, uint8 data) of a binary array.
+
+    ``data`` is only the bytes the array's rows use (offsets rebased to 0): a slice of a
+    larger array shares its whole data buffer, and the hash copies ``data`` once."""
     _validity, offsets_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(offsets_buf, dtype=np.int32,
                             count=len(arr) + 1 + arr.offset)[arr.offset:].astype(np.int64)
     if data_buf is None or data_buf.size == 0:
-        data = np.zeros(0, dtype=np.uint8)
-    else:
-        data = np.frombuffer(data_buf, dtype=np.uint8)
-    return offsets, data
+        return offsets - offsets[0], np.zeros(0, dtype=np.uint8)
+    first, end = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(data_buf, dtype=np.uint8)[first:end]
+    return offsets - first, data
 
 
 def _mix_words(words: np.ndarray) -> np.ndarray:
@@ -71,11 +74,16 @@ def murmur2_array(keys) -> np.ndarray:
 
     h = (np.uint32(SEED) ^ lengths.astype(np.uint32)).astype(np.uint32)
     nwords = lengths >> 2
-    # Longest keys first so the keys still hashing at word j are a prefix.
-    order = np.argsort(-nwords, kind="stable")
-    sorted_words = nwords[order]
-    sorted_starts = starts[order]
-    hs = h[order]
+    if int(nwords.min()) == int(nwords.max()):
+        # Keys of one word count (fixed-format keys, the usual case): no reordering.
+        order = None
+        sorted_words, sorted_starts, hs = nwords, starts, h
+    else:
+        # Longest keys first so the keys still hashing at word j are a prefix.
+        order = np.argsort(-nwords, kind="stable")
+        sorted_words = nwords[order]
+        sorted_starts = starts[order]
+        hs = h[order]
     max_words = int(sorted_words[0]) if n else 0
     # count of keys with more than j words, for each j
     active_counts = np.searchsorted(-sorted_words, -np.arange(1, max_words + 1), side="right")
@@ -100,7 +108,8 @@ def murmur2_array(keys) -> np.ndarray:
             for kv in ks:
                 value = ((value * M) & _MASK) ^ kv
             hs[lane] = value
-    h[order] = hs
+    if order is not None:
+        h[order] = hs
 
     # Tail: the last length % 4 bytes, then one more multiply when there were any.
     tail = (lengths & 3).astype(np.int64)

@@ -18,7 +18,7 @@ from .client.transactions import Transaction
 from .options import WriteOptions
 from .protocol.compression import codec_id
 from .protocol.errors import ConfigurationError
-from .protocol.records import V2_HEADER_SIZE, encode_record_batch
+from .protocol.records import V2_HEADER_SIZE, encode_record_batch_buffer
 from .write_rows import RowColumns, RowTopics
 
 
@@ -74,6 +74,7 @@ class RecordBatcher:
         # A batch must fit the batch size and a request (with the request's own overhead).
         self.batch_limit = max(min(opts.batch_size, opts.max_request_size), V2_HEADER_SIZE + 1)
         self.buffers: dict[tuple[str, int], PartitionBuffer] = {}
+        self.buffered_bytes = 0   # sum of the buffers' estimated bytes
 
     def add(self, rows: RowColumns, topics: RowTopics, partitions: np.ndarray,
             first_row: int) -> None:
@@ -108,10 +109,12 @@ class RecordBatcher:
             buffer = self.buffers.get((topic, partition))
             if buffer is None:
                 buffer = self.buffers[(topic, partition)] = PartitionBuffer()
+            before = buffer.bytes
             buffer.add(keys_s.slice(start, length) if keys_s is not None else None,
                        values_s.slice(start, length),
                        headers_s.slice(start, length) if headers_s is not None else None,
                        timestamps_s[start:end], rows_s[start:end], sizes_s[start:end])
+            self.buffered_bytes += buffer.bytes - before
 
     def emit(self, final: bool) -> None:
         """Send the buffers that are full or have lingered long enough (``final``: all)."""
@@ -126,8 +129,18 @@ class RecordBatcher:
             due = final or now - buffer.since >= linger
             if not due and buffer.bytes + V2_HEADER_SIZE < self.batch_limit:
                 continue
-            del self.buffers[key]
-            self._encode_and_send(key, buffer, keep_tail=not due)
+            self._send_buffer(key, keep_tail=not due)
+        if self.buffered_bytes > self.opts.buffer_memory:
+            # Too much waiting (many partitions): the fullest buffers go now, whole.
+            for key in sorted(self.buffers, key=lambda k: self.buffers[k].bytes, reverse=True):
+                self._send_buffer(key, keep_tail=False)
+                if self.buffered_bytes <= self.opts.buffer_memory // 2:
+                    break
+
+    def _send_buffer(self, key, keep_tail: bool) -> None:
+        buffer = self.buffers.pop(key)
+        self.buffered_bytes -= buffer.bytes
+        self._encode_and_send(key, buffer, keep_tail)
 
     def _encode_and_send(self, key, buffer: PartitionBuffer, keep_tail: bool) -> None:
         topic, partition = key
@@ -156,11 +169,12 @@ class RecordBatcher:
                          headers.slice(start) if headers is not None else None,
                          timestamps[start:], rows[start:], sizes[start:])
                 self.buffers[key] = tail
+                self.buffered_bytes += tail.bytes
                 return
             count = end - start
             producer_id, epoch, sequence = self.producer.batch_identity(topic, partition, count)
             while True:
-                data = encode_record_batch(
+                data = encode_record_batch_buffer(
                     keys=keys.slice(start, count) if keys is not None else None,
                     values=values.slice(start, count),
                     headers=headers.slice(start, count) if headers is not None else None,

@@ -10,8 +10,10 @@ for the next ``count`` Produce requests forward the request, wait until the brok
 answered (so the broker has appended the records), discard the answer and close both
 sockets -- the client sees its connection lost with the outcome unknown.
 
-``inject(api_key, kind, count=1, seconds=0.0)``: the next ``count`` responses to
-requests of ``api_key`` (the request always reaches the broker) are damaged:
+``inject(api_key, kind, count=1, seconds=0.0, skip=0, behind=0)``: after ``skip`` more,
+the next ``count`` responses to requests of ``api_key`` (the request always reaches the
+broker) are damaged; a Produce answer is first held until the client has ``behind`` more
+Produce requests in flight on that connection (at most 10 s):
 
 * ``"drop"``     -- nothing of the response is sent; both sockets are closed.
 * ``"truncate"`` -- only the first half of the response frame is sent, then closed
@@ -20,7 +22,18 @@ requests of ``api_key`` (the request always reaches the broker) are damaged:
   broker; longer than the client's request timeout, a timeout).
 * ``"reset"``    -- the connection is reset (TCP RST, SO_LINGER 0) instead of the answer.
 
+``refuse_produce(count, error_code, skip=0)``: let ``skip`` Produce requests through,
+then keep the next ``count`` from the broker and answer them from the proxy with
+``error_code`` for every partition (in their place in the connection's answer order):
+the broker never sees those batches, so requests pipelined behind one reach it with a
+gap in their sequence numbers.
+
 ``counters``: requests seen per API key (``by_api``), for the idle-cost benchmark.
+``max_produce_in_flight``: the most Produce requests one connection had unanswered;
+``in_flight_at_fault``: for every fault applied to a Produce (a dropped, damaged or
+refused answer), how many Produce requests were unanswered on its connection then
+(itself included); ``produce_errors``: error code -> partition answers the broker sent
+with it (the proxy's own refusals not counted).
 """
 from __future__ import annotations
 
@@ -33,7 +46,7 @@ from collections import Counter, deque
 
 from kafka_ds.client import KafkaClient
 from kafka_ds.protocol import messages as m
-from kafka_ds.protocol.schema import decode_response, encode_response
+from kafka_ds.protocol.schema import decode_request, decode_response, encode_response
 
 PRODUCE, METADATA = 0, 3
 
@@ -91,6 +104,12 @@ class _Pair:
         self.server = server
         self.requests = {}   # correlation id -> (api key, version)
         self.lock = threading.Lock()
+        # Answers go to the client in request order: ``order`` holds the correlation ids
+        # of requests that get one; ``refused`` the proxy's own answers among them.
+        self.order = deque()
+        self.refused = {}
+        self.send_lock = threading.Lock()   # taken before ``lock``
+        self.produce_in_flight = 0
         self.closed = False
         with proxy.lock:
             proxy.pairs.append(self)
@@ -113,12 +132,30 @@ class _Pair:
                 if frame is None:
                     break
                 api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 4)
-                with self.lock:
-                    self.requests[correlation_id] = (api_key, version)
+                answered, refusal = True, None
                 if api_key == PRODUCE:
                     self.proxy._count("produce_requests")
+                    _header, body = decode_request(m.PRODUCE, memoryview(frame)[4:])
+                    answered = body["acks"] != 0
+                    code = self.proxy._take_refusal() if answered else None
+                    if code is not None:
+                        refusal = _refusal(version, correlation_id, body, code)
+                with self.lock:
+                    self.requests[correlation_id] = (api_key, version)
+                    if answered:
+                        self.order.append(correlation_id)
+                    if api_key == PRODUCE and answered:
+                        self.produce_in_flight += 1
+                        self.proxy._note_in_flight(self.produce_in_flight)
+                    if refusal is not None:
+                        self.refused[correlation_id] = refusal
+                        self.proxy._note_fault("refuse", self.produce_in_flight)
                 with self.proxy.lock:
                     self.proxy.by_api[api_key] += 1
+                if refusal is not None:
+                    with self.send_lock:
+                        self._send_refusals()
+                    continue
                 self.server.sendall(frame)
         except OSError:
             pass
@@ -130,34 +167,88 @@ class _Pair:
                 frame = _read_frame(self.server)
                 if frame is None:
                     break
-                correlation_id = struct.unpack_from(">i", frame, 4)[0]
-                with self.lock:
-                    api_key, version = self.requests.pop(correlation_id, (None, None))
-                if api_key == PRODUCE and self.proxy._take_drop():
-                    # The broker answered: it has appended the batch. The client never
-                    # learns that.
-                    break
-                fault = self.proxy._take_fault(api_key)
-                if fault is not None:
-                    kind, seconds = fault
-                    if kind == "stall":
-                        time.sleep(seconds)
-                    elif kind == "truncate":
-                        self.client.sendall(frame[:max(len(frame) // 2, 5)])
+                # Held until this answer is sent: a refusal queued behind it waits.
+                with self.send_lock:
+                    if not self._answer(frame):
                         break
-                    elif kind == "reset":
-                        self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                               struct.pack("ii", 1, 0))
-                        self.client.close()
-                        break
-                    else:   # drop
-                        break
-                if api_key == METADATA:
-                    frame = self.proxy._rewrite_metadata(version, frame)
-                self.client.sendall(frame)
         except OSError:
             pass
         self.close()
+
+    def _answer(self, frame) -> bool:
+        """Pass one broker answer on (or damage it); False once the connection is cut."""
+        correlation_id = struct.unpack_from(">i", frame, 4)[0]
+        with self.lock:
+            api_key, version = self.requests.pop(correlation_id, (None, None))
+            if correlation_id in self.order:
+                self.order.remove(correlation_id)
+            in_flight = self.produce_in_flight
+            if api_key == PRODUCE:
+                self.produce_in_flight -= 1
+        if api_key == PRODUCE and self.proxy._take_drop():
+            # The broker answered: it has appended the batch. The client never learns that.
+            self.proxy._note_fault("drop_reply", in_flight)
+            return False
+        fault = self.proxy._take_fault(api_key)
+        if fault is not None:
+            kind, seconds, behind = fault
+            if api_key == PRODUCE:
+                if behind:
+                    in_flight = 1 + self._wait_for_requests_behind(behind)
+                self.proxy._note_fault(kind, in_flight)
+            if kind == "stall":
+                time.sleep(seconds)
+            elif kind == "truncate":
+                self.client.sendall(frame[:max(len(frame) // 2, 5)])
+                return False
+            elif kind == "reset":
+                self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+                self.client.close()
+                return False
+            else:   # drop
+                return False
+        if api_key == METADATA:
+            frame = self.proxy._rewrite_metadata(version, frame)
+        elif api_key == PRODUCE:
+            self.proxy._count_produce_errors(version, frame)
+        self.client.sendall(frame)
+        self._send_refusals()
+        return True
+
+    def _wait_for_requests_behind(self, count, timeout=10.0) -> int:
+        """Hold the answer being handled until the client has sent ``count`` more Produce
+        requests on this connection (or ``timeout`` passed); how many it has sent."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                waiting = self.produce_in_flight
+            if waiting >= count or time.monotonic() > deadline:
+                return waiting
+            time.sleep(0.005)
+
+    def _send_refusals(self):
+        """The proxy's own answers that are next in answer order (``send_lock`` held)."""
+        while True:
+            with self.lock:
+                if not self.order or self.order[0] not in self.refused:
+                    return
+                correlation_id = self.order.popleft()
+                self.requests.pop(correlation_id, None)
+                self.produce_in_flight -= 1
+                frame = self.refused.pop(correlation_id)
+            self.client.sendall(frame)
+
+
+def _refusal(version, correlation_id, body, code) -> bytes:
+    """A Produce answer with error ``code`` for every partition of the request ``body``."""
+    responses = [{"name": topic["name"], "partition_responses": [
+        {"index": part["index"], "error_code": code, "base_offset": -1,
+         "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
+         "error_message": None}
+        for part in topic["partition_data"]]} for topic in body["topic_data"]]
+    return bytes(encode_response(m.PRODUCE, version, correlation_id,
+                                 {"responses": responses, "throttle_time_ms": 0}))
 
 
 class FaultProxy:
@@ -171,6 +262,10 @@ class FaultProxy:
         self.by_api: Counter = Counter()
         self._faults: deque = deque()   # [api_key, kind, remaining, seconds]
         self.injected: Counter = Counter()   # kind -> faults applied
+        self._refuse = [0, 0, 0]   # skip, count, error code
+        self.max_produce_in_flight = 0
+        self.in_flight_at_fault: list = []   # (kind, Produce requests unanswered then)
+        self.produce_errors: Counter = Counter()   # broker's Produce error code -> partitions
         self._listeners: dict[tuple[str, int], _Listener] = {}
         client = KafkaClient(bootstrap_servers)
         try:
@@ -199,19 +294,55 @@ class FaultProxy:
             self._skip = skip
             self._drop = count
 
-    def inject(self, api_key: int, kind: str, count: int = 1, seconds: float = 0.0) -> None:
+    def refuse_produce(self, count: int, error_code: int, skip: int = 0) -> None:
+        with self.lock:
+            self._refuse = [skip, count, error_code]
+
+    def _take_refusal(self):
+        with self.lock:
+            skip, count, code = self._refuse
+            if skip > 0:
+                self._refuse[0] -= 1
+                return None
+            if count > 0:
+                self._refuse[1] -= 1
+                self.injected["refuse"] += 1
+                return code
+            return None
+
+    def _count_produce_errors(self, version, frame):
+        body = decode_response(m.PRODUCE, version, memoryview(frame)[4:])
+        with self.lock:
+            for topic in body["responses"]:
+                for part in topic["partition_responses"]:
+                    if part["error_code"]:
+                        self.produce_errors[part["error_code"]] += 1
+
+    def _note_in_flight(self, n):
+        with self.lock:
+            self.max_produce_in_flight = max(self.max_produce_in_flight, n)
+
+    def _note_fault(self, kind, in_flight):
+        with self.lock:
+            self.in_flight_at_fault.append((kind, in_flight))
+
+    def inject(self, api_key: int, kind: str, count: int = 1, seconds: float = 0.0,
+               skip: int = 0, behind: int = 0) -> None:
         if kind not in ("drop", "truncate", "stall", "reset"):
             raise ValueError(f"unknown fault {kind!r}")
         with self.lock:
-            self._faults.append([api_key, kind, count, seconds])
+            self._faults.append([api_key, kind, count, seconds, skip, behind])
 
     def _take_fault(self, api_key):
         with self.lock:
             for entry in self._faults:
                 if entry[0] == api_key and entry[2] > 0:
+                    if entry[4] > 0:   # answers to let through first
+                        entry[4] -= 1
+                        return None
                     entry[2] -= 1
                     self.injected[entry[1]] += 1
-                    return entry[1], entry[3]
+                    return entry[1], entry[3], entry[5]
             return None
 
     def pending_faults(self) -> int:

@@ -308,3 +308,79 @@ def test_lost_produce_answer_leaves_no_duplicate_with_idempotence(tansu_broker, 
                                                  expected=rows, timeout=30)]
     assert collections.Counter(values) == collections.Counter(
         str(i).encode() for i in range(rows))
+
+
+# --- pipelined Produce requests (up to 5 in flight per broker) --------------------------
+
+OUT_OF_ORDER_SEQUENCE = 45
+
+
+def _write_pipelined(bootstrap, topic, rows, **options):
+    """Write ``rows`` keyed rows (value = the row number) in small batches, so that many
+    Produce requests go out back to back (5 in flight per broker by default)."""
+    table = pa.table({"key": pa.array([b"k%d" % (i % 97) for i in range(rows)]),
+                      "value": pa.array([b"%08d" % i for i in range(rows)])})
+    opts = parse_write_options({"kafka.bootstrap.servers": bootstrap, "topic": topic,
+                                "kafka.batch.size": "4096", "kafka.linger.ms": "0",
+                                "kafka.request.timeout.ms": "1000",
+                                "kafka.retry.backoff.ms": "20",
+                                "kafka.delivery.timeout.ms": "60000", **options})
+    return write_batches(opts, ColumnPlan(key=0, value=1),
+                         table.to_batches(max_chunksize=2000), task=0)
+
+
+def _assert_each_row_once_in_order(bootstrap, topic, rows):
+    """Read back by an independent consumer: every row exactly once, and within each
+    partition in the order it was written (what idempotence with in-flight requests
+    promises)."""
+    messages = consume_confluent(bootstrap, topic, expected=rows, timeout=30)
+    values = [int(m.value) for m in messages]
+    assert collections.Counter(values) == collections.Counter(range(rows))
+    by_partition = collections.defaultdict(list)
+    for message in messages:   # sorted by (partition, offset)
+        by_partition[message.partition].append(int(message.value))
+    for partition, written in by_partition.items():
+        assert written == sorted(written), f"partition {partition} is out of order"
+
+
+def test_refused_batch_with_later_ones_in_flight_is_resent_before_them(tansu_broker):
+    """One Produce request never reaches the broker (the proxy answers it with
+    NOT_LEADER_OR_FOLLOWER itself) while the writer already has later requests in flight:
+    the broker refuses those with OUT_OF_ORDER_SEQUENCE_NUMBER (a gap in the sequence
+    numbers), and the writer resends the lost batch first, then the refused ones, in
+    order: nothing lost, nothing twice, each partition in write order."""
+    topic = tansu_broker.unique_topic("inflight")
+    tansu_broker.create_topic(topic, partitions=3)
+    rows = 30_000
+    with FaultProxy(tansu_broker.bootstrap_servers) as proxy:
+        proxy.refuse_produce(1, NOT_LEADER, skip=6)
+        message = _write_pipelined(proxy.bootstrap_servers, topic, rows)
+        assert proxy.injected["refuse"] == 1
+        assert proxy.max_produce_in_flight == 5, "requests were pipelined, up to the limit"
+        # Requests sent behind the lost one reached the broker with a sequence gap.
+        assert proxy.produce_errors[OUT_OF_ORDER_SEQUENCE] >= 1, dict(proxy.produce_errors)
+    assert message.records == rows
+    assert message.retries >= 2
+    _assert_each_row_once_in_order(tansu_broker.bootstrap_servers, topic, rows)
+
+
+@pytest.mark.parametrize("kind", ["stall", "drop"])
+def test_lost_answer_with_later_requests_in_flight_leaves_no_duplicate(tansu_broker, kind):
+    """The broker appended a batch but its answer is lost (held past the request timeout,
+    or the connection dropped) while later Produce requests are in flight on the same
+    connection: every unanswered request is resent in order with its sequence numbers,
+    and the broker keeps one copy of each batch."""
+    topic = tansu_broker.unique_topic("inflight-lost")
+    tansu_broker.create_topic(topic, partitions=3)
+    rows = 30_000
+    with FaultProxy(tansu_broker.bootstrap_servers) as proxy:
+        # A few answers go through first; the damaged one is held until the writer has
+        # three more requests in flight behind it.
+        proxy.inject(PRODUCE, kind, 1, seconds=2.0, skip=6, behind=3)
+        message = _write_pipelined(proxy.bootstrap_servers, topic, rows)
+        assert proxy.injected[kind] == 1
+        (fault, in_flight), = proxy.in_flight_at_fault
+        assert fault == kind and in_flight >= 4, proxy.in_flight_at_fault
+    assert message.records == rows
+    assert message.retries >= in_flight
+    _assert_each_row_once_in_order(tansu_broker.bootstrap_servers, topic, rows)

@@ -154,8 +154,8 @@ def test_bounds(option):
             parse_for(option.applies, {option.name: str(option.maximum + 1)})
     edge = option.minimum if option.minimum is not None else option.maximum
     extra = {"kafka.enable.idempotence": "false"} if WRITE in option.applies else {}
-    if option.name == "kafka.delivery.timeout.ms":
-        extra["kafka.request.timeout.ms"] = "1"
+    if option.name == "kafka.delivery.timeout.ms":   # >= linger + request timeout
+        extra.update({"kafka.request.timeout.ms": "1", "kafka.linger.ms": "0"})
     parse_for(option.applies, {option.name: str(edge), **extra})   # the bound itself is fine
     if option.name.startswith("kafka.") and option.parse is integer:
         assert option.maximum == INT32_MAX

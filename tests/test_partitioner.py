@@ -96,6 +96,20 @@ def test_murmur2_array_matches_reference_for_every_length_and_alignment():
     assert murmur2_array(pa.array(texts)).tolist() == [java_murmur2(t.encode()) for t in texts]
 
 
+def test_murmur2_array_keys_of_one_word_count():
+    # Keys whose lengths share a word count hash without the longest-first reordering;
+    # lengths 8..11 mix all four tail cases. Also as a slice of a larger array (only the
+    # slice's bytes are hashed) and an all-empty array.
+    rnd = random.Random(11)
+    keys = [bytes(rnd.randrange(256) for _ in range(rnd.randrange(8, 12))) for _ in range(2000)]
+    expected = [java_murmur2(k) for k in keys]
+    assert murmur2_array(pa.array(keys, pa.binary())).tolist() == expected
+    fixed = [b"key-%06d" % i for i in range(1000)]
+    assert murmur2_array(pa.array(fixed, pa.binary()).slice(300, 400)).tolist() == \
+        [java_murmur2(k) for k in fixed[300:700]]
+    assert murmur2_array(pa.array([b""] * 5, pa.binary())).tolist() == [java_murmur2(b"")] * 5
+
+
 def test_murmur2_long_keys_take_the_scalar_tail():
     # A few very long keys among short ones: the vectorised rounds stop early and the
     # long keys are finished one by one -- same results.

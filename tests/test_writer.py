@@ -483,9 +483,40 @@ def test_batch_size_linger_and_commit_message(broker, new_topic):
     # without linger every Arrow batch is sent at once: 25 rows per partition per batch
     topic2 = new_topic(partitions=2)
     opts = parse_write_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
-                                "topic": topic2, "kafka.batch.size": "4000"})
+                                "topic": topic2, "kafka.batch.size": "4000",
+                                "kafka.linger.ms": "0"})
     write_batches(opts, plan_of(table), table.to_batches(max_chunksize=50), task=5)
     assert {c for _s, _a, c in batch_headers(broker.bootstrap_servers, topic2, 0)} == {25}
+
+
+def test_buffer_memory_bounds_what_lingers(broker, new_topic):
+    """With a long linger and many partitions, rows waiting in the partition buffers stay
+    under kafka.buffer.memory: past it the fullest buffers are sent at once (whole)."""
+    topic = new_topic(partitions=12)
+    limit = 20_000
+    opts = parse_write_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                                "topic": topic, "kafka.linger.ms": "60000",
+                                "kafka.buffer.memory": str(limit)})
+    table = arrow_rows(3000, value_size=40,
+                       partition=pa.array([i % 12 for i in range(3000)], pa.int32()))
+    writer = TaskWriter(opts, plan_of(table), task=0)
+    try:
+        waiting = []
+        for batch in table.to_batches(max_chunksize=200):   # ~11 KB of rows each
+            writer.write_batch(batch)
+            waiting.append(writer.batches.buffered_bytes)
+            assert writer.batches.buffered_bytes == sum(
+                b.bytes for b in writer.batches.buffers.values())
+        assert max(waiting) <= limit
+        sent_early = writer.producer.stats.requests
+        assert sent_early > 0, "rows went out before the end of the task"
+        message = writer.finish()
+    finally:
+        writer.close()
+    assert message.records == 3000
+    for partition in range(12):
+        assert sum(c for _s, _a, c in batch_headers(broker.bootstrap_servers, topic,
+                                                     partition)) == 250
 
 
 def test_incompressible_batches_stay_within_max_request_size(broker, new_topic):
@@ -689,8 +720,10 @@ def test_delivery_timeout_bounds_retries(mock_cluster, injected_errors):
 
 def test_leader_moves_and_broker_restarts_during_a_write(mock_cluster):
     topic = mock_topic(mock_cluster, 3)
+    # linger 0: each write_batch sends its rows, so the events below happen mid-write
     opts = parse_write_options({"kafka.bootstrap.servers": mock_cluster.bootstrap_servers,
-                                "topic": topic, "kafka.retry.backoff.ms": "20"})
+                                "topic": topic, "kafka.retry.backoff.ms": "20",
+                                "kafka.linger.ms": "0"})
     table = arrow_rows(9000, key=pa.array([b"k%d" % i for i in range(9000)]))
     batches = table.to_batches(max_chunksize=3000)
     task = TaskWriter(opts, plan_of(table), task=0)

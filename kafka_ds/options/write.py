@@ -29,6 +29,7 @@ class WriteOptions:
     batch_size: int = default_of("kafka.batch.size")
     max_request_size: int = default_of("kafka.max.request.size")
     linger_ms: int = default_of("kafka.linger.ms")
+    buffer_memory: int = default_of("kafka.buffer.memory")
     delivery_timeout_ms: int = PRODUCER.delivery_timeout_ms
     request_timeout_ms: int = default_of("kafka.request.timeout.ms")
     max_in_flight: int = default_of("kafka.max.in.flight.requests.per.connection")

@@ -33,9 +33,16 @@ WRITE_OPTIONS: tuple[Option, ...] = (
            integer, PRODUCER.max_request_size, field="max_request_size", minimum=1),
     Option("kafka.linger.ms", frozenset({WRITE}),
            "How long rows may wait in a partition's buffer for rows of the following Arrow "
-           "batches before they are sent; `0` sends the rows of each Arrow batch at once (in "
-           "batches of at most `kafka.batch.size`).",
-           integer, 0, field="linger_ms", minimum=0),
+           "batches to fill a `kafka.batch.size` batch; `0` sends the rows of each Arrow batch "
+           "at once. Longer than the Java producer's default: a task's rows are complete only "
+           "when the task ends, and full batches cost the task and the broker less per row "
+           "(benchmarks/results.md, #22).",
+           integer, 200, field="linger_ms", minimum=0),
+    Option("kafka.buffer.memory", frozenset({WRITE}),
+           "Most bytes of rows a write task keeps in its partition buffers while they wait "
+           "(`kafka.linger.ms`) to fill `kafka.batch.size`; above it the fullest buffers "
+           "are sent at once, so many partitions do not multiply the task's memory.",
+           integer, 32 << 20, field="buffer_memory", minimum=1),
     Option("kafka.delivery.timeout.ms", frozenset({WRITE}),
            "Longest time a record may take from the write to its acknowledgement, retries "
            "included (at least `kafka.linger.ms` + `kafka.request.timeout.ms`).",

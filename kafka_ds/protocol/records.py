@@ -78,7 +78,9 @@ from .records_arrays import (  # noqa: F401
     _binary_to_string, _empty_columns, _headers_array, _int_array, _take_binary,
     as_binary_array, binary_lengths, varint_sizes, write_varints, zigzag_encode,
 )
-from .records_encode import _assemble, _encode_headers, encode_record_batch  # noqa: F401
+from .records_encode import (  # noqa: F401
+    _assemble, _encode_headers, encode_record_batch, encode_record_batch_buffer,
+)
 from .records_layout import (  # noqa: F401
     _INT16x2, _INT32, _LEGACY_MIN_LENGTH, _LEGACY_V0, _LEGACY_V1, _MIN_RECORD_BODY,
     _MIN_RECORD_SIZE, _OFFSET_LENGTH, _SCHEMA_HEADERS, _SCHEMA_NO_HEADERS, _V2_ATTRIBUTES_OFFSET,
@@ -108,7 +110,8 @@ _varint_sizes = varint_sizes
 _write_varints = write_varints
 
 __all__ = [
-    "DecodeResult", "decode_records", "encode_record_batch", "record_schema",
+    "DecodeResult", "decode_records", "encode_record_batch", "encode_record_batch_buffer",
+    "record_schema",
     "TIMESTAMP_TYPE", "HEADERS_TYPE", "HEADER_STRUCT_TYPE",
     "NO_TIMESTAMP_TYPE", "CREATE_TIME", "LOG_APPEND_TIME",
 ]

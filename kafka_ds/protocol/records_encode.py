@@ -133,7 +133,22 @@ def _encode_headers(headers, n):
 def encode_record_batch(*, keys, values, headers=None, timestamps_ms=None, base_offset=0,
                         compression=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
                         is_transactional=False, partition_leader_epoch=-1, now_ms=None) -> bytes:
-    """Build one v2 record batch (magic 2) from Arrow arrays.
+    """Build one v2 record batch (magic 2) from Arrow arrays, as ``bytes``; the arguments
+    are those of :func:`encode_record_batch_buffer`."""
+    return bytes(encode_record_batch_buffer(
+        keys=keys, values=values, headers=headers, timestamps_ms=timestamps_ms,
+        base_offset=base_offset, compression=compression, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence,
+        is_transactional=is_transactional, partition_leader_epoch=partition_leader_epoch,
+        now_ms=now_ms))
+
+
+def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None,
+                               base_offset=0, compression=0, producer_id=-1, producer_epoch=-1,
+                               base_sequence=-1, is_transactional=False,
+                               partition_leader_epoch=-1, now_ms=None) -> bytearray:
+    """Build one v2 record batch (magic 2) from Arrow arrays, into a new ``bytearray``
+    (the writer sends it as it is: no copy into ``bytes``).
 
     ``keys``/``values``: binary or string arrays (nullable; ``keys=None`` means
     all keys null).  ``headers``: ``list<struct<key: string, value: binary>>``
@@ -245,4 +260,4 @@ def encode_record_batch(*, keys, values, headers=None, timestamps_ms=None, base_
                          base_sequence, n)
     crc = _crc32c(memoryview(out)[_V2_ATTRIBUTES_OFFSET:])
     struct.pack_into(">I", out, _V2_CRC_OFFSET, crc)
-    return bytes(out)
+    return out
