@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..protocol.errors import KafkaProtocolError, error_for_code
-from ..protocol.records import decode_records
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +82,7 @@ def _header_at(fetch_batch: FetchBatch, offset: int) -> BatchHeader | None:
 
 def _records_of(fetch_batch: FetchBatch, header: BatchHeader) -> list[tuple[int, int]]:
     """(offset, timestamp ms) of every record of the batch ``header`` describes."""
+    from ..protocol.records import decode_records   # (pyarrow: only when searching)
     size = header.size
     for _ in range(8):
         records = fetch_batch(header.base, size)
