@@ -51,6 +51,10 @@ def pytest_configure(config):
         jvm_options.train_in_background(_SPARK_CLASS_ARCHIVE)
     config.addinivalue_line("markers", "integration: needs a real broker started by the suite")
     config.addinivalue_line(
+        "markers", "only_brokers(*names): run on these of the enabled brokers only (the "
+                   "tests that start and kill several Spark drivers: one real broker is enough "
+                   "for what they prove, and each run costs a minute of the suite)")
+    config.addinivalue_line(
         "markers", "heavy: starts Spark driver processes or venvs of its own (tens of "
                    "seconds); collected first")
     # kafka-python 3.x loads its schemas with deprecated importlib.resources calls
@@ -70,6 +74,9 @@ def enabled_brokers(config):
 def pytest_generate_tests(metafunc):
     if "broker" in metafunc.fixturenames:
         names = enabled_brokers(metafunc.config)
+        only = metafunc.definition.get_closest_marker("only_brokers")
+        if only is not None:
+            names = [name for name in names if name in only.args]
         metafunc.parametrize("broker", names, ids=names, indirect=True)
 
 

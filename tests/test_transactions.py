@@ -368,6 +368,7 @@ def wait_committed(bootstrap, topic, at_least, child, timeout=240):
     raise AssertionError(f"fewer than {at_least} records committed in {timeout} s")
 
 
+@pytest.mark.only_brokers("tansu")   # one real broker: each run starts and kills Spark drivers
 @pytest.mark.heavy
 @pytest.mark.timeout(1200)
 def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, tmp_path):
