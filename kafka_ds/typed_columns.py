@@ -91,22 +91,22 @@ class TypedColumns:
 
     # --- schema --------------------------------------------------------------------------
 
-    def spark_ddl(self, include_headers: bool) -> str:
+    def _fields(self, include_headers: bool) -> list[tuple[str, str]]:
+        """``(name, Spark type)`` of the source's columns, the typed ones decoded."""
         typed = self.by_name()
-        parts = [f"{c.name} {typed[c.name].spark_type if c.name in typed else c.spark_type}"
-                 for c in output_columns(include_headers)]
+        fields = [(c.name, typed[c.name].spark_type if c.name in typed else c.spark_type)
+                  for c in output_columns(include_headers)]
         if self.permissive:
-            parts += [f"{error_column(c.name)} {ERROR_TYPE}" for c in self.columns]
-        return ", ".join(parts)
+            fields += [(error_column(c.name), ERROR_TYPE) for c in self.columns]
+        return fields
+
+    def spark_ddl(self, include_headers: bool) -> str:
+        return ", ".join(f"{name} {kind}" for name, kind in self._fields(include_headers))
 
     def simple_string(self, include_headers: bool) -> str:
         """The source schema's ``StructType.simpleString()``."""
-        typed = self.by_name()
-        parts = [f"{c.name}:{typed[c.name].spark_type if c.name in typed else c.spark_type}"
-                 for c in output_columns(include_headers)]
-        if self.permissive:
-            parts += [f"{error_column(c.name)}:{ERROR_TYPE}" for c in self.columns]
-        return "struct<" + ",".join(parts) + ">"
+        return "struct<" + ",".join(f"{name}:{kind}"
+                                    for name, kind in self._fields(include_headers)) + ">"
 
     # --- executors -----------------------------------------------------------------------
 
