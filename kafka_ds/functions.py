@@ -91,8 +91,8 @@ def to_registry(col, format: str, **options):
 
     from .options.core import WRITE
     from .registry.schema import RegisteredSchema
-    from .typed_columns import SCHEMA_TYPES, make_codec
-    from .typed_writes import _register_or_find, _registry
+    from .typed_columns import SCHEMA_TYPES, make_codec, registry
+    from .typed_writes import _register_or_find
 
     spec = _spec(format, options, frozenset({WRITE}))
     column_spec = spec.value
@@ -105,10 +105,10 @@ def to_registry(col, format: str, **options):
                 "to_registry with schema=... and a registry needs subject=...: the subject "
                 "the schema is registered under")
         schema = RegisteredSchema(SCHEMA_TYPES[column_spec.format], column_spec.inline_schema)
-        schema_id = _register_or_find(_registry(spec.registry), spec, column_spec,
+        schema_id = _register_or_find(registry(spec.registry), spec, column_spec,
                                       column_spec.subject or "", schema)
     else:
-        schema = _registry(spec.registry).schema_version(
+        schema = registry(spec.registry).schema_version(
             column_spec.subject, column_spec.version,
             fmt="serialized" if column_spec.format == "protobuf" else None)
         schema_id = schema.schema_id

@@ -31,22 +31,12 @@ def error_column(column: str) -> str:
     return f"{column}Error"
 
 
-class RegistryLookup:
-    """The registry as codecs see it (:class:`kafka_ds.registry.schema.SchemaLookup`),
-    picklable: only the settings travel; each process uses its one cached client."""
-
-    def __init__(self, settings):
-        self.settings = settings
-
-    def _registry(self):
-        from .registry.client import registry_for
-        return registry_for(self.settings)
-
-    def schema_by_id(self, schema_id, fmt=None):
-        return self._registry().schema_by_id(schema_id, fmt=fmt)
-
-    def schema_version(self, subject, version, fmt=None):
-        return self._registry().schema_version(subject, version, fmt=fmt)
+def registry(settings):
+    """The process's one registry client for ``settings``; it is also the codecs' lookup
+    (:class:`kafka_ds.registry.schema.SchemaLookup`): pickled to an executor, it becomes that
+    process's client, so each writer schema is fetched once per process."""
+    from .registry.client import registry_for
+    return registry_for(settings)
 
 
 def make_codec(spec: ColumnFormatSpec, reader_schema, *, framed: bool, lookup, schema_id):
@@ -225,7 +215,7 @@ def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
         return RegisteredSchema(SCHEMA_TYPES[spec.format], spec.inline_schema)
     subject = spec.subject or f"{topic_of(spec, topics)}-{spec.column}"
     fmt = "serialized" if spec.format == "protobuf" else None
-    found = RegistryLookup(registry_settings).schema_version(subject, spec.version, fmt=fmt)
+    found = registry(registry_settings).schema_version(subject, spec.version, fmt=fmt)
     if found.schema_type != SCHEMA_TYPES[spec.format]:
         raise ConfigurationError(
             f"Option '{spec.option('Format')}' is '{spec.format}' but subject '{subject}' "
@@ -246,7 +236,7 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumn
             continue
         schema = reader_schema(column_spec, spec.registry, topics)
         codec = make_codec(column_spec, schema, framed=spec.registry is not None,
-                           lookup=RegistryLookup(spec.registry) if spec.registry else None,
+                           lookup=registry(spec.registry) if spec.registry else None,
                            schema_id=schema.schema_id)
         columns.append(TypedColumn(column_spec, codec, codec.spark_type))
     return TypedColumns(tuple(columns), spec.mode)

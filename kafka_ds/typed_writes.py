@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigurationError
 from .options.formats import ColumnFormatSpec, TypedColumnsSpec
-from .typed_columns import SCHEMA_TYPES, make_codec
+from .typed_columns import SCHEMA_TYPES, make_codec, registry
 
 
 @dataclass
@@ -60,11 +60,6 @@ def _schema_support(fmt: str):
     return descriptor_misfit, descriptor_for
 
 
-def _registry(settings):
-    from .registry.client import registry_for
-    return registry_for(settings)
-
-
 def _subject(spec: ColumnFormatSpec, topic: str | None) -> str:
     if spec.subject:
         return spec.subject
@@ -87,22 +82,25 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
         schema = RegisteredSchema(schema_type, spec.inline_schema)
         _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
         return schema, None
-    registry = _registry(typed.registry)
+    client = registry(typed.registry)
     subject = _subject(spec, topic)
     try:
         if spec.inline_schema is not None:
             schema = RegisteredSchema(schema_type, spec.inline_schema)
             _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
-            return schema, _register_or_find(registry, typed, spec, subject, schema)
+            return schema, _register_or_find(client, typed, spec, subject, schema)
         try:
-            current = registry.schema_version(
+            current = client.schema_version(
                 subject, spec.version, fmt="serialized" if spec.format == "protobuf" else None)
         except (SubjectNotFoundError, VersionNotFoundError):
             current = None
-        problem = ("the subject has no schema" if current is None
-                   else misfit(spark_type, current.schema_str))
-        if current is not None and current.schema_type != schema_type:
+        # The schema's type first: a fit check cannot read a schema of another format.
+        if current is None:
+            problem = "the subject has no schema"
+        elif current.schema_type != schema_type:
             problem = f"it holds a {current.schema_type} schema, not {schema_type}"
+        else:
+            problem = misfit(spark_type, current.schema_str)
         if problem is None:
             return current, current.schema_id
         if spec.version != "latest" or not typed.auto_register:
@@ -115,7 +113,7 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
                 "the column's type match the schema, or allow registration with "
                 ".option(\"schema.registry.auto.register.schemas\", \"true\")")
         derived = RegisteredSchema(schema_type, derive(spark_type))
-        return derived, _register_or_find(registry, typed, spec, subject, derived)
+        return derived, _register_or_find(client, typed, spec, subject, derived)
     except SchemaRegistryError as exc:
         if isinstance(exc, ConfigurationError):
             raise
@@ -131,10 +129,10 @@ def _check_fit(spec, misfit, spark_type, schema, where):
             f"Column '{spec.column}' does not fit {where}: {problem}")
 
 
-def _register_or_find(registry, typed, spec, subject, schema) -> int:
+def _register_or_find(client, typed, spec, subject, schema) -> int:
     from .registry.errors import IncompatibleSchemaError
     if not typed.auto_register:
-        found = registry.lookup(subject, schema)
+        found = client.lookup(subject, schema)
         if found is None:
             raise ConfigurationError(
                 f"The {spec.column} schema is not registered under subject '{subject}' and "
@@ -142,7 +140,7 @@ def _register_or_find(registry, typed, spec, subject, schema) -> int:
                 "the option to true")
         return found.schema_id
     try:
-        return registry.register(subject, schema)
+        return client.register(subject, schema)
     except IncompatibleSchemaError as exc:
         raise ConfigurationError(
             f"The registry refused the {spec.column} schema for subject '{subject}' as "
