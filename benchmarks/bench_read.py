@@ -114,14 +114,16 @@ class CeilingDataSource(DataSource):
 
     def reader(self, schema):
         return CeilingReader(int(self.options["records"]), int(self.options["partitions"]),
-                             int(self.options.get("value_size", VALUE_SIZE)))
+                             int(self.options.get("value_size", VALUE_SIZE)),
+                             self.options.get("topic", "bench"))
 
 
 class CeilingReader(DataSourceReader):
-    def __init__(self, records, partitions, value_size=VALUE_SIZE):
+    def __init__(self, records, partitions, value_size=VALUE_SIZE, topic="bench"):
         self.records = records
         self.partitions_count = partitions
         self.value_size = value_size
+        self.topic = topic       # the topic pykafka reads: the same strings cross to the JVM
 
     def partitions(self):
         per = self.records // self.partitions_count
@@ -142,7 +144,7 @@ class CeilingReader(DataSourceReader):
             n = min(chunk, partition.rows - made)
             yield pa.RecordBatch.from_arrays([
                 keys.slice(0, n), values.slice(0, n),
-                pa.array(["bench"] * n, pa.string()),
+                pa.array([self.topic] * n, pa.string()),
                 pa.array(np.full(n, partition.value, np.int32)),
                 pa.array(np.arange(made, made + n, dtype=np.int64)),
                 pa.array(np.full(n, 1_700_000_000_000_000, np.int64)).cast(
@@ -221,9 +223,26 @@ def best_of(repeat, fn):
     return min(times)
 
 
+def best_timed(repeat, fn, cluster, spark):
+    """The :class:`cpu_use.Timed` of the fastest of ``repeat`` runs of ``fn`` (after a
+    warm-up): its wall seconds and the CPU seconds of the broker, JVM and Python workers."""
+    from cpu_use import Timed
+
+    fn()
+    best = None
+    for _ in range(repeat):
+        with Timed(cluster, spark) as timed:
+            fn()
+        if best is None or timed.seconds < best.seconds:
+            best = timed
+    return best
+
+
 def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: int = 3,
-            log=None, partitions: int = PARTITIONS) -> dict:
-    """Fill a fresh topic and time every reader; returns {(label, action): rows/s}."""
+            log=None, partitions: int = PARTITIONS, cpu: dict | None = None) -> dict:
+    """Fill a fresh topic and time every reader; returns {(label, action): rows/s}.
+    ``cpu``: filled with {(label, action): {process: CPU seconds}} of each Spark read's
+    fastest run."""
     topic = f"bench_read_{value_size}_{records}"
     cluster.create_topic(topic, partitions=partitions)
     started = time.perf_counter()
@@ -235,7 +254,8 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
                .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
                .option("subscribe", topic))
     ceiling = (spark.read.format("kafka_ds_ceiling").option("records", records)
-               .option("partitions", partitions).option("value_size", value_size))
+               .option("partitions", partitions).option("value_size", value_size)
+               .option("topic", topic))
     count = pykafka.load().count()
     assert count == records, f"pykafka read {count} rows, expected {records}"
     results = {}
@@ -243,10 +263,13 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
     for action in ("count", "noop"):
         for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
             if action == "count":
-                results[(label, action)] = best_of(repeat, lambda: reader.load().count())
+                timed = best_timed(repeat, lambda: reader.load().count(), cluster, spark)
             else:
-                results[(label, action)] = best_of(repeat, lambda: reader.load().write.format(
-                    "noop").mode("overwrite").save())
+                timed = best_timed(repeat, lambda: reader.load().write.format(
+                    "noop").mode("overwrite").save(), cluster, spark)
+            results[(label, action)] = timed.seconds
+            if cpu is not None:
+                cpu[(label, action)] = timed.cpu
     # Both Python consumers read the topic into this process, one thread, alternating.
     kafka_ds_python_read(cluster.bootstrap_servers, topic, records, partitions)   # warm-up
     py_ours, py_aio = [], []
@@ -286,6 +309,18 @@ def start(broker: str = "mock"):
     return start_spark(), cluster
 
 
+def cpu_table(cpu: dict, records: int) -> str:
+    """CPU nanoseconds per row of each Spark read, per process (Markdown)."""
+    names = sorted({name for used in cpu.values() for name in used})
+    lines = ["| read | " + " | ".join(f"{name} ns/row" for name in names) + " | total ns/row |",
+             "|---|" + "---:|" * (len(names) + 1)]
+    for (label, action), used in cpu.items():
+        per_row = [used.get(name, 0.0) / records * 1e9 for name in names]
+        lines.append(f"| {label} {action} | " + " | ".join(f"{v:,.0f}" for v in per_row)
+                     + f" | {sum(per_row):,.0f} |")
+    return "\n".join(lines)
+
+
 def table(rate: dict, records: int, value_size: int, repeat: int,
           partitions: int = PARTITIONS, broker: str = "mock") -> str:
     lines = [f"End-to-end batch read, {records:,} records x {value_size} B, local[2], "
@@ -312,15 +347,21 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     spark, cluster = start(args.broker)
+    cpu = {}
     try:
         rate = measure(spark, cluster, args.records, args.value_size, args.repeat,
-                       log=lambda s: print(s, file=sys.stderr), partitions=args.partitions)
+                       log=lambda s: print(s, file=sys.stderr), partitions=args.partitions,
+                       cpu=cpu)
     finally:
         spark.stop()
         cluster.stop()
     print()
     print(table(rate, args.records, args.value_size, args.repeat, args.partitions,
                 args.broker))
+    print()
+    print("CPU per row of the fastest run of each Spark read (the broker: Tansu only):")
+    print()
+    print(cpu_table(cpu, args.records))
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ def spark_times(spark, bootstrap: str, topic: str, records: int, repeat: int = 3
     pykafka = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
                .option("subscribe", topic))
     ceiling = (spark.read.format("kafka_ds_ceiling").option("records", records)
-               .option("partitions", br.PARTITIONS))
+               .option("partitions", br.PARTITIONS).option("topic", topic))
     out = {}
     for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
         out[(label, "count")] = br.best_of(repeat, lambda: reader.load().count())

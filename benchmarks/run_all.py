@@ -87,34 +87,22 @@ def phase_kernel(cfg) -> dict:
 
 
 def phase_read(cfg) -> dict:
-    import inspect
-
     import bench_read as br
 
     broker = cfg.get("read_broker", "mock")
     partitions = cfg.get("read_partitions", br.PARTITIONS)
-    extra = {}
-    if "broker" in inspect.signature(br.start).parameters:
-        spark, cluster = br.start(broker)
-    elif broker == "tansu":
-        # bench_read.py without --broker: its session, Tansu started here.
-        from brokers import TansuBroker
-        spark, cluster = br.start_spark(), TansuBroker()
-    else:
-        spark, cluster = br.start()
-    if "partitions" in inspect.signature(br.measure).parameters:
-        extra["partitions"] = partitions
-    else:
-        partitions = br.PARTITIONS
+    spark, cluster = br.start(broker)
     out = {}
     try:
         for value_size, records in cfg["read_sizes"]:
             log(f"end-to-end read: {records:,} x {value_size} B, {broker}, "
                 f"{partitions} partitions")
+            cpu = {}
             rate = br.measure(spark, cluster, records, value_size, cfg["read_repeat"], log=log,
-                              **extra)
+                              partitions=partitions, cpu=cpu)
             out[value_size] = {"records": records, "broker": broker, "partitions": partitions,
-                               "rates": {f"{k[0]} {k[1]}": v for k, v in rate.items()}}
+                               "rates": {f"{k[0]} {k[1]}": v for k, v in rate.items()},
+                               "cpu": {f"{k[0]} {k[1]}": v for k, v in cpu.items()}}
     finally:
         spark.stop()
         cluster.stop()
@@ -297,6 +285,13 @@ def details(res: dict) -> str:
                        f"{rt['ceiling noop']:,.0f} | {rt['kafka_ds python']:,.0f} | "
                        f"{rt['aiokafka python']:,.0f} |")
         out.append("")
+        for size, r in sorted(res["read"].items()):
+            if r.get("cpu"):
+                import bench_read as br
+                cpu = {tuple(k.split(" ", 1)): v for k, v in r["cpu"].items()}
+                out += [f"CPU per row of each Spark read's fastest run, {size} B values "
+                        "(every process shares the machine's 2 cores; the broker: Tansu "
+                        "only):", "", br.cpu_table(cpu, r["records"]), ""]
     w = res.get("write")
     if w and "output" in w:
         out += [f"### End-to-end write (bench_write.py output, {w.get('broker', 'mock')})", "",

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 
-def make_spark(app_name="kafka_ds-tests"):
+def make_spark(app_name="kafka_ds-tests", driver_memory="2g"):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -17,7 +17,7 @@ def make_spark(app_name="kafka_ds-tests"):
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.memory", "2g")
+             .config("spark.driver.memory", driver_memory)
              .config("spark.python.worker.reuse", "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

@@ -1,0 +1,82 @@
+"""CPU seconds per process during a timed benchmark step: the broker (Tansu), the Spark JVM
+and its Python workers, or this process. Every process shares the machine's cores, so a
+step's wall time is bounded below by the CPU it needs divided by the cores."""
+from __future__ import annotations
+
+import os
+import time
+
+
+def _processes() -> dict:
+    """{pid: (parent pid, command name, CPU seconds)} of every process we may read."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        out[int(entry)] = (int(fields[1]), name,
+                           (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
+
+
+def _descendants(root, procs) -> set:
+    found, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (parent, _name, _cpu) in procs.items():
+            if parent in found and pid not in found:
+                found.add(pid)
+                grew = True
+    return found
+
+
+class Timed:
+    """Wall seconds of one step (a write, a read) and the CPU seconds it cost: the broker (Tansu only), the
+    Spark JVM and its Python workers (``spark`` given), or this process (confluent-kafka:
+    the Python loop and librdkafka's threads)."""
+
+    def __init__(self, broker, spark=None):
+        self.pid = getattr(broker, "tansu_pid", None)
+        self.jvm = spark.sparkContext._gateway.proc.pid if spark is not None else None
+
+    def __enter__(self):
+        self.before = _processes()
+        self.own = time.process_time()
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.started
+        own = time.process_time() - self.own
+        after = _processes()
+
+        def used(pids):
+            return sum(after[p][2] - (self.before[p][2] if p in self.before else 0.0)
+                       for p in pids if p in after)
+
+        self.cpu = {}
+        if self.pid is not None:
+            self.cpu["broker"] = used({self.pid})
+        if self.jvm is not None:
+            tree = _descendants(self.jvm, after)
+            self.cpu["Spark JVM"] = used({self.jvm})
+            self.cpu["Python workers"] = used({p for p in tree if p != self.jvm
+                                               and after[p][1].startswith("python")})
+        else:
+            self.cpu["producer process"] = own
+
+    def per_row_ns(self, rows) -> dict:
+        """{process: CPU nanoseconds per row}."""
+        return {what: seconds / rows * 1e9 for what, seconds in self.cpu.items()}
+
+    def describe(self, rows) -> str:
+        cpu = ", ".join(f"{what} {seconds:.2f}" for what, seconds in self.cpu.items())
+        return f"{rows / self.seconds:,.0f} rows/s ({self.seconds:.2f} s; CPU s: {cpu})"
+
+
