@@ -80,7 +80,7 @@ class _OffsetDeltas:
     """The offset delta varints of records 0..n-1 (zigzag: 2i), sliced from a table built
     for the largest batch yet: the same in every batch, so written once."""
 
-    _table = None    # (rows, slots, used, sizes) of the varints of 0..rows-1
+    _table = None    # (rows, bytes, used, sizes) of the varints of 0..rows-1
 
     def __init__(self, n):
         table = _OffsetDeltas._table
@@ -90,29 +90,26 @@ class _OffsetDeltas:
             slots = np.empty((rows, field.width), dtype=np.uint8)
             used = np.ones((rows, field.width), dtype=bool)
             field.write(slots, used, 0)
-            table = _OffsetDeltas._table = (rows, slots, used, field.sizes)
-        _, self.slots, self.used, sizes = table
+            # byte j of every record's varint contiguous: copied a column at a time
+            table = _OffsetDeltas._table = (rows, np.ascontiguousarray(slots.T),
+                                            np.ascontiguousarray(used.T), field.sizes)
+        _, self.bytes, self.used, sizes = table
         self.narrow = 1
         self.width = _varint_size(2 * (n - 1))
         self.n = n
         self.sizes = sizes[:n] if self.width > 1 else 1
 
     def write(self, slots, used, col):
-        slots[:, col:col + self.width] = self.slots[:self.n, :self.width]
-        if self.width > 1:
-            used[:, col:col + self.width] = self.used[:self.n, :self.width]
+        for j in range(self.width):
+            slots[:, col + j] = self.bytes[j, :self.n]
+        for j in range(1, self.width):
+            used[:, col + j] = self.used[j, :self.n]
 
 
-def _record_meta(pieces, n):
-    """The varint bytes of every record, record after record, and the piece offsets.
-
-    ``pieces``: per record, its meta pieces in order, each a list of fields
-    (:class:`_Varints`/:class:`_OffsetDeltas`).  The fields are written into one
-    (n, width) slot matrix, the unused slot bytes dropped with one boolean mask; returns
-    ``(meta bytes, offsets)`` where ``offsets`` (int32, n * len(pieces) + 1) bound
-    record 0's pieces, then record 1's, ...
-    """
-    fields = [field for piece in pieces for field in piece]
+def _record_meta(fields, n):
+    """The varint bytes of every record, record after record (``fields``:
+    :class:`_Varints`/:class:`_OffsetDeltas` in a record's order).  The fields are written
+    into one (n, width) slot matrix, the unused slot bytes dropped with one boolean mask."""
     slots = np.empty((n, sum(field.width for field in fields)), dtype=np.uint8)
     uneven = any(field.narrow != field.width for field in fields)
     used = np.ones(slots.shape, dtype=bool) if uneven else None
@@ -120,13 +117,18 @@ def _record_meta(pieces, n):
     for field in fields:
         field.write(slots, used, col)
         col += field.width
-    meta = slots[used] if uneven else slots.reshape(-1)
-    piece_sizes = np.empty((n, len(pieces)), dtype=np.int32)
-    for p, piece in enumerate(pieces):
-        piece_sizes[:, p] = sum(field.sizes for field in piece)
-    offsets = np.zeros(piece_sizes.size + 1, dtype=np.int32)
-    np.cumsum(piece_sizes.reshape(-1), out=offsets[1:])
-    return meta, offsets
+    return slots[used] if uneven else slots.reshape(-1)
+
+
+def _piece_offsets(sizes, n):
+    """int32 offsets of pieces whose sizes (ints or arrays of n) repeat per record:
+    record 0's pieces, record 1's, ..."""
+    matrix = np.empty((n, len(sizes)), dtype=np.int32)
+    for p, size in enumerate(sizes):
+        matrix[:, p] = size
+    offsets = np.zeros(matrix.size + 1, dtype=np.int32)
+    np.cumsum(matrix.reshape(-1), out=offsets[1:])
+    return offsets
 
 
 def _zigzag_lengths(lengths, has_nulls):
@@ -151,7 +153,7 @@ def _chunk_lengths(chunks):
     return lengths[0] if len(lengths) == 1 else np.concatenate(lengths)
 
 
-_TAKE_BASE = np.zeros((0, 4), dtype=np.int32)
+_TAKE_BASE = np.zeros(0, dtype=np.int32)
 
 
 def _order_merged(n, first):
@@ -160,13 +162,15 @@ def _order_merged(n, first):
     [P1 of record 0, valueLen 0, headerCount 0 + P1 of record 1, valueLen 1, ...,
     headerCount n-1] (2n + 1), then come the keys and the values."""
     global _TAKE_BASE
-    if len(_TAKE_BASE) < n:
-        i = np.arange(max(n, 1 << 13, 2 * len(_TAKE_BASE)), dtype=np.int32)
-        _TAKE_BASE = np.stack([2 * i, i + 1, 2 * i + 1, i + 1], axis=1)
+    if len(_TAKE_BASE) < 4 * n:
+        i = np.arange(max(n, 1 << 13, len(_TAKE_BASE) // 2), dtype=np.int32)
+        _TAKE_BASE = np.stack([2 * i, i + 1, 2 * i + 1, i + 1], axis=1).reshape(-1)
     order = np.empty(4 * n + 2, dtype=np.int32)
     order[0] = first
-    np.add(_TAKE_BASE[:n], np.array([0, 2 * n, 0, 3 * n], dtype=np.int32),
-           out=order[1:-1].reshape(n, 4))
+    pieces = order[1:-1]
+    pieces[:] = _TAKE_BASE[:4 * n]
+    pieces[1::4] += 2 * n      # keys and values follow the 2n + 1 meta pieces (1-D passes:
+    pieces[3::4] += 3 * n      # numpy is slow at broadcasting over rows of 4)
     order[-1] = 2 * n
     return order
 
@@ -342,17 +346,23 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
     attributes = _Varints(0)
 
     first = [length_field, attributes, ts_field, offset_field, key_field]
-    meta, bounds = _record_meta([first, [value_field], [count_field]], n)
+    meta = _record_meta(first + [value_field, count_field], n)
+    first_size = _sum([field.sizes for field in first])
     sources = [keys, values]
     if header_blob is None:
-        # A record's headerCount and the next record's first piece are adjacent: one piece.
-        offsets = np.empty(2 * n + 2, dtype=np.int32)
-        offsets[0] = 0
-        offsets[1:-1] = bounds[1:].reshape(n, 3)[:, :2].reshape(-1)
-        offsets[-1] = bounds[-1]
+        # A record's headerCount and the next record's first piece are adjacent: one
+        # piece, so the pieces are [first 0, valueLen 0, headerCount 0 + first 1, ...,
+        # valueLen n-1, headerCount n-1].
+        sizes = np.empty(2 * n + 1, dtype=np.int32)
+        sizes[0:-1:2] = first_size
+        sizes[1::2] = value_field.sizes
+        sizes[-1] = 0
+        sizes[2::2] += count_field.sizes
+        offsets = np.zeros(2 * n + 2, dtype=np.int32)
+        np.cumsum(sizes, out=offsets[1:])
         order = _order_merged(n, first=4 * n + 1)
     else:
-        offsets = bounds
+        offsets = _piece_offsets([first_size, value_field.sizes, count_field.sizes], n)
         sources.append(header_blob)
         order = _order_with_headers(n, first=6 * n)
     if codec == 0:
