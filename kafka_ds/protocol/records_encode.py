@@ -149,8 +149,13 @@ def _binary_chunks(values, what):
 
 def _chunk_lengths(chunks):
     """int32 lengths (-1 for nulls) of the concatenation of binary arrays."""
-    lengths = [binary_lengths(chunk, np.int32) for chunk in chunks]
-    return lengths[0] if len(lengths) == 1 else np.concatenate(lengths)
+    if len(chunks) == 1:
+        return binary_lengths(chunks[0], np.int32)
+    # one Arrow call for all the chunks (a numpy pass per chunk costs more)
+    lengths = pc.binary_length(pa.chunked_array(chunks, pa.binary()))
+    if any(chunk.null_count for chunk in chunks):
+        lengths = lengths.fill_null(-1)
+    return np.concatenate([chunk.to_numpy() for chunk in lengths.chunks])
 
 
 _TAKE_BASE = np.zeros(0, dtype=np.int32)
