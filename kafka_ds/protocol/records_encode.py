@@ -13,7 +13,7 @@ from crc32c import crc32c as _crc32c
 from . import compression as _comp
 from .errors import KafkaProtocolError
 from .records_arrays import (
-    as_binary_array, binary_lengths, varint_sizes, write_varints, zigzag_encode,
+    as_binary_array, binary_lengths, varint_sizes, zigzag_encode,
 )
 from .records_layout import (
     _V2_ATTRIBUTES_OFFSET, _V2_CRC_OFFSET, _V2_HEADER, ATTR_TRANSACTIONAL, HEADERS_TYPE,
@@ -142,8 +142,10 @@ def _binary_chunks(values, what):
     """A binary or string array (or chunked array) as a list of binary arrays, not copied
     into one: the encoder's take reads them where they are."""
     if isinstance(values, pa.ChunkedArray):
-        chunks = [as_binary_array(chunk, what) for chunk in values.chunks if len(chunk)]
-        return chunks or [pa.array([], pa.binary())]
+        if not pa.types.is_binary(values.type):
+            values = pa.chunked_array([as_binary_array(chunk, what) for chunk in values.chunks],
+                                      pa.binary())
+        return values.chunks or [pa.array([], pa.binary())]
     return [as_binary_array(values, what)]
 
 
@@ -266,16 +268,10 @@ def _encode_headers(headers, n):
     if hkeys.null_count:
         raise KafkaProtocolError("header keys must not be null")
     sizes = header_sizes(hkeys, hvals, record_offsets)
-    ku, vu, ks, vs = sizes.key_zigzag, sizes.value_zigzag, sizes.key_len_size, sizes.value_len_size
     # meta pieces per header: [key length varint], [value length varint]
-    piece = np.empty(2 * H, dtype=np.int64)
-    piece[0::2] = ks
-    piece[1::2] = vs
-    moffs = np.zeros(2 * H + 1, dtype=np.int64)
-    np.cumsum(piece, out=moffs[1:])
-    meta = np.zeros(int(moffs[-1]), dtype=np.uint8)
-    write_varints(meta, moffs[0:-1:2], ku, ks)
-    write_varints(meta, moffs[1:-1:2], vu, vs)
+    length_fields = [_Varints(sizes.key_zigzag), _Varints(sizes.value_zigzag)]
+    meta = _record_meta(length_fields, H)
+    moffs = _piece_offsets([field.sizes for field in length_fields], H)
     idx = np.arange(H, dtype=np.int64)
     order = np.empty(4 * H, dtype=np.int64)
     order[0::4] = 2 * idx
