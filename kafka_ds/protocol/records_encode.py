@@ -182,6 +182,35 @@ def _order_merged(n, first):
     return order
 
 
+def _order_keyless(n, first):
+    """Take order of a batch without keys or headers: piece ``first`` (the batch header),
+    then per record its meta piece and value, and the last headerCount; the meta pieces
+    are [first + valueLen of record 0, headerCount 0 + first 1 + valueLen 1, ...,
+    headerCount n-1] (n + 1), then come the values."""
+    order = np.empty(2 * n + 2, dtype=np.int32)
+    order[0] = first
+    order[1:-1:2] = np.arange(n, dtype=np.int32)
+    np.add(order[1:-1:2], n + 1, out=order[2:-1:2])
+    order[-1] = n
+    return order
+
+
+def _merged_offsets(piece_sizes, count_sizes, n):
+    """int32 offsets of the meta pieces of a batch without headers, where a record's
+    headerCount and the next record's first piece are adjacent: one piece.  Per record
+    the pieces have ``piece_sizes`` (ints or arrays), the first of them joined by the
+    previous record's headerCount (``count_sizes``); the last headerCount ends alone."""
+    k = len(piece_sizes)
+    sizes = np.empty(k * n + 1, dtype=np.int32)
+    for p, size in enumerate(piece_sizes):
+        sizes[p:-1:k] = size
+    sizes[-1] = 0
+    sizes[k::k] += count_sizes
+    offsets = np.zeros(k * n + 2, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets
+
+
 def _order_with_headers(n, first):
     """Take order of a batch with headers: piece ``first`` (the batch header), then per
     record P1, key, valueLen, value, headerCount, header bytes; the meta pieces are
@@ -327,6 +356,7 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
 
     # Each record: length, attributes (0), timestampDelta, offsetDelta, keyLen, key,
     # valueLen, value, headerCount, headers -- the varints written column-wise.
+    keys_absent = keys is None
     key_field, key_bytes, keys = _binary_field(keys, n, "keys")
     value_field, value_bytes, _ = _binary_field(values, n, "values", value_len)
     ts_field = _Varints(0 if max_ts == int(ts.min()) else zigzag_encode(ts - first_ts))
@@ -349,23 +379,19 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
     first = [length_field, attributes, ts_field, offset_field, key_field]
     meta = _record_meta(first + [value_field, count_field], n)
     first_size = _sum([field.sizes for field in first])
-    sources = [keys, values]
-    if header_blob is None:
-        # A record's headerCount and the next record's first piece are adjacent: one
-        # piece, so the pieces are [first 0, valueLen 0, headerCount 0 + first 1, ...,
-        # valueLen n-1, headerCount n-1].
-        sizes = np.empty(2 * n + 1, dtype=np.int32)
-        sizes[0:-1:2] = first_size
-        sizes[1::2] = value_field.sizes
-        sizes[-1] = 0
-        sizes[2::2] += count_field.sizes
-        offsets = np.zeros(2 * n + 2, dtype=np.int32)
-        np.cumsum(sizes, out=offsets[1:])
-        order = _order_merged(n, first=4 * n + 1)
-    else:
+    if header_blob is not None:
         offsets = _piece_offsets([first_size, value_field.sizes, count_field.sizes], n)
-        sources.append(header_blob)
+        sources = [keys, values, header_blob]
         order = _order_with_headers(n, first=6 * n)
+    elif keys_absent:
+        # No key bytes either: a record's first piece and its valueLen are one piece.
+        offsets = _merged_offsets([_sum([first_size, value_field.sizes])], count_field.sizes, n)
+        sources = [values]
+        order = _order_keyless(n, first=2 * n + 1)
+    else:
+        offsets = _merged_offsets([first_size, value_field.sizes], count_field.sizes, n)
+        sources = [keys, values]
+        order = _order_merged(n, first=4 * n + 1)
     if codec == 0:
         sources.append(_HEADER_SPACE)
         out, _keepalive = _assemble(offsets, meta, sources, order)
