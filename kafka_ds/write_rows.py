@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.errors import ConfigurationError
 from .protocol.records import V2_HEADER_SIZE
-from .protocol.records_arrays import as_binary_array, binary_lengths, zigzag_varint_sizes
+from .protocol.records_arrays import (
+    as_binary_array, binary_lengths, sum_terms, zigzag_varint_sizes,
+)
 from .protocol.records_encode import flatten_headers, header_sizes
 
 
@@ -131,10 +133,7 @@ def _record_sizes(keys, values, headers, timestamps, batch_limit, first_row, des
         terms += [header_bytes, _length_varint_sizes(header_counts)]
     else:
         terms.append(1)                     # headerCount 0
-    body = sum(t for t in terms if isinstance(t, int))
-    for t in terms:
-        if not isinstance(t, int):
-            body = t + body
+    body = sum_terms(terms)
     return body + _length_varint_sizes(body)
 
 

@@ -95,6 +95,16 @@ def binary_lengths(arr, dtype=np.int64):
     return ln
 
 
+def sum_terms(terms):
+    """Sum of ints and arrays, the ints added first (one array pass per array): an int
+    when there is no array."""
+    total = sum(t for t in terms if isinstance(t, int))
+    for t in terms:
+        if not isinstance(t, int):
+            total = t + total
+    return total
+
+
 def zigzag_encode(x):
     x = np.asarray(x, dtype=np.int64)
     return ((x << 1) ^ (x >> 63)).view(np.uint64)

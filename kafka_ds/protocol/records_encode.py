@@ -13,7 +13,7 @@ from crc32c import crc32c as _crc32c
 from . import compression as _comp
 from .errors import KafkaProtocolError
 from .records_arrays import (
-    as_binary_array, binary_lengths, varint_sizes, zigzag_encode,
+    as_binary_array, binary_lengths, sum_terms, varint_sizes, zigzag_encode,
 )
 from .records_layout import (
     _V2_ATTRIBUTES_OFFSET, _V2_CRC_OFFSET, _V2_HEADER, ATTR_TRANSACTIONAL, HEADERS_TYPE,
@@ -165,8 +165,8 @@ _TAKE_BASE = np.zeros(0, dtype=np.int32)
 
 def _order_merged(n, first):
     """Take order of a batch without headers: piece ``first`` (the batch header), then per
-    record P1, key, valueLen, value, and the last headerCount; the meta pieces are
-    [P1 of record 0, valueLen 0, headerCount 0 + P1 of record 1, valueLen 1, ...,
+    record its first piece, key, valueLen, value, and the last headerCount; the meta
+    pieces are [first 0, valueLen 0, headerCount 0 + first 1, valueLen 1, ...,
     headerCount n-1] (2n + 1), then come the keys and the values."""
     global _TAKE_BASE
     if len(_TAKE_BASE) < 4 * n:
@@ -213,8 +213,9 @@ def _merged_offsets(piece_sizes, count_sizes, n):
 
 def _order_with_headers(n, first):
     """Take order of a batch with headers: piece ``first`` (the batch header), then per
-    record P1, key, valueLen, value, headerCount, header bytes; the meta pieces are
-    [P1, valueLen, headerCount] per record (3n), then come keys, values, header bytes."""
+    record its first piece, key, valueLen, value, headerCount, header bytes; the meta
+    pieces are [first, valueLen, headerCount] per record (3n), then come keys, values,
+    header bytes."""
     i = np.arange(n, dtype=np.int32)
     order = np.empty(6 * n + 1, dtype=np.int32)
     order[0] = first
@@ -371,21 +372,22 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
     else:
         header_blob = None
         count_field = _Varints(0)
-    body = _sum([1, ts_field.sizes, offset_field.sizes, key_field.sizes, key_bytes,
+    body = sum_terms([1, ts_field.sizes, offset_field.sizes, key_field.sizes, key_bytes,
                  value_field.sizes, value_bytes, count_field.sizes, header_bytes])
     length_field = _Varints((np.asarray(body, dtype=np.int32) << 1).view(np.uint32))
     attributes = _Varints(0)
 
     first = [length_field, attributes, ts_field, offset_field, key_field]
     meta = _record_meta(first + [value_field, count_field], n)
-    first_size = _sum([field.sizes for field in first])
+    first_size = sum_terms([field.sizes for field in first])
     if header_blob is not None:
         offsets = _piece_offsets([first_size, value_field.sizes, count_field.sizes], n)
         sources = [keys, values, header_blob]
         order = _order_with_headers(n, first=6 * n)
     elif keys_absent:
         # No key bytes either: a record's first piece and its valueLen are one piece.
-        offsets = _merged_offsets([_sum([first_size, value_field.sizes])], count_field.sizes, n)
+        offsets = _merged_offsets([sum_terms([first_size, value_field.sizes])],
+                                  count_field.sizes, n)
         sources = [values]
         order = _order_keyless(n, first=2 * n + 1)
     else:
@@ -408,15 +410,6 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
                          base_sequence, n)
     struct.pack_into(">I", out, _V2_CRC_OFFSET, _crc32c(out[_V2_ATTRIBUTES_OFFSET:]))
     return out
-
-
-def _sum(terms):
-    """Sum of ints and arrays, the ints added first (one array pass per array)."""
-    total = sum(t for t in terms if isinstance(t, int))
-    for t in terms:
-        if not isinstance(t, int):
-            total = t + total
-    return total
 
 
 def _binary_field(column, n, what, lengths=None):
