@@ -169,13 +169,14 @@ def _order_merged(n, first):
     pieces are [first 0, valueLen 0, headerCount 0 + first 1, valueLen 1, ...,
     headerCount n-1] (2n + 1), then come the keys and the values."""
     global _TAKE_BASE
-    if len(_TAKE_BASE) < 4 * n:
-        i = np.arange(max(n, 1 << 13, len(_TAKE_BASE) // 2), dtype=np.int32)
-        _TAKE_BASE = np.stack([2 * i, i + 1, 2 * i + 1, i + 1], axis=1).reshape(-1)
+    base = _TAKE_BASE      # read once: another thread may replace it
+    if len(base) < 4 * n:
+        i = np.arange(max(n, 1 << 13, len(base) // 2), dtype=np.int32)
+        base = _TAKE_BASE = np.stack([2 * i, i + 1, 2 * i + 1, i + 1], axis=1).reshape(-1)
     order = np.empty(4 * n + 2, dtype=np.int32)
     order[0] = first
     pieces = order[1:-1]
-    pieces[:] = _TAKE_BASE[:4 * n]
+    pieces[:] = base[:4 * n]
     pieces[1::4] += 2 * n      # keys and values follow the 2n + 1 meta pieces (1-D passes:
     pieces[3::4] += 3 * n      # numpy is slow at broadcasting over rows of 4)
     order[-1] = 2 * n
