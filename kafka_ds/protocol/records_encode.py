@@ -1,4 +1,13 @@
-"""One v2 record batch from Arrow arrays, column-wise (the encoder)."""
+"""One v2 record batch from Arrow arrays, column-wise (the encoder).
+
+Every varint field of the records (length, timestampDelta, offsetDelta, keyLen, valueLen,
+headerCount) is written a byte plane at a time into one (records, width) uint8 slot
+matrix; one boolean mask drops the bytes a shorter varint leaves unused.  Fields whose
+records all have one size need no mask, equal timestamps are a constant byte and the
+offset deltas come from a table kept across batches.  One Arrow take then copies the
+batch header's space, the meta pieces, keys, values (and header bytes) into the buffer
+that is sent: a record's headerCount and the next record's first varints are one piece.
+"""
 from __future__ import annotations
 
 import struct
