@@ -65,6 +65,8 @@ def murmur2_array(keys) -> np.ndarray:
     offsets, data = _offsets_and_data(keys)
     starts = offsets[:-1]
     lengths = np.maximum(binary_lengths(keys), 0)
+    if int(lengths.min()) == int(lengths.max()) and len(data):
+        return _murmur2_fixed_length(data, n, int(lengths[0]))
     # Pad so every 4-byte read below stays in bounds, then view the bytes as
     # little-endian uint32 starting at *every* byte position (stride 1): word j of
     # key i is one gather at starts[i] + 4j, however the key is aligned.
@@ -124,6 +126,31 @@ def murmur2_array(keys) -> np.ndarray:
     if has1.any():
         h[has1] ^= padded[tail_pos[has1]].astype(np.uint32)
         h[has1] *= _M32
+    h ^= h >> np.uint32(13)
+    h *= _M32
+    h ^= h >> np.uint32(15)
+    return h.view(np.int32)
+
+
+def _strided(data, start, step, dtype):
+    """Element ``start + i * step`` of the bytes ``data`` as ``dtype``, for every key i:
+    a view (numpy reads unaligned words), no gather."""
+    return np.ndarray(shape=(len(data) // step,), dtype=dtype, buffer=data, offset=start,
+                      strides=(step,))
+
+
+def _murmur2_fixed_length(data, n, length):
+    """murmur2 of ``n`` keys of ``length`` bytes each, back to back in ``data`` (keys of
+    one format, the usual case): word j of every key is a strided view."""
+    h = np.full(n, SEED ^ length, dtype=np.uint32)
+    for j in range(length >> 2):
+        h *= _M32
+        h ^= _mix_words(_strided(data, 4 * j, length, "<u4"))
+    tail = length & 3
+    if tail:
+        for k in reversed(range(tail)):
+            h ^= _strided(data, (length & ~3) + k, length, np.uint8).astype(np.uint32) << (8 * k)
+        h *= _M32
     h ^= h >> np.uint32(13)
     h *= _M32
     h ^= h >> np.uint32(15)

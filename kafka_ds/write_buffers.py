@@ -43,14 +43,22 @@ class PartitionBuffer:
         self.bytes += int(sizes.sum())
 
 
-def _concat(arrays, length_of, typ):
-    """Concatenate Arrow slices; ``None`` entries (column absent) become nulls."""
+def _chunked(arrays, length_of, typ):
+    """Arrow slices (or chunked arrays) as one chunked array, not copied: the encoder's
+    take reads the chunks where they are. ``None`` entries (column absent) become nulls."""
     if all(a is None for a in arrays):
         return None
     if len(arrays) == 1:
         return arrays[0]
-    filled = [a if a is not None else pa.nulls(length_of[i], typ) for i, a in enumerate(arrays)]
-    return pa.concat_arrays(filled)
+    chunks = []
+    for i, a in enumerate(arrays):
+        if a is None:
+            chunks.append(pa.nulls(length_of[i], typ))
+        elif isinstance(a, pa.ChunkedArray):
+            chunks.extend(a.chunks)
+        else:
+            chunks.append(a)
+    return pa.chunked_array(chunks, typ)
 
 
 def buffer_type(arrays):
@@ -88,7 +96,9 @@ class RecordBatcher:
             group = base[topics.index] + partitions
         else:
             group = partitions.astype(np.int64)
-        order = np.argsort(group, kind="stable")
+        # numpy's stable sort of 16-bit integers is a radix sort
+        narrow = np.uint16 if len(group) and int(group.max()) < 1 << 16 else np.int64
+        order = np.argsort(group.astype(narrow, copy=False), kind="stable")
         sorted_group = group[order]
         cuts = np.flatnonzero(sorted_group[1:] != sorted_group[:-1]) + 1
         starts = np.concatenate(([0], cuts))
@@ -145,9 +155,9 @@ class RecordBatcher:
     def _encode_and_send(self, key, buffer: PartitionBuffer, keep_tail: bool) -> None:
         topic, partition = key
         lengths = [len(v) for v in buffer.values]
-        values = _concat(buffer.values, lengths, pa.binary())
-        keys = _concat(buffer.keys, lengths, pa.binary())
-        headers = _concat(buffer.headers, lengths, buffer_type(buffer.headers))
+        values = _chunked(buffer.values, lengths, pa.binary())
+        keys = _chunked(buffer.keys, lengths, pa.binary())
+        headers = _chunked(buffer.headers, lengths, buffer_type(buffer.headers))
         timestamps = buffer.timestamps[0] if len(lengths) == 1 else np.concatenate(buffer.timestamps)
         rows = buffer.rows[0] if len(lengths) == 1 else np.concatenate(buffer.rows)
         sizes = buffer.sizes[0] if len(lengths) == 1 else np.concatenate(buffer.sizes)

@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 from .partitioner import StickyPartitioner, partitions_for_keys
 from .protocol.errors import ConfigurationError
 from .protocol.records import V2_HEADER_SIZE
-from .protocol.records_arrays import as_binary_array, binary_lengths, zigzag_varint_sizes
+from .protocol.records_arrays import (
+    as_binary_array, binary_lengths, sum_terms, zigzag_varint_sizes,
+)
 from .protocol.records_encode import flatten_headers, header_sizes
 
 
@@ -117,17 +119,44 @@ def _record_sizes(keys, values, headers, timestamps, batch_limit, first_row, des
     # it never exceed kafka.batch.size / kafka.max.request.size.
     # (lengths are -1 for nulls, as written: a 1-byte varint and no bytes)
     n = len(values)
-    key_len = binary_lengths(keys) if keys is not None else np.full(n, -1, dtype=np.int64)
-    value_len = binary_lengths(values)
-    header_bytes, header_counts = _header_sizes(headers, n, first_row, describe_rows)
     # attributes byte, timestamp delta (a batch may also hold rows of other Arrow
     # batches: allow ~17 minutes more), offset delta (< records in a batch)
     span = int(timestamps.max() - timestamps.min()) + 1_000_000
-    fixed = 1 + int(zigzag_varint_sizes(np.array([span, batch_limit])).sum())
-    body = (fixed + np.maximum(key_len, 0) + zigzag_varint_sizes(key_len)
-            + np.maximum(value_len, 0) + zigzag_varint_sizes(value_len)
-            + header_bytes + zigzag_varint_sizes(header_counts))
-    return body + zigzag_varint_sizes(body)
+    terms = [1 + int(zigzag_varint_sizes(np.array([span, batch_limit])).sum())]
+    terms += _length_terms(binary_lengths(values), values.null_count)
+    if keys is not None:
+        terms += _length_terms(binary_lengths(keys), keys.null_count)
+    else:
+        terms.append(1)                     # a null key: zigzag(-1), one byte
+    if headers is not None:
+        header_bytes, header_counts = _header_sizes(headers, n, first_row, describe_rows)
+        terms += [header_bytes, _length_varint_sizes(header_counts)]
+    else:
+        terms.append(1)                     # headerCount 0
+    body = sum_terms(terms)
+    return body + _length_varint_sizes(body)
+
+
+def _length_terms(lengths, null_count):
+    """[bytes, bytes of the zigzag varint length] of a key or value column."""
+    return [np.maximum(lengths, 0) if null_count else lengths, _length_varint_sizes(lengths)]
+
+
+# zigzag(x) = 2x for x >= 0, so x >= 64 << 7k takes a (k + 2)-th varint byte
+_LENGTH_VARINT_STEPS = [64 << 7 * k for k in range(9)]
+
+
+def _length_varint_sizes(lengths):
+    """Bytes of the zigzag varint of every int64 >= -1 (-1: null, one byte) in
+    ``lengths``: an int when they are all the same, else an array (one pass per size
+    class the values span)."""
+    low, top = max(int(lengths.min()), 0), int(lengths.max())
+    narrow = 1 + sum(low >= step for step in _LENGTH_VARINT_STEPS)
+    width = 1 + sum(top >= step for step in _LENGTH_VARINT_STEPS)
+    sizes = narrow
+    for step in _LENGTH_VARINT_STEPS[narrow - 1:width - 1]:
+        sizes = sizes + (lengths >= step)
+    return sizes
 
 
 def _header_sizes(headers, n, first_row, describe_rows):

@@ -110,6 +110,19 @@ def test_murmur2_array_keys_of_one_word_count():
     assert murmur2_array(pa.array([b""] * 5, pa.binary())).tolist() == [java_murmur2(b"")] * 5
 
 
+def test_murmur2_array_keys_of_one_length():
+    # Keys all of one length hash from strided views of the data: every length (all tail
+    # cases), a slice of a larger array, one key, and one long key length.
+    rnd = random.Random(5)
+    for length in list(range(1, 18)) + [1001]:
+        keys = [bytes(rnd.randrange(256) for _ in range(length)) for _ in range(40)]
+        expected = [java_murmur2(k) for k in keys]
+        assert murmur2_array(pa.array(keys, pa.binary())).tolist() == expected, length
+        assert murmur2_array(pa.array(keys, pa.binary()).slice(3, 30)).tolist() == \
+            expected[3:33], length
+        assert murmur2_array(pa.array(keys[:1], pa.binary())).tolist() == expected[:1]
+
+
 def test_murmur2_long_keys_take_the_scalar_tail():
     # A few very long keys among short ones: the vectorised rounds stop early and the
     # long keys are finished one by one -- same results.

@@ -124,3 +124,32 @@ def test_murmur2_nulls_hash_like_empty_keys():
     assert murmur2_array(keys).tolist() == [murmur2(b"abc"), murmur2(b""), murmur2(b""),
                                              murmur2(b"gh")]
     assert murmur2_array(pa.array([None, "abcde"])).tolist() == [murmur2(b""), murmur2(b"abcde")]
+
+
+@pytest.mark.parametrize("with_keys,with_headers", [(True, False), (False, False), (True, True)])
+def test_record_size_estimates(with_keys, with_headers):
+    """The writer's per-record size bound (kafka_ds.write_rows), whose varint sizes are
+    counted per size class, against a record-by-record count: lengths across the 64 and
+    8192 varint boundaries, nulls, headers."""
+    from kafka_ds.write_rows import _record_sizes
+    lengths = [None, 0, 1, 63, 64, 65, 8191, 8192, 8193, 70_000, 30]
+    n = len(lengths)
+    values = pa.array([None if v is None else b"v" * v for v in lengths], pa.binary())
+    keys = pa.array([None if v is None else b"k" * v for v in reversed(lengths)], pa.binary()) \
+        if with_keys else None
+    headers = pa.array([[{"key": "h", "value": b"x" * 70}] * (i * 7) or None for i in range(n)],
+                       HEADERS_TYPE) if with_headers else None
+    ts = np.array([1_700_000_000_000 + i * 999 for i in range(n)])
+    got = _record_sizes(keys, values, headers, ts, 1 << 20, 0, None)
+
+    zz = p.varint_size          # bytes of a zigzag varint
+    span = int(ts.max() - ts.min()) + 1_000_000
+    for i in range(n):
+        key = keys[i].as_py() if keys is not None else None
+        value = values[i].as_py()
+        count = i * 7 if with_headers else 0
+        header_bytes = count * (zz(1) + 1 + zz(70) + 70)
+        body = (1 + zz(span) + zz(1 << 20) + zz(-1 if key is None else len(key)) + len(key or b"")
+                + zz(-1 if value is None else len(value)) + len(value or b"") + zz(count)
+                + header_bytes)
+        assert int(got[i]) == body + zz(body), i

@@ -496,6 +496,57 @@ def test_encode_variants():
         encode_record_batch(keys=None, values=pa.array([1, 2]))
 
 
+def _sized(length, i):
+    return None if length is None else (b"%d:" % i).ljust(length, b"x")[:length]
+
+
+# Cases of the column-wise encoder's fast paths and their edges: equal timestamps (one
+# byte of delta each) or not, offset deltas past 63 (two bytes) and 8191 (three), key,
+# value and record lengths crossing the 64 and 8192 varint boundaries, nulls, headers.
+ENCODER_CASES = {
+    "equal timestamps": (70, lambda i: 10, lambda i: 100, lambda i: TS0, None),
+    "small deltas": (70, lambda i: 10, lambda i: 100, lambda i: TS0 + i % 50, None),
+    "negative and wide deltas": (9, lambda i: 3, lambda i: 5,
+                                 lambda i: TS0 + (-1) ** i * 10 ** i, None),
+    "8193 records": (8193, lambda i: i % 3, lambda i: i % 70, lambda i: TS0, None),
+    "lengths across 64": (300, lambda i: 60 + i % 8, lambda i: 58 + i % 12,
+                          lambda i: TS0 + i, None),
+    "lengths across 8192": (40, lambda i: 8188 + i % 8, lambda i: 8180 + i % 20,
+                            lambda i: TS0, None),
+    "uniform two-byte lengths": (200, lambda i: 64, lambda i: 8000, lambda i: TS0, None),
+    "null keys and values": (100, lambda i: None if i % 3 else 4,
+                             lambda i: None if i % 7 == 0 else 9, lambda i: TS0, None),
+    "all keys null": (100, lambda i: None, lambda i: 200, lambda i: TS0 - i, None),
+    "headers": (100, lambda i: 5, lambda i: 70, lambda i: TS0,
+                lambda i: [("h%d" % j, None if j == 1 else b"v" * (j * 40)) for j in range(i % 4)]),
+    "one record": (1, lambda i: 0, lambda i: 0, lambda i: 0, None),
+}
+
+
+@pytest.mark.parametrize("case", ENCODER_CASES)
+@pytest.mark.parametrize("chunked", [False, True])
+def test_encode_bytes_equal_an_independent_builder(case, chunked):
+    n, key_len, value_len, ts_of, headers_of = ENCODER_CASES[case]
+    records = [(ts_of(i), _sized(key_len(i), i), _sized(value_len(i), i),
+                headers_of(i) if headers_of else []) for i in range(n)]
+    keys = pa.array([r[1] for r in records], pa.binary())
+    values = pa.array([r[2] for r in records], pa.binary())
+    if chunked:   # the writer passes a partition's buffered slices as chunks
+        keys = pa.chunked_array([keys.slice(0, n // 3), keys.slice(n // 3)])
+        values = pa.chunked_array([values.slice(0, n // 2), values.slice(n // 2)])
+    if case == "all keys null":
+        keys = None
+    headers = [r[3] or None for r in records] if headers_of else None
+    data = encode_record_batch(keys=keys, values=values, headers=headers,
+                               timestamps_ms=[r[0] for r in records], producer_id=5,
+                               producer_epoch=1, base_sequence=10)
+    assert data == aio_batch(records, pid=5, epoch=1, seq=10)
+    for codec in (1, 3):
+        compressed = encode_record_batch(keys=keys, values=values, headers=headers,
+                                         timestamps_ms=[r[0] for r in records], compression=codec)
+        assert aio_rows(compressed) == aio_rows(data)
+
+
 def test_encode_decode_large_round_trip():
     n = 5000
     values = pa.array([os.urandom(i % 2000) for i in range(n)])

@@ -85,14 +85,24 @@ def as_binary_array(values, what):
     raise KafkaProtocolError(f"{what} must be a binary or string array, got {t}")
 
 
-def binary_lengths(arr):
-    """int64 lengths of a binary array, -1 for nulls."""
+def binary_lengths(arr, dtype=np.int64):
+    """Lengths (``dtype``) of a binary array, -1 for nulls."""
     offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1 + arr.offset)
     offs = offs[arr.offset:]
-    ln = (offs[1:] - offs[:-1]).astype(np.int64)
+    ln = (offs[1:] - offs[:-1]).astype(dtype, copy=False)
     if arr.null_count:
         ln[np.asarray(arr.is_null())] = -1
     return ln
+
+
+def sum_terms(terms):
+    """Sum of ints and arrays, the ints added first (one array pass per array): an int
+    when there is no array."""
+    total = sum(t for t in terms if isinstance(t, int))
+    for t in terms:
+        if not isinstance(t, int):
+            total = t + total
+    return total
 
 
 def zigzag_encode(x):

@@ -1,4 +1,13 @@
-"""One v2 record batch from Arrow arrays, column-wise (the encoder)."""
+"""One v2 record batch from Arrow arrays, column-wise (the encoder).
+
+Every varint field of the records (length, timestampDelta, offsetDelta, keyLen, valueLen,
+headerCount) is written a byte plane at a time into one (records, width) uint8 slot
+matrix; one boolean mask drops the bytes a shorter varint leaves unused.  Fields whose
+records all have one size need no mask, equal timestamps are a constant byte and the
+offset deltas come from a table kept across batches.  One Arrow take then copies the
+batch header's space, the meta pieces, keys, values (and header bytes) into the buffer
+that is sent: a record's headerCount and the next record's first varints are one piece.
+"""
 from __future__ import annotations
 
 import struct
@@ -13,7 +22,7 @@ from crc32c import crc32c as _crc32c
 from . import compression as _comp
 from .errors import KafkaProtocolError
 from .records_arrays import (
-    as_binary_array, binary_lengths, varint_sizes, write_varints, zigzag_encode,
+    as_binary_array, binary_lengths, sum_terms, varint_sizes, zigzag_encode,
 )
 from .records_layout import (
     _V2_ATTRIBUTES_OFFSET, _V2_CRC_OFFSET, _V2_HEADER, ATTR_TRANSACTIONAL, HEADERS_TYPE,
@@ -24,18 +33,210 @@ from .records_layout import (
 def _assemble(pieces_meta, meta_buf, sources, order):
     """Concatenate byte pieces in ``order`` with one Arrow take.
 
-    ``pieces_meta`` are offsets (int64, len m+1) of m pieces in ``meta_buf``;
-    ``sources`` are further binary arrays appended after the meta pieces.
+    ``pieces_meta`` are offsets (len m+1) of m pieces in ``meta_buf``; ``sources`` are
+    further binary arrays (or lists of arrays, taken as their concatenation) appended
+    after the meta pieces.
     """
     meta = pa.Array.from_buffers(pa.binary(), len(pieces_meta) - 1,
-                                 [None, pa.py_buffer(pieces_meta.astype(np.int32)),
+                                 [None, pa.py_buffer(np.asarray(pieces_meta, dtype=np.int32)),
                                   pa.py_buffer(meta_buf)])
-    combined = pa.concat_arrays([meta] + [s for s in sources])
+    arrays = [meta]
+    for source in sources:
+        arrays.extend(source if isinstance(source, list) else [source])
+    combined = pa.concat_arrays(arrays)
     out = pc.take(combined, pa.array(order), boundscheck=False)
     offs = np.frombuffer(out.buffers()[1], dtype=np.int32, count=len(out) + 1 + out.offset)
     lo = int(offs[out.offset])
     hi = int(offs[out.offset + len(out)])
-    return memoryview(out.buffers()[2])[lo:hi], out
+    return memoryview(out.buffers()[2]).cast("B")[lo:hi], out
+
+
+def _varint_size(value: int) -> int:
+    return max(1, (value.bit_length() + 6) // 7)
+
+
+class _Varints:
+    """One varint field of every record (``values``: unsigned, as written; a 0-d array
+    when all records have the same), laid out in ``width`` slot columns per record:
+    byte j of a record's varint in column j.  Records whose varint is shorter than
+    ``width`` leave the last columns unused (``longer`` says which are used)."""
+
+    def __init__(self, values):
+        self.values = np.asarray(values)
+        self.narrow = _varint_size(int(self.values.min()))
+        self.width = _varint_size(int(self.values.max()))
+        # longer[k]: the record's varint has byte narrow + k
+        self.longer = [self.values >= (1 << 7 * j) for j in range(self.narrow, self.width)]
+        self.sizes = self.narrow       # an int while every record's varint has the same size
+        for has_byte in self.longer:
+            self.sizes = self.sizes + has_byte
+
+    def write(self, slots, used, col):
+        """Write every record's varint at ``slots[:, col:col + width]``; clear the
+        unused columns in ``used``."""
+        for j in range(self.width):
+            byte = self.values >> (7 * j) if j else self.values
+            if j + 1 < self.narrow:
+                byte = byte | 0x80          # every record's varint goes on: continuation bit
+            elif j + 1 < self.width:
+                byte = byte | (self.longer[j + 1 - self.narrow].view(np.uint8) << 7)
+            slots[:, col + j] = byte        # the uint8 cast keeps the low 7 bits and bit 7
+        for k, has_byte in enumerate(self.longer):
+            used[:, col + self.narrow + k] = has_byte
+
+
+class _OffsetDeltas:
+    """The offset delta varints of records 0..n-1 (zigzag: 2i), sliced from a table built
+    for the largest batch yet: the same in every batch, so written once."""
+
+    _table = None    # (rows, bytes, used, sizes) of the varints of 0..rows-1
+
+    def __init__(self, n):
+        table = _OffsetDeltas._table
+        if table is None or table[0] < n:
+            rows = max(n, 1 << 13, 2 * table[0] if table else 0)
+            field = _Varints(np.arange(rows, dtype=np.uint32) << 1)
+            slots = np.empty((rows, field.width), dtype=np.uint8)
+            used = np.ones((rows, field.width), dtype=bool)
+            field.write(slots, used, 0)
+            # byte j of every record's varint contiguous: copied a column at a time
+            table = _OffsetDeltas._table = (rows, np.ascontiguousarray(slots.T),
+                                            np.ascontiguousarray(used.T), field.sizes)
+        _, self.bytes, self.used, sizes = table
+        self.narrow = 1
+        self.width = _varint_size(2 * (n - 1))
+        self.n = n
+        self.sizes = sizes[:n] if self.width > 1 else 1
+
+    def write(self, slots, used, col):
+        for j in range(self.width):
+            slots[:, col + j] = self.bytes[j, :self.n]
+        for j in range(1, self.width):
+            used[:, col + j] = self.used[j, :self.n]
+
+
+def _record_meta(fields, n):
+    """The varint bytes of every record, record after record (``fields``:
+    :class:`_Varints`/:class:`_OffsetDeltas` in a record's order).  The fields are written
+    into one (n, width) slot matrix, the unused slot bytes dropped with one boolean mask."""
+    slots = np.empty((n, sum(field.width for field in fields)), dtype=np.uint8)
+    uneven = any(field.narrow != field.width for field in fields)
+    used = np.ones(slots.shape, dtype=bool) if uneven else None
+    col = 0
+    for field in fields:
+        field.write(slots, used, col)
+        col += field.width
+    return slots[used] if uneven else slots.reshape(-1)
+
+
+def _piece_offsets(sizes, n):
+    """int32 offsets of pieces whose sizes (ints or arrays of n) repeat per record:
+    record 0's pieces, record 1's, ..."""
+    matrix = np.empty((n, len(sizes)), dtype=np.int32)
+    for p, size in enumerate(sizes):
+        matrix[:, p] = size
+    offsets = np.zeros(matrix.size + 1, dtype=np.int32)
+    np.cumsum(matrix.reshape(-1), out=offsets[1:])
+    return offsets
+
+
+def _zigzag_lengths(lengths, has_nulls):
+    """Zigzag (uint32) of int32 lengths, -1 for nulls."""
+    if not has_nulls:
+        return (lengths << 1).view(np.uint32)
+    return ((lengths << 1) ^ (lengths >> 31)).view(np.uint32)
+
+
+def _binary_chunks(values, what):
+    """A binary or string array (or chunked array) as a list of binary arrays, not copied
+    into one: the encoder's take reads them where they are."""
+    if isinstance(values, pa.ChunkedArray):
+        if not pa.types.is_binary(values.type):
+            values = pa.chunked_array([as_binary_array(chunk, what) for chunk in values.chunks],
+                                      pa.binary())
+        return values.chunks or [pa.array([], pa.binary())]
+    return [as_binary_array(values, what)]
+
+
+def _chunk_lengths(chunks):
+    """int32 lengths (-1 for nulls) of the concatenation of binary arrays."""
+    if len(chunks) == 1:
+        return binary_lengths(chunks[0], np.int32)
+    # one Arrow call for all the chunks (a numpy pass per chunk costs more)
+    lengths = pc.binary_length(pa.chunked_array(chunks, pa.binary()))
+    if any(chunk.null_count for chunk in chunks):
+        lengths = lengths.fill_null(-1)
+    return np.concatenate([chunk.to_numpy() for chunk in lengths.chunks])
+
+
+_TAKE_BASE = np.zeros(0, dtype=np.int32)
+
+
+def _order_merged(n, first):
+    """Take order of a batch without headers: piece ``first`` (the batch header), then per
+    record its first piece, key, valueLen, value, and the last headerCount; the meta
+    pieces are [first 0, valueLen 0, headerCount 0 + first 1, valueLen 1, ...,
+    headerCount n-1] (2n + 1), then come the keys and the values."""
+    global _TAKE_BASE
+    base = _TAKE_BASE      # read once: another thread may replace it
+    if len(base) < 4 * n:
+        i = np.arange(max(n, 1 << 13, len(base) // 2), dtype=np.int32)
+        base = _TAKE_BASE = np.stack([2 * i, i + 1, 2 * i + 1, i + 1], axis=1).reshape(-1)
+    order = np.empty(4 * n + 2, dtype=np.int32)
+    order[0] = first
+    pieces = order[1:-1]
+    pieces[:] = base[:4 * n]
+    pieces[1::4] += 2 * n      # keys and values follow the 2n + 1 meta pieces (1-D passes:
+    pieces[3::4] += 3 * n      # numpy is slow at broadcasting over rows of 4)
+    order[-1] = 2 * n
+    return order
+
+
+def _order_keyless(n, first):
+    """Take order of a batch without keys or headers: piece ``first`` (the batch header),
+    then per record its meta piece and value, and the last headerCount; the meta pieces
+    are [first + valueLen of record 0, headerCount 0 + first 1 + valueLen 1, ...,
+    headerCount n-1] (n + 1), then come the values."""
+    order = np.empty(2 * n + 2, dtype=np.int32)
+    order[0] = first
+    order[1:-1:2] = np.arange(n, dtype=np.int32)
+    np.add(order[1:-1:2], n + 1, out=order[2:-1:2])
+    order[-1] = n
+    return order
+
+
+def _merged_offsets(piece_sizes, count_sizes, n):
+    """int32 offsets of the meta pieces of a batch without headers, where a record's
+    headerCount and the next record's first piece are adjacent: one piece.  Per record
+    the pieces have ``piece_sizes`` (ints or arrays), the first of them joined by the
+    previous record's headerCount (``count_sizes``); the last headerCount ends alone."""
+    k = len(piece_sizes)
+    sizes = np.empty(k * n + 1, dtype=np.int32)
+    for p, size in enumerate(piece_sizes):
+        sizes[p:-1:k] = size
+    sizes[-1] = 0
+    sizes[k::k] += count_sizes
+    offsets = np.zeros(k * n + 2, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    return offsets
+
+
+def _order_with_headers(n, first):
+    """Take order of a batch with headers: piece ``first`` (the batch header), then per
+    record its first piece, key, valueLen, value, headerCount, header bytes; the meta
+    pieces are [first, valueLen, headerCount] per record (3n), then come keys, values,
+    header bytes."""
+    i = np.arange(n, dtype=np.int32)
+    order = np.empty(6 * n + 1, dtype=np.int32)
+    order[0] = first
+    order[1:].reshape(n, 6)[:] = np.stack(
+        [3 * i, 3 * n + i, 3 * i + 1, 4 * n + i, 3 * i + 2, 5 * n + i], axis=1)
+    return order
+
+
+# The batch header's place at the start of the take's output: uncompressed records are
+# copied once, into the buffer that is sent.
+_HEADER_SPACE = pa.array([bytes(V2_HEADER_SIZE)], pa.binary())
 
 
 class HeaderSizes(NamedTuple):
@@ -107,16 +308,10 @@ def _encode_headers(headers, n):
     if hkeys.null_count:
         raise KafkaProtocolError("header keys must not be null")
     sizes = header_sizes(hkeys, hvals, record_offsets)
-    ku, vu, ks, vs = sizes.key_zigzag, sizes.value_zigzag, sizes.key_len_size, sizes.value_len_size
     # meta pieces per header: [key length varint], [value length varint]
-    piece = np.empty(2 * H, dtype=np.int64)
-    piece[0::2] = ks
-    piece[1::2] = vs
-    moffs = np.zeros(2 * H + 1, dtype=np.int64)
-    np.cumsum(piece, out=moffs[1:])
-    meta = np.zeros(int(moffs[-1]), dtype=np.uint8)
-    write_varints(meta, moffs[0:-1:2], ku, ks)
-    write_varints(meta, moffs[1:-1:2], vu, vs)
+    length_fields = [_Varints(sizes.key_zigzag), _Varints(sizes.value_zigzag)]
+    meta = _record_meta(length_fields, H)
+    moffs = _piece_offsets([field.sizes for field in length_fields], H)
     idx = np.arange(H, dtype=np.int64)
     order = np.empty(4 * H, dtype=np.int64)
     order[0::4] = 2 * idx
@@ -146,118 +341,115 @@ def encode_record_batch(*, keys, values, headers=None, timestamps_ms=None, base_
 def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None,
                                base_offset=0, compression=0, producer_id=-1, producer_epoch=-1,
                                base_sequence=-1, is_transactional=False,
-                               partition_leader_epoch=-1, now_ms=None) -> bytearray:
-    """Build one v2 record batch (magic 2) from Arrow arrays, into a new ``bytearray``
-    (the writer sends it as it is: no copy into ``bytes``).
+                               partition_leader_epoch=-1, now_ms=None) -> memoryview:
+    """Build one v2 record batch (magic 2) from Arrow arrays, into a new writable buffer
+    (a ``memoryview`` of bytes: the writer sends it as it is, no copy into ``bytes``).
 
-    ``keys``/``values``: binary or string arrays (nullable; ``keys=None`` means
-    all keys null).  ``headers``: ``list<struct<key: string, value: binary>>``
-    array (or a list of ``[(key, value), ...]``/None per record) or None.
+    ``keys``/``values``: binary or string arrays or chunked arrays (nullable;
+    ``keys=None`` means all keys null).  ``headers``: ``list<struct<key: string, value:
+    binary>>`` array (or a list of ``[(key, value), ...]``/None per record) or None.
     ``timestamps_ms``: int64 array (nulls -> now) or None (all now).
     ``compression``: codec id or name.  Offsets deltas are 0..n-1.
     """
-    values = as_binary_array(values, "values")
     if values is None:
         raise KafkaProtocolError("values is required")
-    n = len(values)
+    values = _binary_chunks(values, "values")
+    value_len = _chunk_lengths(values)
+    n = len(value_len)
     if n == 0:
         raise KafkaProtocolError("cannot encode an empty record batch")
-    keys = as_binary_array(keys, "keys")
-    if keys is None:
-        keys = pa.nulls(n, pa.binary())
-    if len(keys) != n:
-        raise KafkaProtocolError(f"keys has {len(keys)} rows, values has {n}")
     codec = _comp.codec_id(compression)
     if now_ms is None:
         now_ms = int(time.time() * 1000)
-
-    if timestamps_ms is None:
-        ts = np.full(n, now_ms, dtype=np.int64)
-    else:
-        if isinstance(timestamps_ms, (pa.Array, pa.ChunkedArray)):
-            tarr = timestamps_ms
-            if pa.types.is_timestamp(tarr.type):
-                tarr = pc.cast(tarr, pa.timestamp("ms", tz=tarr.type.tz)).cast(pa.int64())
-            ts = np.asarray(tarr.cast(pa.int64()).fill_null(now_ms), dtype=np.int64)
-        else:
-            ts = np.asarray(timestamps_ms, dtype=np.int64)
-        if len(ts) != n:
-            raise KafkaProtocolError(f"timestamps_ms has {len(ts)} rows, values has {n}")
+    ts = _timestamps(timestamps_ms, n, now_ms)
     first_ts = int(ts[0])
     max_ts = int(ts.max())
 
-    kl = binary_lengths(keys)
-    vl = binary_lengths(values)
+    # Each record: length, attributes (0), timestampDelta, offsetDelta, keyLen, key,
+    # valueLen, value, headerCount, headers -- the varints written column-wise.
+    keys_absent = keys is None
+    key_field, key_bytes, keys = _binary_field(keys, n, "keys")
+    value_field, value_bytes, _ = _binary_field(values, n, "values", value_len)
+    ts_field = _Varints(0 if max_ts == int(ts.min()) else zigzag_encode(ts - first_ts))
+    offset_field = _OffsetDeltas(n)
+    header_bytes = 0
     if headers is not None:
-        hcount, hblob = _encode_headers(headers, n)
+        header_counts, header_blob = _encode_headers(headers, n)
+        count_field = _Varints((header_counts << 1).astype(np.uint32))
+        if header_blob is not None:
+            header_offsets = np.frombuffer(header_blob.buffers()[1], dtype=np.int32, count=n + 1)
+            header_bytes = np.diff(header_offsets)
     else:
-        hcount, hblob = np.zeros(n, dtype=np.int64), None
-    hbytes = np.zeros(n, dtype=np.int64)
-    if hblob is not None:
-        ho = np.frombuffer(hblob.buffers()[1], dtype=np.int32, count=n + 1)
-        hbytes = (ho[1:] - ho[:-1]).astype(np.int64)
+        header_blob = None
+        count_field = _Varints(0)
+    body = sum_terms([1, ts_field.sizes, offset_field.sizes, key_field.sizes, key_bytes,
+                 value_field.sizes, value_bytes, count_field.sizes, header_bytes])
+    length_field = _Varints((np.asarray(body, dtype=np.int32) << 1).view(np.uint32))
+    attributes = _Varints(0)
 
-    # One (6, n) matrix of zigzag varints: length, tsDelta, offsetDelta, keyLen,
-    # valueLen, headerCount -- sized and written in one vectorised pass each.
-    fields = np.empty((6, n), dtype=np.int64)
-    np.subtract(ts, first_ts, out=fields[1])
-    fields[2] = np.arange(n, dtype=np.int64)
-    fields[3] = kl
-    fields[4] = vl
-    fields[5] = hcount
-    u = zigzag_encode(fields)
-    sizes = np.empty((6, n), dtype=np.int64)
-    sizes[1:] = varint_sizes(u[1:].ravel()).reshape(5, n)
-    s_len, s_ts, s_od, s_kl, s_vl, s_hc = sizes
-    body = 1 + s_ts + s_od + s_kl + np.maximum(kl, 0) + s_vl + np.maximum(vl, 0) + s_hc + hbytes
-    u[0] = zigzag_encode(body)
-    s_len[:] = varint_sizes(u[0])
-
-    # meta pieces per record: P1 = len, attributes, tsDelta, offsetDelta, keyLen;
-    # P2 = valueLen; P3 = headerCount
-    p1 = s_len + 1 + s_ts + s_od + s_kl
-    per = p1 + s_vl + s_hc
-    rec_meta = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(per, out=rec_meta[1:])
-    m0 = rec_meta[:-1]
-    meta = np.zeros(int(rec_meta[-1]), dtype=np.uint8)
-    at = np.empty((6, n), dtype=np.int64)
-    at[0] = m0
-    np.add(m0, s_len + 1, out=at[1])    # the attributes byte in between stays 0
-    np.add(at[1], s_ts, out=at[2])
-    np.add(at[2], s_od, out=at[3])
-    np.add(at[3], s_kl, out=at[4])
-    np.add(at[4], s_vl, out=at[5])
-    write_varints(meta, at.ravel(), u.ravel(), sizes.ravel())
-    poffs = np.empty(3 * n + 1, dtype=np.int64)
-    poffs[0:-1:3] = m0
-    poffs[1::3] = m0 + p1
-    poffs[2::3] = m0 + p1 + s_vl
-    poffs[-1] = rec_meta[-1]
-
-    idx = np.arange(n, dtype=np.int64)
-    k = 6 if hblob is not None else 5
-    order = np.empty(k * n, dtype=np.int64)
-    order[0::k] = 3 * idx                 # P1
-    order[1::k] = 3 * n + idx             # key
-    order[2::k] = 3 * idx + 1             # P2
-    order[3::k] = 4 * n + idx             # value
-    order[4::k] = 3 * idx + 2             # P3
-    sources = [keys, values]
-    if hblob is not None:
-        order[5::k] = 5 * n + idx         # header bytes
-        sources.append(hblob)
-    region, _keepalive = _assemble(poffs, meta, sources, order)
-
-    if codec != 0:
+    first = [length_field, attributes, ts_field, offset_field, key_field]
+    meta = _record_meta(first + [value_field, count_field], n)
+    first_size = sum_terms([field.sizes for field in first])
+    if header_blob is not None:
+        offsets = _piece_offsets([first_size, value_field.sizes, count_field.sizes], n)
+        sources = [keys, values, header_blob]
+        order = _order_with_headers(n, first=6 * n)
+    elif keys_absent:
+        # No key bytes either: a record's first piece and its valueLen are one piece.
+        offsets = _merged_offsets([sum_terms([first_size, value_field.sizes])],
+                                  count_field.sizes, n)
+        sources = [values]
+        order = _order_keyless(n, first=2 * n + 1)
+    else:
+        offsets = _merged_offsets([first_size, value_field.sizes], count_field.sizes, n)
+        sources = [keys, values]
+        order = _order_merged(n, first=4 * n + 1)
+    if codec == 0:
+        sources.append(_HEADER_SPACE)
+        out, _keepalive = _assemble(offsets, meta, sources, order)
+    else:
+        region, _keepalive = _assemble(offsets, meta, sources, order[1:])
         region = _comp.compress(codec, region)
+        # numpy's allocator, not bytearray's: a fresh large bytearray page-faults as it fills
+        out = np.empty(V2_HEADER_SIZE + len(region), dtype=np.uint8)
+        out[V2_HEADER_SIZE:] = np.frombuffer(region, dtype=np.uint8)
+        out = memoryview(out)
     attrs = codec | (ATTR_TRANSACTIONAL if is_transactional else 0)
-    total = V2_HEADER_SIZE + len(region)
-    out = bytearray(total)
-    out[V2_HEADER_SIZE:] = region
-    _V2_HEADER.pack_into(out, 0, base_offset, total - LOG_OVERHEAD, partition_leader_epoch, 2, 0,
-                         attrs, n - 1, first_ts, max_ts, producer_id, producer_epoch,
+    _V2_HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch,
+                         2, 0, attrs, n - 1, first_ts, max_ts, producer_id, producer_epoch,
                          base_sequence, n)
-    crc = _crc32c(memoryview(out)[_V2_ATTRIBUTES_OFFSET:])
-    struct.pack_into(">I", out, _V2_CRC_OFFSET, crc)
+    struct.pack_into(">I", out, _V2_CRC_OFFSET, _crc32c(out[_V2_ATTRIBUTES_OFFSET:]))
     return out
+
+
+def _binary_field(column, n, what, lengths=None):
+    """(length varints, bytes per record, binary chunks) of a key or value column
+    (``lengths`` given: ``column`` is already its binary chunks); ``None`` keys are all
+    null."""
+    if column is None:
+        return _Varints(1), 0, [pa.nulls(n, pa.binary())]     # zigzag(-1): null
+    chunks = column
+    if lengths is None:
+        chunks = _binary_chunks(column, what)
+        lengths = _chunk_lengths(chunks)
+        if len(lengths) != n:
+            raise KafkaProtocolError(f"{what} has {len(lengths)} rows, values has {n}")
+    has_nulls = any(chunk.null_count for chunk in chunks)
+    field = _Varints(_zigzag_lengths(lengths, has_nulls))
+    return field, np.maximum(lengths, 0) if has_nulls else lengths, chunks
+
+
+def _timestamps(timestamps_ms, n, now_ms):
+    """int64 epoch milliseconds per record (nulls and ``None``: now)."""
+    if timestamps_ms is None:
+        return np.full(n, now_ms, dtype=np.int64)
+    if isinstance(timestamps_ms, (pa.Array, pa.ChunkedArray)):
+        tarr = timestamps_ms
+        if pa.types.is_timestamp(tarr.type):
+            tarr = pc.cast(tarr, pa.timestamp("ms", tz=tarr.type.tz)).cast(pa.int64())
+        ts = np.asarray(tarr.cast(pa.int64()).fill_null(now_ms), dtype=np.int64)
+    else:
+        ts = np.asarray(timestamps_ms, dtype=np.int64)
+    if len(ts) != n:
+        raise KafkaProtocolError(f"timestamps_ms has {len(ts)} rows, values has {n}")
+    return ts
