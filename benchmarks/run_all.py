@@ -55,7 +55,7 @@ FULL = {"decode_records": 1_000_000, "decode_1k_records": 250_000, "decode_repea
         "write_rows": 1_000_000, "write_repeat": 2, "memory_gb": 2.0}
 SCALE = {"decode_records": 1_000_000, "decode_1k_records": 250_000, "decode_repeat": 5,
          "read_sizes": [(100, 10_000_000)], "read_repeat": 2, "read_broker": "tansu",
-         "read_partitions": 8, "write_rows": 10_000_000, "write_repeat": 1,
+         "read_partitions": 8, "write_rows": 10_000_000, "write_repeat": 2,
          "write_broker": "tansu", "memory_gb": 2.0}
 QUICK = {"decode_records": 200_000, "decode_1k_records": 50_000, "decode_repeat": 3,
          "read_sizes": [(100, 300_000), (1024, 30_000), (10240, 3_000)], "read_repeat": 2,
