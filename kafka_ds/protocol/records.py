@@ -64,7 +64,8 @@ import heapq
 import pyarrow as pa
 from crc32c import crc32c as _crc32c
 
-# Every name ``kafka_ds.protocol.records`` had as one module stays importable from here.
+# Every name ``kafka_ds.protocol.records`` had as one module stays importable from here
+# (but ``write_varints``: the encoder that used it writes its varints column-wise now).
 # (Monkeypatching a decoder internal must target its module, e.g. ``records_v2``.)
 from . import (  # noqa: F401
     records_arrays, records_encode, records_layout, records_legacy, records_starts, records_v2,
@@ -76,7 +77,7 @@ from .compression import (  # noqa: F401
 from .errors import CorruptRecordError, KafkaProtocolError  # noqa: F401
 from .records_arrays import (  # noqa: F401
     _binary_to_string, _empty_columns, _headers_array, _int_array, _take_binary,
-    as_binary_array, binary_lengths, varint_sizes, write_varints, zigzag_encode,
+    as_binary_array, binary_lengths, varint_sizes, zigzag_encode,
 )
 from .records_encode import (  # noqa: F401
     _assemble, _encode_headers, encode_record_batch, encode_record_batch_buffer,
@@ -107,7 +108,6 @@ _as_binary_array = as_binary_array
 _lengths = binary_lengths
 _zz_encode = zigzag_encode
 _varint_sizes = varint_sizes
-_write_varints = write_varints
 
 __all__ = [
     "DecodeResult", "decode_records", "encode_record_batch", "encode_record_batch_buffer",

@@ -125,22 +125,3 @@ def varint_sizes(u):
 def zigzag_varint_sizes(values):
     """Bytes of the zigzag varint of every int64 in ``values`` (a record's signed lengths)."""
     return varint_sizes(zigzag_encode(values))
-
-
-def write_varints(out, pos, u, sizes):
-    """Write unsigned varints ``u`` (uint64) at ``pos`` in ``out`` (uint8)."""
-    if len(u) == 0:
-        return
-    more = sizes > 1
-    if not more.any():
-        out[pos] = u.astype(np.uint8)
-        return
-    out[pos] = (u & np.uint64(0x7F)).astype(np.uint8) | (more.astype(np.uint8) << 7)
-    lanes = np.flatnonzero(more)
-    j = 1
-    while lanes.size:
-        uu = u[lanes] >> np.uint64(7 * j)
-        cont = sizes[lanes] > j + 1
-        out[pos[lanes] + j] = (uu & np.uint64(0x7F)).astype(np.uint8) | (cont.astype(np.uint8) << 7)
-        lanes = lanes[cont]
-        j += 1
