@@ -43,7 +43,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import pyarrow as pa  # noqa: E402
 
 from kafka_ds.protocol.compression import codec_id  # noqa: E402
-from kafka_ds.protocol.records import decode_records, encode_record_batch  # noqa: E402
+from kafka_ds.protocol.records import decode_records  # noqa: E402
+from kafka_ds.protocol.records_encode import encode_record_batch
 
 TS0 = 1_700_000_000_000
 STATUSES = ("new", "paid", "shipped", "cancelled", "returned")

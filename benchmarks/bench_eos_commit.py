@@ -27,9 +27,9 @@ def main():
 
     from brokers import TansuBroker
     from kafka_ds.client import KafkaClient
-    from kafka_ds.exactly_once import _end, check_open, handles_of
+    from kafka_ds.write.exactly_once import _end, check_open, handles_of
     from kafka_ds.options import parse_write_options
-    from kafka_ds.writer import KafkaCommitMessage
+    from kafka_ds.write.task import KafkaCommitMessage
     from txlog import produce_in_transaction, verdict
 
     with TansuBroker() as broker:

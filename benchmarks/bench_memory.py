@@ -8,7 +8,7 @@ cap) with ``--gb`` GB of records (1 KiB values, 10-byte keys, 1,000 records per
 v2 batch, encoded by ``encode_record_batch`` and produced with kafka_ds's own
 ``KafkaClient``, a few Produce requests in flight), then, in a fresh Python
 subprocess (so nothing of the fill is in its heap), runs
-``kafka_ds.reader.read_range`` over the whole range exactly as a Spark task
+``kafka_ds.read.ranges.read_range`` over the whole range exactly as a Spark task
 does and discards every Arrow batch.
 
 The child imports kafka_ds, connects, and decodes one tiny fetch (1 KiB fetch
@@ -46,7 +46,7 @@ def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int =
 
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
-    from kafka_ds.protocol.records import encode_record_batch
+    from kafka_ds.protocol.records_encode import encode_record_batch
     from bench_read import acknowledge
 
     # A few distinct pre-encoded batches, cycled: the broker assigns the offsets (the

@@ -131,7 +131,8 @@ def main():
     from brokers import start_broker
     from kafka_ds.client import KafkaClient
     from kafka_ds.options import parse_read_options
-    from kafka_ds.pushdown import CONF, KafkaPushdownReader
+    from kafka_ds.compat import PUSHDOWN_CONF
+    from kafka_ds.reader import KafkaPushdownReader
     from kafka_ds.reader import KafkaBatchReader
 
     counter = FetchCounter(KafkaClient)
@@ -183,7 +184,7 @@ def main():
         if args.spark:
             from spark_support import make_spark
             spark = make_spark("bench_pushdown")
-            spark.conf.set(CONF, "true")
+            spark.conf.set(PUSHDOWN_CONF, "true")
             for push in ("false", "true", "false", "true"):
                 df = spark.read.format("pykafka").options(**options, pushFilters=push).load()
                 began = time.perf_counter()

@@ -14,7 +14,7 @@ keeps only ~5 MiB per partition) with N records of ``--value-size``-byte values 
 * ceiling count / noop -- a dummy Python DataSource that yields pre-built Arrow
   batches of the same schema, rows and partitioning (what the Python Data Source
   framework itself costs: the ceiling for any Python source);
-* kafka_ds python -- ``kafka_ds.reader.read_range`` (what a Spark task runs) over every
+* kafka_ds python -- ``kafka_ds.read.ranges.read_range`` (what a Spark task runs) over every
   partition in the benchmark process, one thread, into Arrow batches -- no Spark;
 * aiokafka       -- aiokafka's consumer reading every record of the topic into Python
   (``getmany``, touching key and value), one process, alternating with the previous.
@@ -60,7 +60,7 @@ def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE
     order, partition after partition; ``value_size`` then only sizes the batches)."""
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
-    from kafka_ds.protocol.records import encode_record_batch
+    from kafka_ds.protocol.records_encode import encode_record_batch
 
     step = per_batch(value_size)
     client = KafkaClient(bootstrap)
@@ -109,8 +109,8 @@ class CeilingDataSource(DataSource):
         return "kafka_ds_ceiling"
 
     def schema(self):
-        from kafka_ds.reader import spark_schema
-        return spark_schema(False)
+        from kafka_ds.columns import spark_ddl
+        return spark_ddl(False)
 
     def reader(self, schema):
         return CeilingReader(int(self.options["records"]), int(self.options["partitions"]),
@@ -133,7 +133,7 @@ class CeilingReader(DataSourceReader):
     def read(self, partition):
         import numpy as np
 
-        from kafka_ds.reader import arrow_schema
+        from kafka_ds.columns import arrow_schema
         # Same shape as pykafka's batches: one per ~8 MiB fetch.
         chunk = max(1, (8 << 20) // (self.value_size + 80))
         schema = arrow_schema(False)
@@ -190,10 +190,11 @@ def aiokafka_read(bootstrap: str, topic: str, records: int, value_size: int = VA
 
 def kafka_ds_python_read(bootstrap: str, topic: str, records: int,
                          partitions: int = PARTITIONS) -> float:
-    """Seconds for ``kafka_ds.reader.read_range`` to read every partition into Arrow
+    """Seconds for ``kafka_ds.read.ranges.read_range`` to read every partition into Arrow
     batches in this process, one thread (what the Spark tasks run, without Spark)."""
     from kafka_ds.options import parse_read_options
-    from kafka_ds.reader import OffsetRange, make_client, read_range
+    from kafka_ds.read.ranges import OffsetRange, read_range
+    from kafka_ds.client import make_client
 
     opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic},
                               streaming=False)

@@ -91,7 +91,8 @@ def count_committed(broker, topic) -> int:
     end offsets also count the transactions' commit markers). Fails when a transaction
     is still open (last stable offset below the high watermark)."""
     from kafka_ds.options import parse_read_options
-    from kafka_ds.reader import OffsetRange, make_client, read_range
+    from kafka_ds.read.ranges import OffsetRange, read_range
+    from kafka_ds.client import make_client
 
     opts = parse_read_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
                                "subscribe": topic, "kafka.isolation.level": "read_committed"},

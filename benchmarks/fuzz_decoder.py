@@ -90,7 +90,7 @@ def _v2_batch(rng, codec, base_offset, *, headers=False, transactional=False, pi
               count=None):
     import pyarrow as pa
 
-    from kafka_ds.protocol.records import encode_record_batch
+    from kafka_ds.protocol.records_encode import encode_record_batch
     n = count if count is not None else rng.randrange(1, 30)
     keys = pa.array([None if i % 5 == 0 else b"key%d" % i for i in range(n)], pa.binary())
     values = pa.array([None if i % 7 == 3 else rng.randbytes(rng.randrange(0, 60))
@@ -118,7 +118,7 @@ def _refresh_v2_crc(buf: bytearray, pos: int = 0) -> None:
 def _control_batch(base_offset, pid, abort):
     import pyarrow as pa
 
-    from kafka_ds.protocol.records import encode_record_batch
+    from kafka_ds.protocol.records_encode import encode_record_batch
     key = struct.pack(">hh", 0, 0 if abort else 1)
     value = struct.pack(">hi", 0, 5)
     raw = bytearray(encode_record_batch(keys=pa.array([key]), values=pa.array([value]),
@@ -133,7 +133,7 @@ def _control_batch(base_offset, pid, abort):
 def _bomb(codec, base_offset):
     """A batch whose payload inflates to 64 MiB, past the cap the fuzzer decodes with."""
     from kafka_ds.protocol.compression import compress
-    from kafka_ds.protocol.records import encode_record_batch
+    from kafka_ds.protocol.records_encode import encode_record_batch
     import pyarrow as pa
     small = bytearray(encode_record_batch(keys=None, values=pa.array([b"x"]),
                                           base_offset=base_offset, compression=codec))
@@ -298,7 +298,7 @@ _SEEDS = None
 def run_chunk(args):
     base_seed, start, stop, time_cap, save_dir = args
     global _SEEDS
-    from kafka_ds.protocol.errors import KafkaError
+    from kafka_ds.errors import KafkaError
     if _SEEDS is None:
         _SEEDS = build_seeds(base_seed)
     seeds, bombs = _SEEDS

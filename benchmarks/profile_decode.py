@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 import bench_decode as bd  # noqa: E402
 
-import kafka_ds.protocol.records as R  # noqa: E402
+from kafka_ds.protocol import records, records_layout, records_v2  # noqa: E402
 from kafka_ds.protocol.compression import codec_id  # noqa: E402
 
 STAGES = [
@@ -77,12 +77,12 @@ class StageTimer:
 
     def __enter__(self):
         # each function is wrapped where its caller looks it up
-        self.wrap(R, "_crc32c", "crc")
-        self.wrap(R.records_v2._comp, "decompress_into", "decompress")
-        self.wrap(R.records_v2, "_find_starts", "starts")
-        self.wrap(R.records_v2, "_take_binary", "take")
-        self.wrap(R, "_decode_v2_segment", "segment")
-        self.wrap(R, "decode_records", "total")
+        self.wrap(records, "_crc32c", "crc")
+        self.wrap(records_v2._comp, "decompress_into", "decompress")
+        self.wrap(records_v2, "_find_starts", "starts")
+        self.wrap(records_v2, "_take_binary", "take")
+        self.wrap(records, "_decode_v2_segment", "segment")
+        self.wrap(records, "decode_records", "total")
         return self
 
     def __exit__(self, *exc):
@@ -115,7 +115,7 @@ def profile_codec(keys, values, ts, codec_name: str, passes: int = 3) -> dict:
         with StageTimer() as st:
             for blob in blobs:
                 data = memoryview(bytearray(blob))     # hot, as received
-                R.decode_records(data, topic="bench", partition=0, fetch_offset=0)
+                records.decode_records(data, topic="bench", partition=0, fetch_offset=0)
         if p == 0:
             continue                                   # warm-up
         stages = st.stages()
@@ -130,9 +130,9 @@ def assembly_cost(keys, values, ts, codec_name: str) -> float:
     import pyarrow as pa
     blobs = bd.build_blobs(keys, values, ts, codec_id(codec_name))
     n = len(keys)
-    batches = [R.decode_records(memoryview(bytearray(b)), topic="bench", partition=0,
+    batches = [records.decode_records(memoryview(bytearray(b)), topic="bench", partition=0,
                                 fetch_offset=0).batch for b in blobs]
-    schema = R.record_schema(True)
+    schema = records_layout.record_schema(True)
     started = time.perf_counter()
     for _ in range(3):
         for b in batches:
@@ -174,11 +174,11 @@ def main(argv=None):
             blobs = bd.build_blobs(keys, values, ts, codec_id(name))
             datas = [memoryview(bytearray(b)) for b in blobs]
             for d in datas:
-                R.decode_records(d, topic="bench", partition=0, fetch_offset=0)
+                records.decode_records(d, topic="bench", partition=0, fetch_offset=0)
             prof = cProfile.Profile()
             prof.enable()
             for d in datas:
-                R.decode_records(d, topic="bench", partition=0, fetch_offset=0)
+                records.decode_records(d, topic="bench", partition=0, fetch_offset=0)
             prof.disable()
             print(f"\ncProfile, codec {name}:")
             pstats.Stats(prof).sort_stats("tottime").print_stats(20)

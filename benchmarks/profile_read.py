@@ -6,7 +6,7 @@
 Fills a 32-partition topic on the librdkafka mock cluster (as ``bench_read.py``
 does), then:
 
-1. runs ``kafka_ds.reader.read_range`` over every partition in this process
+1. runs ``kafka_ds.read.ranges.read_range`` over every partition in this process
    (what one Spark task does, without Spark), with timers around
    ``KafkaClient.fetch`` (request, broker, receiving the response, parsing the
    Fetch framing) and around the decoder's internal stages (the wrappers of
@@ -38,9 +38,10 @@ import profile_decode as pdm  # noqa: E402
 
 def python_read(bootstrap: str, topic: str, records: int) -> dict:
     """Seconds per stage for read_range over all partitions, one thread."""
-    from kafka_ds.fetch_pipeline import FetchAhead
+    from kafka_ds.read.fetch_pipeline import FetchAhead
     from kafka_ds.options import parse_read_options
-    from kafka_ds.reader import OffsetRange, make_client, read_range
+    from kafka_ds.read.ranges import OffsetRange, read_range
+    from kafka_ds.client import make_client
 
     opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic},
                               streaming=False)

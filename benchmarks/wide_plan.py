@@ -42,7 +42,7 @@ def main(argv=None):
     from kafka_ds.client import KafkaClient
     from kafka_ds.options import parse_read_options
     from kafka_ds.protocol import messages as m
-    from kafka_ds.protocol.records import encode_record_batch
+    from kafka_ds.protocol.records_encode import encode_record_batch
     from kafka_ds.reader import KafkaBatchReader
     from kafka_ds.stream import KafkaStreamReader
 

@@ -3,7 +3,8 @@
 The Python Data Source API exists from pyspark 4.0; later releases added to it:
 
 * 4.1: ``DataSourceStreamArrowWriter`` (streaming writes get Arrow batches; the pykafka
-  streaming sink is built on it).
+  streaming sink is built on it) and filter pushdown for Python data sources (the filter
+  classes; Spark's conf :data:`PUSHDOWN_CONF` turns it on).
 * 4.2: admission control for streaming reads (``pyspark.sql.streaming.datasource``:
   ``ReadLimit``s, ``SupportsTriggerAvailableNow``; ``latestOffset(start, limit)``), which
   ``maxOffsetsPerTrigger``/``minOffsetsPerTrigger``/``maxTriggerDelay`` need.
@@ -15,12 +16,28 @@ from __future__ import annotations
 
 import pyspark
 
-from .protocol.errors import ConfigurationError
+from .errors import ConfigurationError
 
 try:
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
 except ImportError:   # pyspark 4.0
     DataSourceStreamArrowWriter = None
+
+#: Spark's conf that lets a Python data source's reader take filters (pyspark >= 4.1)
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+try:
+    from pyspark.sql.datasource import (  # noqa: F401
+        EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual,
+    )
+    FILTER_PUSHDOWN = True
+except ImportError:   # pyspark 4.0
+    FILTER_PUSHDOWN = False
+
+    class _NoFilter:
+        """Stand-in for pyspark 4.1's filter classes: nothing is an instance of it (and
+        ``pushFilters=true`` fails with ``require`` before any filter arrives)."""
+
+    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = _NoFilter
 
 try:
     from pyspark.sql.streaming.datasource import (  # noqa: F401

@@ -59,7 +59,7 @@ def from_registry(col, format: str, **options):
     from pyspark.sql.functions import arrow_udf
 
     from .options.core import READ
-    from .typed_columns import _decode, resolve_for_read
+    from .read.typed_columns import decode_column, resolve_for_read
 
     spec = _spec(format, options, READ)
     typed = resolve_for_read(spec, None)
@@ -67,7 +67,7 @@ def from_registry(col, format: str, **options):
     permissive = typed.permissive
 
     def decode(values: pa.Array) -> pa.Array:
-        decoded, bad_rows, reasons, schema_ids = _decode(column, values)
+        decoded, bad_rows, reasons, schema_ids = decode_column(column, values)
         if len(bad_rows) and not permissive:
             schema_id = int(schema_ids[0])
             raise RecordDecodeError(
@@ -91,8 +91,9 @@ def to_registry(col, format: str, **options):
 
     from .options.core import WRITE
     from .registry.schema import RegisteredSchema
-    from .typed_columns import SCHEMA_TYPES, make_codec, registry
-    from .typed_writes import _register_or_find
+    from .formats.codecs import SCHEMA_TYPES, make_codec
+    from .registry.client import registry_for
+    from .write.typed_writes import register_or_find
 
     spec = _spec(format, options, frozenset({WRITE}))
     column_spec = spec.value
@@ -105,10 +106,10 @@ def to_registry(col, format: str, **options):
                 "to_registry with schema=... and a registry needs subject=...: the subject "
                 "the schema is registered under")
         schema = RegisteredSchema(SCHEMA_TYPES[column_spec.format], column_spec.inline_schema)
-        schema_id = _register_or_find(registry(spec.registry), spec, column_spec,
+        schema_id = register_or_find(registry_for(spec.registry), spec, column_spec,
                                       column_spec.subject or "", schema)
     else:
-        schema = registry(spec.registry).schema_version(
+        schema = registry_for(spec.registry).schema_version(
             column_spec.subject, column_spec.version,
             fmt="serialized" if column_spec.format == "protobuf" else None)
         schema_id = schema.schema_id

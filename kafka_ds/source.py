@@ -6,10 +6,10 @@ from dataclasses import replace
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
-from .columns import simple_string
-from .options import check_option_names, lower_keys, parse_bool, parse_read_options
-from .protocol.errors import ConfigurationError
-from .reader import KafkaBatchReader, spark_schema  # noqa: F401  (re-exported)
+from .columns import simple_string, spark_ddl
+from .errors import ConfigurationError
+from .options import check_option_names, parse_read_options
+from .options.core import lower_keys, parse_bool
 
 
 def _check_schema(schema, include_headers: bool, typed=None) -> None:
@@ -67,7 +67,7 @@ class KafkaDataSource(DataSource):
         if opts.typed_spec is None:
             return None
         if getattr(self, "_typed", None) is None:
-            from .typed_columns import resolve_for_read
+            from .read.typed_columns import resolve_for_read
             self._typed = resolve_for_read(opts.typed_spec, opts.subscribed_topics())
         return self._typed
 
@@ -82,7 +82,7 @@ class KafkaDataSource(DataSource):
             typed = self._typed_columns(opts)
             if typed is not None:
                 return typed.spark_ddl(opts.include_headers)
-        return spark_schema(self._include_headers())
+        return spark_ddl(self._include_headers())
 
     def _with_typed(self, opts):
         typed = self._typed_columns(opts)
@@ -105,15 +105,16 @@ class KafkaDataSource(DataSource):
         opts = self._with_typed(parse_read_options(
             self.options, streaming=False, report_unknown=not self._names_reported()))
         _check_schema(schema, opts.include_headers, opts.typed)
-        from .pushdown import pushdown_reader
-        return pushdown_reader(opts, "pushfilters" in lower_keys(self.options))
+        from .reader import batch_reader
+        return batch_reader(opts)
 
-    # --- writing (kafka_ds/writer.py) ---
+    # --- writing (writer.py) ---
 
     def _write_plan(self, schema, streaming: bool = False):
         """Options and columns checked on the driver, before any task runs."""
         from .options import parse_write_options
-        from .writer import check_topic_exists, plan_columns
+        from .write.plan import plan_columns
+        from .write.topics import check_topic_exists
         opts = parse_write_options(self.options)
         plan = plan_columns(schema, opts)
         if streaming and opts.topic is not None:

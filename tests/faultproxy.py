@@ -1,8 +1,9 @@
 """A fault-injecting TCP proxy between a Kafka client and a real cluster.
 
 One listener per broker on 127.0.0.1; every byte goes to the real broker and back.
-Metadata responses are rewritten so brokers are advertised at their proxy addresses
-(a client bootstrapped through the proxy stays on it). Requests are followed by
+Metadata and FindCoordinator responses are rewritten so brokers are advertised at their
+proxy addresses (a client bootstrapped through the proxy stays on it, coordinators
+included). Requests are followed by
 correlation id, so the proxy knows which response answers a Produce.
 
 ``drop_produce_replies(count, skip=0)``: let ``skip`` Produce responses through, then
@@ -21,6 +22,9 @@ Produce requests in flight on that connection (at most 10 s):
 * ``"stall"``    -- the response is held for ``seconds`` before it goes (a slow
   broker; longer than the client's request timeout, a timeout).
 * ``"reset"``    -- the connection is reset (TCP RST, SO_LINGER 0) instead of the answer.
+* ``"hold"``     -- the response is never sent and the connection stays open: the broker
+  did the work, the client waits. ``wait_held(timeout)`` returns once an answer is held,
+  so a test can act at exactly that point (kill the client, say).
 
 ``refuse_produce(count, error_code, skip=0)``: let ``skip`` Produce requests through,
 then keep the next ``count`` from the broker and answer them from the proxy with
@@ -48,7 +52,7 @@ from kafka_ds.client import KafkaClient
 from kafka_ds.protocol import messages as m
 from kafka_ds.protocol.schema import decode_request, decode_response, encode_response
 
-PRODUCE, METADATA = 0, 3
+PRODUCE, METADATA, FIND_COORDINATOR = 0, 3, 10
 
 
 def _read_exact(sock, n):
@@ -196,6 +200,13 @@ class _Pair:
                 if behind:
                     in_flight = 1 + self._wait_for_requests_behind(behind)
                 self.proxy._note_fault(kind, in_flight)
+            if kind == "hold":
+                # This answer and every later one of the connection stay here until the
+                # connection closes (the client is killed, or the proxy closed).
+                self.proxy._held.set()
+                while not self.closed and not self.proxy.closed:
+                    time.sleep(0.05)
+                return False
             if kind == "stall":
                 time.sleep(seconds)
             elif kind == "truncate":
@@ -210,6 +221,8 @@ class _Pair:
                 return False
         if api_key == METADATA:
             frame = self.proxy._rewrite_metadata(version, frame)
+        elif api_key == FIND_COORDINATOR:
+            frame = self.proxy._rewrite_coordinator(version, frame)
         elif api_key == PRODUCE:
             self.proxy._count_produce_errors(version, frame)
         self.client.sendall(frame)
@@ -263,6 +276,7 @@ class FaultProxy:
         self._faults: deque = deque()   # [api_key, kind, remaining, seconds]
         self.injected: Counter = Counter()   # kind -> faults applied
         self._refuse = [0, 0, 0]   # skip, count, error code
+        self._held = threading.Event()
         self.max_produce_in_flight = 0
         self.in_flight_at_fault: list = []   # (kind, Produce requests unanswered then)
         self.produce_errors: Counter = Counter()   # broker's Produce error code -> partitions
@@ -328,7 +342,7 @@ class FaultProxy:
 
     def inject(self, api_key: int, kind: str, count: int = 1, seconds: float = 0.0,
                skip: int = 0, behind: int = 0) -> None:
-        if kind not in ("drop", "truncate", "stall", "reset"):
+        if kind not in ("drop", "truncate", "stall", "reset", "hold"):
             raise ValueError(f"unknown fault {kind!r}")
         with self.lock:
             self._faults.append([api_key, kind, count, seconds, skip, behind])
@@ -344,6 +358,10 @@ class FaultProxy:
                     self.injected[entry[1]] += 1
                     return entry[1], entry[3], entry[5]
             return None
+
+    def wait_held(self, timeout: float) -> bool:
+        """Wait until an answer is held (fault ``"hold"``); False after ``timeout`` s."""
+        return self._held.wait(timeout)
 
     def pending_faults(self) -> int:
         with self.lock:
@@ -371,6 +389,16 @@ class FaultProxy:
             listener = self._listener((broker["host"], broker["port"]))
             broker["host"], broker["port"] = "127.0.0.1", listener.port
         return bytes(encode_response(m.METADATA, version, correlation_id, body))
+
+    def _rewrite_coordinator(self, version, frame):
+        correlation_id = struct.unpack_from(">i", frame, 4)[0]
+        body = decode_response(m.FIND_COORDINATOR, version, memoryview(frame)[4:])
+        # v0-3 answer at the top level, v4+ one entry per key asked for.
+        for entry in body.get("coordinators") or [body]:
+            if entry.get("host") and entry.get("port", -1) >= 0:
+                listener = self._listener((entry["host"], entry["port"]))
+                entry["host"], entry["port"] = "127.0.0.1", listener.port
+        return bytes(encode_response(m.FIND_COORDINATOR, version, correlation_id, body))
 
     def close(self):
         self.closed = True

@@ -55,7 +55,7 @@ def offsets_by_partition(rows) -> dict:
 
 def broker_ends(bootstrap: str, topic: str) -> dict:
     """{partition: [ListOffsets latest, Fetch high watermark]} straight from the broker."""
-    from kafka_ds.client.cluster import LATEST, KafkaClient
+    from kafka_ds.client import LATEST, KafkaClient
     client = KafkaClient(bootstrap)
     try:
         partitions = client.partitions_of_topics([topic], 0)[topic]

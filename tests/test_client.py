@@ -12,10 +12,10 @@ from fakebroker import serve_cluster
 from kafka_ds.client import EARLIEST, LATEST, KafkaClient
 from kafka_ds.options import parse_read_options
 from kafka_ds.protocol import messages as m
-from kafka_ds.protocol.errors import CorruptRecordError, KafkaError
-from kafka_ds.protocol.records import encode_record_batch
+from kafka_ds.errors import CorruptRecordError, KafkaError
+from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.protocol.schema import decode_request, encode_response
-from kafka_ds.reader import OffsetRange, read_range
+from kafka_ds.read.ranges import OffsetRange, read_range
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 BASE_TS = 1_700_000_000_000

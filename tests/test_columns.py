@@ -7,11 +7,11 @@ import pytest
 
 from kafka_ds import columns
 from kafka_ds.options import parse_write_options
-from kafka_ds.protocol.errors import ConfigurationError
-from kafka_ds.protocol.records import HEADERS_TYPE, TIMESTAMP_TYPE, record_schema
-from kafka_ds.reader import SPARK_SCHEMA, SPARK_SCHEMA_WITH_HEADERS, arrow_schema, spark_schema
+from kafka_ds.errors import ConfigurationError
+from kafka_ds.protocol.records_layout import HEADERS_TYPE, TIMESTAMP_TYPE, record_schema
+from kafka_ds.columns import arrow_schema, spark_ddl
 from kafka_ds.source import _check_schema
-from kafka_ds.writer import plan_columns
+from kafka_ds.write.plan import plan_columns
 from spark_support import spark  # noqa: F401  (fixture)
 
 SPARK_KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
@@ -21,8 +21,7 @@ SPARK_KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestam
 def test_arrow_schema_ddl_and_simple_string_agree(spark, include_headers):  # noqa: F811
     from pyspark.sql.pandas.types import to_arrow_schema
     names = SPARK_KAFKA_COLUMNS + (["headers"] if include_headers else [])
-    ddl = spark_schema(include_headers)
-    assert ddl == (SPARK_SCHEMA_WITH_HEADERS if include_headers else SPARK_SCHEMA)
+    ddl = spark_ddl(include_headers)
     parsed = spark.createDataFrame([], ddl).schema          # what Spark makes of the DDL
     assert parsed.names == names
     assert parsed.simpleString() == columns.simple_string(include_headers)
@@ -40,12 +39,12 @@ def test_arrow_schema_ddl_and_simple_string_agree(spark, include_headers):  # no
 
 @pytest.mark.parametrize("include_headers", [False, True])
 def test_custom_schema_check_accepts_exactly_the_source_schema(spark, include_headers):  # noqa: F811
-    own = spark.createDataFrame([], spark_schema(include_headers)).schema
+    own = spark.createDataFrame([], spark_ddl(include_headers)).schema
     _check_schema(own, include_headers)
     _check_schema(None, include_headers)
     with pytest.raises(ConfigurationError, match="fixed schema"):
         _check_schema(own, not include_headers)
-    other = spark.createDataFrame([], spark_schema(include_headers).replace(
+    other = spark.createDataFrame([], spark_ddl(include_headers).replace(
         "value binary", "value string")).schema
     with pytest.raises(ConfigurationError, match="fixed schema"):
         _check_schema(other, include_headers)
@@ -55,7 +54,7 @@ def test_custom_schema_check_accepts_exactly_the_source_schema(spark, include_he
 def test_sink_accepts_what_the_source_produces(spark, include_headers):  # noqa: F811
     """A DataFrame read from Kafka can be written back as is (Spark's Kafka sink too):
     every sink column of the source schema is taken, offset/timestampType are ignored."""
-    source = spark.createDataFrame([], spark_schema(include_headers)).schema
+    source = spark.createDataFrame([], spark_ddl(include_headers)).schema
     plan = plan_columns(source, parse_write_options({"kafka.bootstrap.servers": "h:1"}))
     assert (plan.key, plan.value, plan.topic, plan.partition, plan.timestamp) == (0, 1, 2, 3, 5)
     assert plan.headers == (7 if include_headers else -1)

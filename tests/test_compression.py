@@ -16,7 +16,7 @@ from kafka_ds.protocol.compression import (
     GZIP, LZ4, NONE, SNAPPY, ZSTD, XERIAL_MAGIC, OutputBuffer, codec_id, codec_name,
     compress, decompress, decompress_into, fix_legacy_lz4_header, xxh32,
 )
-from kafka_ds.protocol.errors import KafkaProtocolError
+from kafka_ds.errors import KafkaProtocolError
 
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 COMPRESSED = [GZIP, SNAPPY, LZ4, ZSTD]

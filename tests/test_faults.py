@@ -29,8 +29,10 @@ from brokers import consume_confluent, produce_confluent
 from faultproxy import FaultProxy
 from kafka_ds.client import KafkaClient
 from kafka_ds.options import parse_read_options, parse_write_options
-from kafka_ds.reader import OffsetPlanner, read_range
-from kafka_ds.writer import ColumnPlan, write_batches
+from kafka_ds.read.planner import OffsetPlanner
+from kafka_ds.read.ranges import read_range
+from kafka_ds.write.plan import ColumnPlan
+from kafka_ds.write.task import write_batches
 from spark_support import spark  # noqa: F401  (fixture)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
@@ -148,7 +150,7 @@ def test_read_fails_at_once_on_a_fatal_error_naming_partition_and_offset(mock_cl
 
 
 def test_fetch_budget_ends_retries_of_a_broker_that_stays_down(mock_cluster, restore):
-    from kafka_ds.protocol.errors import KafkaConnectionError
+    from kafka_ds.errors import KafkaConnectionError
     topic = mock_topic(mock_cluster, 1)
     fill(mock_cluster, topic, 1, 10)
     opts = parse_read_options({"kafka.bootstrap.servers": mock_cluster.bootstrap_servers,

@@ -1,4 +1,4 @@
-"""The pipelined fetch of ``read_range`` (kafka_ds/fetch_pipeline.py).
+"""The pipelined fetch of ``read_range`` (kafka_ds/read/fetch_pipeline.py).
 
 * ``next_offset_from_headers`` (the guess of the next Fetch offset) against the
   decoder's own ``next_offset``: golden cases and a hypothesis property over real
@@ -29,11 +29,13 @@ from hypothesis import strategies as st
 from brokers import produce_confluent
 from faultproxy import FaultProxy
 from kafka_ds.client import KafkaClient
-from kafka_ds.fetch_pipeline import FetchAhead, next_offset_from_headers
+from kafka_ds.read.fetch_pipeline import FetchAhead, next_offset_from_headers
 from kafka_ds.options import parse_read_options
-from kafka_ds.protocol.errors import KafkaError, error_for_code
-from kafka_ds.protocol.records import decode_records, encode_record_batch
-from kafka_ds.reader import OffsetRange, read_range
+from kafka_ds.errors import KafkaError
+from kafka_ds.protocol.errors import error_for_code
+from kafka_ds.protocol.records import decode_records
+from kafka_ds.protocol.records_encode import encode_record_batch
+from kafka_ds.read.ranges import OffsetRange, read_range
 
 FETCH = 1
 THREAD_PREFIX = "kafka_ds-fetch"
@@ -242,7 +244,7 @@ def test_read_range_many_fetches_every_guess_right(mock_cluster, filled, caplog)
     opts = options(mock_cluster.bootstrap_servers, topic)
     seen_thread = False
     got = []
-    with caplog.at_level(logging.DEBUG, logger="kafka_ds.reader"):
+    with caplog.at_level(logging.DEBUG, logger="kafka_ds.read.ranges"):
         for b in read_range(opts, OffsetRange(topic, 0, 5, PER_PARTITION - 7)):
             seen_thread = seen_thread or bool(fetch_threads())
             assert b.column("topic").to_pylist() == [topic] * b.num_rows

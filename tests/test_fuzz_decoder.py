@@ -26,7 +26,7 @@ def test_two_thousand_mutated_inputs_raise_only_typed_errors(tmp_path):
 def test_a_decompression_bomb_is_capped():
     import pytest
 
-    from kafka_ds.protocol.errors import KafkaProtocolError
+    from kafka_ds.errors import KafkaProtocolError
     from kafka_ds.protocol.records import decode_records
     for codec in (1, 4):
         with pytest.raises(KafkaProtocolError):
@@ -40,7 +40,7 @@ def test_inputs_the_fuzzer_found_raise_corrupt_record_errors():
     (IndexError); now a CorruptRecordError naming the offset."""
     import pytest
 
-    from kafka_ds.protocol.errors import CorruptRecordError
+    from kafka_ds.errors import CorruptRecordError
     from kafka_ds.protocol.records import decode_records
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
     for name in ("fuzz_chain_index_33033.bin", "fuzz_chain_index_58226.bin"):

@@ -26,7 +26,7 @@ from kafka.protocol.schemas.fields.codecs import BitField
 from kafka.protocol.schemas.load_json import load_json
 
 from kafka_ds.protocol import messages as m
-from kafka_ds.protocol.errors import KafkaProtocolError
+from kafka_ds.errors import KafkaProtocolError
 from kafka_ds.protocol.schema import (
     Field, Versions, compile_codec, decode_request, decode_response, encode_request,
     encode_response, read_response_correlation_id,

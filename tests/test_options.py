@@ -4,15 +4,28 @@ import pytest
 import logging
 import pickle
 
-from kafka_ds.client import ClientConfig, KafkaClient, parse_bootstrap
+from kafka_ds.client.config import ClientConfig
+from kafka_ds.client import KafkaClient
+from kafka_ds.client.connection import parse_bootstrap
 from kafka_ds.client.producer import ProducerConfig
-from kafka_ds.options import (
-    BATCH, FORBIDDEN, INT32_MAX, OPTIONS, READ, STREAM, WRITE, ReadOptions, boolean, choice,
-    default_of, duration_ms, integer, main, options_markdown, parse_duration_ms,
-    parse_read_options, parse_write_options, readme_section,
+from kafka_ds.options.core import (
+    BATCH,
+    INT32_MAX,
+    READ,
+    STREAM,
+    WRITE,
+    boolean,
+    choice,
+    duration_ms,
+    integer,
+    parse_duration_ms,
 )
-from kafka_ds.protocol.errors import ConfigurationError
-from kafka_ds.reader import OffsetRange, split_ranges
+from kafka_ds.options.registry import FORBIDDEN, OPTIONS, default_of
+from kafka_ds.options import ReadOptions, parse_read_options, parse_write_options
+from kafka_ds.options.readme import main, options_markdown, readme_section
+from kafka_ds.errors import ConfigurationError
+from kafka_ds.read.ranges import OffsetRange
+from kafka_ds.read.planner import split_ranges
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -202,10 +215,11 @@ def test_kafka_settings_reach_the_client_settings_built_on_the_driver():
         assert copy == opts and copy.client == opts.client
         with pytest.raises(AttributeError):
             copy.client.request_timeout_ms = 1   # frozen
-    from kafka_ds.reader import make_client
+    from kafka_ds.client import make_client
     client = make_client(pickle.loads(pickle.dumps(read)))
     assert client.config == read.client and client.bootstrap == [("127.0.0.1", 9092)]
-    from kafka_ds.writer import ColumnPlan, TaskWriter
+    from kafka_ds.write.plan import ColumnPlan
+    from kafka_ds.write.task import TaskWriter
     task = TaskWriter(pickle.loads(pickle.dumps(write)), ColumnPlan(names=("value",), value=0),
                       task=0)
     try:

@@ -13,12 +13,15 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
-from kafka_ds.protocol.errors import ConfigurationError, CorruptRecordError, DataLossError, KafkaError
-from kafka_ds.protocol.records import decode_records, encode_record_batch
-from kafka_ds.reader import OffsetRange, read_range, split_ranges
-from kafka_ds.record_timestamps import MAX_MS, check_timestamps, raw_timestamp
+from kafka_ds.errors import ConfigurationError, CorruptRecordError, DataLossError, KafkaError
+from kafka_ds.protocol.records import decode_records
+from kafka_ds.protocol.records_encode import encode_record_batch
+from kafka_ds.read.ranges import OffsetRange, read_range
+from kafka_ds.read.planner import split_ranges
+from kafka_ds.read.record_timestamps import MAX_MS, check_timestamps, raw_timestamp
 from kafka_ds.source import KafkaDataSource
-from kafka_ds.stream import InvalidOptionsStreamReader, KafkaStreamReader, from_offset_dict
+from kafka_ds.stream import InvalidOptionsStreamReader, KafkaStreamReader
+from kafka_ds.read.stream_offsets import from_offset_dict
 from spark_support import spark  # noqa: F401  (fixture)
 
 ONE_PER_BATCH = {"batch.num.messages": 1}   # Tansu's ListOffsets (tests/README.md)

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from brokers import produce_confluent
-from kafka_ds.partitioner import (
+from kafka_ds.write.partitioner import (
     StickyPartitioner,
     murmur2,
     murmur2_array,

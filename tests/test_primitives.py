@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kafka_ds.protocol import primitives as p
-from kafka_ds.protocol.errors import KafkaProtocolError
+from kafka_ds.errors import KafkaProtocolError
 
 
 def enc(write, value, *args):

@@ -1,6 +1,7 @@
 """Filter pushdown (option pushFilters + Spark's spark.sql.python.filterPushdown.enabled):
 the filtered read equals the unfiltered read filtered by Spark, and reads less."""
 import datetime as dt
+import re
 import uuid
 
 import pytest
@@ -8,8 +9,10 @@ from chispa import assert_df_equality
 
 from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
-from kafka_ds.pushdown import CONF, Narrowing, narrow
-from kafka_ds.reader import OffsetPlanner, make_client
+from kafka_ds.compat import PUSHDOWN_CONF
+from kafka_ds.read.pushdown import Narrowing, narrow
+from kafka_ds.read.planner import OffsetPlanner
+from kafka_ds.client import make_client
 from spark_support import spark  # noqa: F401  (fixture)
 
 pytest.importorskip("pyspark.sql.datasource", minversion=None)
@@ -85,11 +88,11 @@ def data(request, _brokers):
 
 @pytest.fixture
 def pushdown_conf(spark):
-    spark.conf.set(CONF, "true")
+    spark.conf.set(PUSHDOWN_CONF, "true")
     try:
         yield
     finally:
-        spark.conf.unset(CONF)
+        spark.conf.unset(PUSHDOWN_CONF)
 
 
 def test_filtered_read_equals_spark_filter(spark, data, pushdown_conf):
@@ -107,7 +110,7 @@ def test_filtered_read_equals_spark_filter(spark, data, pushdown_conf):
 
 def test_pushed_filters_plan_narrow_ranges(data):
     a, b = data.topics["a"], data.topics["b"]
-    from kafka_ds.pushdown import KafkaPushdownReader
+    from kafka_ds.reader import KafkaPushdownReader
     opts = parse_read_options({"kafka.bootstrap.servers": data.broker.bootstrap_servers,
                                "subscribePattern": data.pattern, "pushFilters": "true"},
                               streaming=False)
@@ -128,19 +131,38 @@ def test_pushed_filters_plan_narrow_ranges(data):
         client.close()
 
 
-def test_option_without_conf_fails_naming_both(spark, data):
-    # kafka_ds's message, not Spark's DATA_SOURCE_PUSHDOWN_DISABLED.
-    with pytest.raises(Exception, match=r"Option 'pushFilters' is true but Spark's conf "
-                                        r"spark\.sql\.python\.filterPushdown\.enabled is off"):
-        data.read(spark, True).where("partition = 0").collect()
+@pytest.fixture(scope="module")
+def tansu_data(_brokers):
+    return Data(_brokers.get("tansu"))
 
 
-def test_conf_without_option_fails_naming_both(spark, data, pushdown_conf):
-    df = (spark.read.format("pykafka")
-          .option("kafka.bootstrap.servers", data.broker.bootstrap_servers)
-          .option("subscribePattern", data.pattern).load())
-    with pytest.raises(Exception, match=r"filterPushdown\.enabled is on but the pykafka "
-                                        r"source was not asked(.|\n)*'pushFilters'"):
-        df.where("partition = 0").collect()
-    # pushFilters=false reads with the conf on, without pushdown.
-    assert data.read(spark, False).where("partition = 0 AND offset < 3").count() == 6   # a-0 and b-0
+@pytest.mark.parametrize("conf", [False, True], ids=["conf-off", "conf-on"])
+@pytest.mark.parametrize("option", [None, "false", "true"], ids=["unset", "false", "true"])
+def test_each_setting_of_option_and_conf_reads_or_fails_naming_both(spark, tansu_data,
+                                                                     conf, option):
+    """Spark's conf turned on for other sources never breaks a read that does not ask for
+    pushdown; asking for it without the conf fails with a message naming both settings."""
+    if conf:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+    try:
+        reader = (spark.read.format("pykafka")
+                  .option("kafka.bootstrap.servers", tansu_data.broker.bootstrap_servers)
+                  .option("subscribePattern", tansu_data.pattern))
+        if option is not None:
+            reader = reader.option("pushFilters", option)
+        df = reader.load().where("partition = 0 AND offset < 3")
+        if option == "true" and not conf:
+            with pytest.raises(Exception) as info:
+                df.collect()
+            message = str(info.value)
+            assert "option 'pushFilters'=true" in message, message
+            assert "'spark.sql.python.filterPushdown.enabled' is false" in message, message
+            return
+        assert df.count() == 6      # offsets 0-2 of a-0 and of b-0
+        # Filters the source took exactly are gone from Spark's Filter node.
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        spark_filters_partition = re.search(r"\(partition#\d+ = 0\)", plan) is not None
+        assert spark_filters_partition == (option != "true"), plan
+    finally:
+        if conf:
+            spark.conf.unset(PUSHDOWN_CONF)

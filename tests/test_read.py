@@ -12,8 +12,8 @@ import pytest
 from chispa import assert_df_equality
 
 from brokers import produce_confluent
-from kafka_ds.protocol.errors import ConfigurationError
-from kafka_ds.reader import spark_schema
+from kafka_ds.errors import ConfigurationError
+from kafka_ds.columns import spark_ddl
 from kafka_ds.source import KafkaDataSource
 from spark_support import spark  # noqa: F401  (fixture)
 
@@ -66,7 +66,7 @@ class Dataset:
 
     def expected(self, spark, keep=lambda row: True, include_headers=False):
         rows = [r if include_headers else r[:7] for r in self.rows if keep(r)]
-        return spark.createDataFrame(rows, spark_schema(include_headers))
+        return spark.createDataFrame(rows, spark_ddl(include_headers))
 
 
 @pytest.fixture(scope="module", params=["mock", "tansu"])
@@ -244,7 +244,7 @@ def test_latest_offsets_after_multi_record_batches(spark, broker, new_topic, lat
     import pyarrow as pa
 
     from kafka_ds.client import KafkaClient
-    from kafka_ds.protocol.records import encode_record_batch
+    from kafka_ds.protocol.records_encode import encode_record_batch
     from test_client import _produce_batches
 
     topic = new_topic(partitions=2)
@@ -279,7 +279,7 @@ def _topic_with_a_later_batch_written_first(broker, deadline_s=90.0):
     import time
 
     from kafka_ds.client import EARLIEST, KafkaClient
-    from kafka_ds.protocol.records import encode_record_batch
+    from kafka_ds.protocol.records_encode import encode_record_batch
     from test_client import _produce_batches
 
     big = encode_record_batch(keys=None, values=[b"x" * 1000] * 4000)
@@ -333,7 +333,8 @@ def test_earliest_offset_when_a_later_batch_was_stored_first(spark, tansu_broker
     against the log start offset of one small Fetch and reads from offset 0, where
     ``latestOffsetsVia=listOffsets`` (Spark's lookup alone) silently skips the batch."""
     from kafka_ds.options import parse_read_options
-    from kafka_ds.reader import OffsetPlanner, make_client
+    from kafka_ds.read.planner import OffsetPlanner
+    from kafka_ds.client import make_client
 
     topic, records, wrong = _topic_with_a_later_batch_written_first(tansu_broker)
     try:
@@ -363,7 +364,7 @@ def test_latest_offsets_check_is_one_fetch_per_leader(broker, new_topic):
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
     from kafka_ds.options import parse_read_options
-    from kafka_ds.reader import OffsetPlanner
+    from kafka_ds.read.planner import OffsetPlanner
 
     topic = new_topic(partitions=12)
     produce_confluent(broker.bootstrap_servers, topic,
@@ -477,7 +478,8 @@ def test_timestamp_without_match_fails_by_default():
 def test_planner_earliest_latest_and_specific(data):
     from kafka_ds.client import LATEST
     from kafka_ds.options import parse_read_options
-    from kafka_ds.reader import OffsetPlanner, make_client
+    from kafka_ds.read.planner import OffsetPlanner
+    from kafka_ds.client import make_client
 
     a, b = data.topics["a"], data.topics["b"]
     opts = parse_read_options({"kafka.bootstrap.servers": data.bootstrap, "subscribe": f"{a},{b}",

@@ -11,8 +11,9 @@ import pytest
 
 from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
-from kafka_ds.protocol.errors import DataLossError
-from kafka_ds.reader import OffsetPlanner, make_client
+from kafka_ds.errors import DataLossError
+from kafka_ds.read.planner import OffsetPlanner
+from kafka_ds.client import make_client
 from spark_support import spark  # noqa: F401  (fixture)
 
 BASE_TS = 1_700_000_000_000

@@ -30,12 +30,12 @@ with warnings.catch_warnings():      # kafka-python's imports emit DeprecationWa
     from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
     from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
 
-from kafka_ds.protocol import records as rec
+from kafka_ds.protocol import records_starts
 from kafka_ds.protocol.compression import xxh32
-from kafka_ds.protocol.errors import CorruptRecordError, KafkaProtocolError
-from kafka_ds.protocol.records import (
-    HEADERS_TYPE, DecodeResult, decode_records, encode_record_batch, record_schema,
-)
+from kafka_ds.errors import CorruptRecordError, KafkaProtocolError
+from kafka_ds.protocol.records_layout import HEADERS_TYPE, DecodeResult, record_schema
+from kafka_ds.protocol.records import decode_records
+from kafka_ds.protocol.records_encode import encode_record_batch
 
 TOPIC = "orders-topic"
 PARTITION = 7
@@ -243,7 +243,7 @@ def test_headers_many_shapes_vectorized_and_python_paths():
 def _forbid(monkeypatch, name):
     def boom(*args, **kwargs):
         raise AssertionError(f"{name} should not be needed here")
-    monkeypatch.setattr(rec.records_starts, name, boom)
+    monkeypatch.setattr(records_starts, name, boom)
 
 
 def test_fast_paths_are_taken(monkeypatch):

@@ -12,8 +12,9 @@ import pytest
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
-from kafka_ds.protocol import records as rec
-from kafka_ds.protocol.errors import CorruptRecordError
+from kafka_ds.protocol import records_v2
+from kafka_ds.protocol.records import decode_records
+from kafka_ds.errors import CorruptRecordError
 
 TS0 = 1_700_000_000_000
 
@@ -31,14 +32,14 @@ def _batch(base, n, codec, headers=False, log_append=False, seed=0):
 
 
 def _decode(data, fetch_offset=0, **kw):
-    return rec.decode_records(data, topic="t", partition=0, fetch_offset=fetch_offset, **kw)
+    return decode_records(data, topic="t", partition=0, fetch_offset=fetch_offset, **kw)
 
 
 @pytest.fixture
 def tiny_chunks(monkeypatch):
     def set_chunks(records, nbytes=1 << 30):
-        monkeypatch.setattr(rec.records_v2, "_CHUNK_RECORDS", records)
-        monkeypatch.setattr(rec.records_v2, "_CHUNK_BYTES", nbytes)
+        monkeypatch.setattr(records_v2, "_CHUNK_RECORDS", records)
+        monkeypatch.setattr(records_v2, "_CHUNK_BYTES", nbytes)
     return set_chunks
 
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kafka_ds.client.retry import RetryPolicy, is_retriable, needs_metadata_refresh
-from kafka_ds.protocol.errors import (
-    ConfigurationError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
-    error_for_code,
-)
+from kafka_ds.errors import ConfigurationError, KafkaConnectionError, KafkaTimeoutError
+from kafka_ds.protocol.errors import error_for_code
 
 NOT_LEADER = error_for_code(6)
 UNKNOWN_TOPIC = error_for_code(3)
@@ -191,7 +187,8 @@ def test_invalid_metadata_codes_are_the_error_tables():
 
 
 def test_client_policy_follows_the_client_settings():
-    from kafka_ds.client import ClientConfig, KafkaClient
+    from kafka_ds.client.config import ClientConfig
+    from kafka_ds.client import KafkaClient
 
     client = KafkaClient("127.0.0.1:9", ClientConfig(
         default_api_timeout_ms=5000, retries=4, retry_backoff_ms=50, retry_backoff_max_ms=400))

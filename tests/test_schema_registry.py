@@ -25,21 +25,19 @@ from schema_registry import (  # noqa: F401  (fixtures)
 )
 
 from kafka_ds.errors import ConfigurationError, RetriableError
-from kafka_ds.registry import (
+from kafka_ds.registry.errors import (
     IncompatibleSchemaError,
     InvalidSchemaError,
-    RegisteredSchema,
     RegistryAuthenticationError,
-    RegistrySettings,
     RegistryUnavailableError,
     SchemaNotFoundError,
-    SchemaReference,
-    SchemaRegistry,
     SchemaRegistryError,
     SubjectNotFoundError,
     VersionNotFoundError,
-    registry_for,
 )
+from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
+from kafka_ds.registry.settings import RegistrySettings
+from kafka_ds.registry.client import SchemaRegistry, registry_for
 
 
 def record(name, *fields):

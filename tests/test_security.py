@@ -8,7 +8,6 @@ every mechanism) and ``sasl_ssl`` (SASL_SSL, every mechanism).
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import logging
 import os
@@ -20,11 +19,19 @@ import uuid
 import pytest
 
 from kafka_ds.client import KafkaClient
-from kafka_ds.client.security import (
-    ScramMechanism, SecuritySettings, parse_jaas_config, read_jks_certificates, unsecured_jwt)
-from kafka_ds.protocol.errors import (
-    AuthenticationError, ConfigurationError, KafkaConnectionError, KafkaError,
-    SecurityProtocolMismatchError, TlsError)
+from kafka_ds.client.security.jaas import parse_jaas_config
+from kafka_ds.client.security.oauth import unsecured_jwt
+from kafka_ds.client.security.parse import security_settings
+from kafka_ds.client.security.sasl import ScramMechanism
+from kafka_ds.client.security.settings import SecuritySettings
+from kafka_ds.client.security.tls import read_jks_certificates
+from kafka_ds.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    KafkaConnectionError,
+    SecurityProtocolMismatchError,
+    TlsError,
+)
 from secure_proxy import SecureProxy
 from spark_support import spark  # noqa: F401  (fixture)
 
@@ -321,7 +328,7 @@ def test_jks_reader_reads_key_entries_chains_and_checks_integrity(keytool_stores
 
 def test_jks_keystore_is_refused_with_the_keytool_command(keytool_stores):
     with pytest.raises(ConfigurationError) as info:
-        SecuritySettings.from_params({
+        security_settings({
             "security.protocol": "SSL", "ssl.keystore.location": keytool_stores["JKS-keystore"],
             "ssl.keystore.password": "changeit"})
     text = str(info.value)
@@ -489,7 +496,7 @@ def test_scram_client_matches_rfc7677_vector():
 
 
 def test_settings_pickle_and_never_show_secrets():
-    settings = SecuritySettings.from_params({
+    settings = security_settings({
         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
         "sasl.jaas.config": jaas("PLAIN")})
     assert pickle.loads(pickle.dumps(settings)) == settings
@@ -751,10 +758,9 @@ def test_streaming_query_outlives_its_sessions(spark, certs, tmp_path):
 # --- README -------------------------------------------------------------------------------
 
 def test_readme_has_the_security_option_table():
-    from kafka_ds.client.security import security_options_markdown
+    from kafka_ds.options.readme import security_section
     readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
-    assert security_options_markdown() in readme, \
-        "regenerate with python -m kafka_ds.client.security"
+    assert security_section() in readme, "regenerate with python -m kafka_ds.options --write-readme"
 
 
 def test_readme_recipe_paths_over_sasl_ssl(proxies, certs, token_endpoint):

@@ -26,13 +26,10 @@ from chispa import assert_df_equality
 
 from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
-from kafka_ds.protocol.errors import DataLossError
-from kafka_ds.stream import (
-    GroupCommitter,
-    KafkaStreamReader,
-    commit_query_progress,
-    from_offset_dict,
-)
+from kafka_ds.errors import DataLossError
+from kafka_ds.read.group_commits import GroupCommitter
+from kafka_ds.stream import KafkaStreamReader, commit_query_progress
+from kafka_ds.read.stream_offsets import from_offset_dict
 from spark_support import spark  # noqa: F401  (fixture)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -617,7 +614,7 @@ def test_stream_writer_checks_its_topic_once_within_metadata_max_age(broker, new
     # again only after kafka.metadata.max.age.ms. Batch writes always check.
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from kafka_ds.protocol.errors import ConfigurationError
+    from kafka_ds.errors import ConfigurationError
     from kafka_ds.source import KafkaDataSource
 
     schema = StructType([StructField("value", BinaryType())])

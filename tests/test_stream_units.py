@@ -1,7 +1,7 @@
 """Streaming offset bookkeeping that needs no broker."""
 import json
 
-from kafka_ds.stream import from_offset_dict, rate_limit, to_offset_dict
+from kafka_ds.read.stream_offsets import from_offset_dict, rate_limit, to_offset_dict
 
 
 def test_offset_dict_keys_sorted_and_stable():
@@ -44,7 +44,8 @@ def test_reader_pickles_without_its_connections_and_commit_thread():
     import pickle
 
     from kafka_ds.options import parse_read_options
-    from kafka_ds.stream import GroupCommitter, KafkaStreamReader
+    from kafka_ds.read.group_commits import GroupCommitter
+    from kafka_ds.stream import KafkaStreamReader
 
     raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", "kafka.group.id": "g"}
     reader = KafkaStreamReader(parse_read_options(raw, streaming=True), raw)
@@ -71,7 +72,7 @@ def test_group_id_only_when_asked_for():
 
 def _plan(sizes, **options):
     from kafka_ds.options import parse_read_options
-    from kafka_ds.reader import OffsetRange
+    from kafka_ds.read.ranges import OffsetRange
     from kafka_ds.stream import plan_tasks
 
     raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",

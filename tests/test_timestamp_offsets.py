@@ -9,7 +9,7 @@ import pytest
 from kafka_ds.client.timestamp_offsets import (EMPTY_ANSWER_ATTEMPTS, EMPTY_ANSWER_WAITS_MS,
                                                check_answer, first_header,
                                                partition_fetcher, search_offset)
-from kafka_ds.protocol.errors import KafkaProtocolError
+from kafka_ds.errors import KafkaProtocolError
 from kafka_ds.protocol.records_encode import encode_record_batch
 
 BASE_TS = 1_700_000_000_000

@@ -15,11 +15,11 @@ import time
 import pytest
 
 from brokers import consume_confluent, produce_confluent
+from faultproxy import FaultProxy
 from kafka_ds.client import KafkaClient
 from kafka_ds.client.transactions import (
     TransactionError, TransactionHandle, end_transaction, init_transactional_producer,
 )
-from kafka_ds.exactly_once import CRASH_AFTER_FIRST_COMMIT_ENV
 from txlog import produce_in_transaction, verdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -43,7 +43,7 @@ def read_committed_both(bootstrap, topic):
     """(kafka_ds, confluent-kafka) read_committed reads of the whole topic, each as
     [(partition, offset, value)] in log order. kafka_ds plans the batch read as Spark's
     driver would (its ends are the last stable offsets) and reads without Spark."""
-    from kafka_ds.reader import read_range
+    from kafka_ds.read.ranges import read_range
     from kafka_ds.source import KafkaDataSource
 
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
@@ -314,8 +314,8 @@ def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothin
     """The window the speculation test cannot time: a speculative copy that opens its
     transaction (fencing the original's) after the original finished, and is then killed.
     The driver's commit must fail before any EndTxn, and its abort leave nothing open."""
-    from kafka_ds.exactly_once import abort_all, commit_all, transactional_id
-    from kafka_ds.writer import KafkaCommitMessage
+    from kafka_ds.write.exactly_once import abort_all, commit_all, transactional_id
+    from kafka_ds.write.task import KafkaCommitMessage
 
     bs = tansu_broker.bootstrap_servers
     topic = tansu_topic("late-fence", 2)
@@ -357,6 +357,24 @@ def start_stream_child(spec, env=None):
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
 
 
+def kill_session(session_id: int) -> None:
+    """SIGKILL every process of a session (a driver started with start_new_session):
+    Spark's Python worker daemon runs in a process group of its own within it."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session_id:     # field 6 of stat: the session id
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def wait_committed(bootstrap, topic, at_least, child, timeout=240):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -380,17 +398,22 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
     spec = {"scenario": "stream", "bootstrap": bs, "source": source, "topic": sink,
             "checkpoint": str(tmp_path / "checkpoint"), "trigger_ms": 300,
             "max_offsets": 4000, "flag": ""}
-    flag = tmp_path / "crashed-in-commit"
-    # 1. the driver SIGKILLs itself (its whole process group) right after the first
-    #    EndTxn(commit) of its first micro-batch: the others stay open, recorded.
-    child = start_stream_child(spec, {CRASH_AFTER_FIRST_COMMIT_ENV: str(flag)})
-    try:
-        child.wait(timeout=300)
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)
-    assert flag.exists(), child.stderr.read()[-3000:]
+    # 1. the driver is SIGKILLed (its whole session: driver, JVM, Python workers) right
+    #    after the broker committed the first transaction of its first micro-batch with
+    #    data: the proxy holds that EndTxn's answer, so the driver never marks the batch
+    #    committed (nor ends any other transaction of it); the batch stays recorded as
+    #    pending in the checkpoint, for the restart to finish.
+    with FaultProxy(bs) as proxy:
+        proxy.inject(END_TXN, "hold")
+        child = start_stream_child({**spec, "bootstrap": proxy.bootstrap_servers})
+        try:
+            held = proxy.wait_held(timeout=300)
+        finally:
+            kill_session(child.pid)
+            child.wait(timeout=60)
+        assert held, child.stderr.read()[-3000:]
     assert child.returncode == -signal.SIGKILL
+    assert verdict(bs, sink).committed, "the broker committed the held EndTxn"
     # 2. killed from outside while batches are being written and committed (once: each
     #    kill costs a Spark driver's start, tens of CPU seconds of the suite's budget)
     for at_least in (12000,):
@@ -398,8 +421,7 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
         try:
             wait_committed(bs, sink, at_least, child)
         finally:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGKILL)
+            kill_session(child.pid)
             child.wait(timeout=60)
     # 3. restart and drain
     proc = subprocess.run(
@@ -450,7 +472,7 @@ def _aborted_list_cluster(log_bytes, aborted, end):
 def test_read_committed_drops_aborted_records_from_the_fetch_list():
     from kafka.protocol.consumer import FetchResponse
     from kafka_ds.options import parse_read_options
-    from kafka_ds.reader import OffsetRange, read_range
+    from kafka_ds.read.ranges import OffsetRange, read_range
     from test_records import _txn_log
 
     log_bytes = b"".join(_txn_log())   # built with aiokafka's batch builder
@@ -491,8 +513,8 @@ def eos_options(bootstrap, **extra):
 
 
 def test_prefix_defaults():
-    from kafka_ds.exactly_once import batch_prefix, stream_prefix
-    from kafka_ds.protocol.errors import ConfigurationError
+    from kafka_ds.write.exactly_once import batch_prefix, stream_prefix
+    from kafka_ds.errors import ConfigurationError
     opts = eos_options("h:1", checkpointLocation="/chk/q1")
     assert stream_prefix(opts) == stream_prefix(eos_options("h:1", checkpointLocation="/chk/q1"))
     assert stream_prefix(opts) != stream_prefix(eos_options("h:1", checkpointLocation="/chk/q2"))
@@ -505,7 +527,7 @@ def test_prefix_defaults():
 
 
 def test_recorded_transactions_are_committed_on_restart(broker, new_topic, tmp_path):
-    from kafka_ds.exactly_once import TransactionLog
+    from kafka_ds.write.exactly_once import TransactionLog
     topic = new_topic(partitions=2)
     bs = broker.bootstrap_servers
     first = produce_in_transaction(bs, topic, f"{topic}-0", {0: [b"a"]})

@@ -5,7 +5,7 @@ from chispa import assert_df_equality
 
 from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
-from kafka_ds.protocol.errors import ConfigurationError
+from kafka_ds.errors import ConfigurationError
 from spark_support import spark  # noqa: F401  (fixture)
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}

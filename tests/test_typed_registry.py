@@ -20,7 +20,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from brokers import produce_confluent
-from kafka_ds.protocol.errors import ConfigurationError
+from kafka_ds.errors import ConfigurationError
 from schema_registry import schema_registry  # noqa: F401  (fixture)
 from spark_support import spark  # noqa: F401  (fixture)
 

@@ -15,11 +15,11 @@ import textwrap
 
 import pytest
 
-from kafka_ds.options import (
-    BY_NAME, OPTIONS, STRICT_ENV, WRITE, check_option_names, parse_read_options,
-    parse_write_options, unknown_option_names,
-)
-from kafka_ds.protocol.errors import ConfigurationError
+from kafka_ds.options.registry import BY_NAME, OPTIONS, unknown_option_names
+from kafka_ds.options.names import STRICT_ENV
+from kafka_ds.options.core import WRITE
+from kafka_ds.options import check_option_names, parse_read_options, parse_write_options
+from kafka_ds.errors import ConfigurationError
 from spark_support import spark  # noqa: F401  (fixture)
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}

@@ -32,10 +32,10 @@ from kafka_ds.client import KafkaClient
 from kafka_ds.client.producer import ProduceError
 from kafka_ds.options import parse_write_options
 from kafka_ds.protocol import messages as m
-from kafka_ds.protocol.errors import ConfigurationError
-from kafka_ds.protocol.records import encode_record_batch
-from kafka_ds.writer import ColumnPlan, KafkaCommitMessage, TaskWriter, WriteSummary, \
-    plan_columns, write_batches
+from kafka_ds.errors import ConfigurationError
+from kafka_ds.protocol.records_encode import encode_record_batch
+from kafka_ds.write.plan import ColumnPlan, plan_columns
+from kafka_ds.write.task import KafkaCommitMessage, TaskWriter, WriteSummary, write_batches
 from spark_support import spark  # noqa: F401  (fixture)
 from test_partitioner import java_partition
 
@@ -371,7 +371,7 @@ def test_missing_topic_on_a_broker_that_does_not_create_it():
     """A broker without auto.create.topics.enable answers UNKNOWN_TOPIC_OR_PARTITION even
     when creation is allowed (neither test broker can be set so: a fake one)."""
     from fakebroker import serve_cluster
-    from kafka_ds.writer import check_topic_exists
+    from kafka_ds.write.topics import check_topic_exists
 
     fake = serve_cluster({"other": 1}, {})
     try:

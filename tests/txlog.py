@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from kafka_ds.client import KafkaClient
-from kafka_ds.client.cluster import EARLIEST, LATEST
+from kafka_ds.client import EARLIEST, LATEST
 from kafka_ds.client.producer import Producer, ProducerConfig
 from kafka_ds.client.transactions import Transaction
-from kafka_ds.protocol.records import decode_records, encode_record_batch
+from kafka_ds.protocol.records import decode_records
+from kafka_ds.protocol.records_encode import encode_record_batch
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20

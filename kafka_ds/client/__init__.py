@@ -1,7 +1,8 @@
-"""Client layer: every socket kafka_ds opens is opened here."""
-from .cluster import (  # noqa: F401
-    EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, ClientConfig, KafkaClient,
-    PartitionInfo, TopicInfo, make_client,
-)
-from .connection import BrokerConnection, parse_bootstrap  # noqa: F401
-from .config import DEFAULT_CLIENT_CONFIG  # noqa: F401
+"""Client layer: every socket kafka_ds opens is opened here. ``cluster.KafkaClient`` is the
+client (metadata, leader routing, retries); ``connection`` one broker connection;
+``reads``, ``producer``, ``transactions``, ``coordinators``, ``admin`` the requests by
+concern; ``security`` TLS and SASL."""
+from .cluster import KafkaClient, make_client
+from .reads import EARLIEST, LATEST
+
+__all__ = ["EARLIEST", "LATEST", "KafkaClient", "make_client"]

@@ -3,37 +3,49 @@
 another security protocol than configured; every failure is explained in terms of the
 ``kafka.security.protocol``/``kafka.ssl.*``/``kafka.sasl.*`` options.
 
-Functions over one ``BrokerConnection`` (its socket, its ApiVersions and ``request``);
-the connection keeps the state: its socket and when to authenticate again (KIP-368).
+Functions over what a connection offers (:class:`SaslChannel`: its address, its
+ApiVersions and ``request``); the connection keeps the state: its socket and when to
+authenticate again (KIP-368).
 """
 from __future__ import annotations
 
 import logging
 import socket
 import ssl
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ..protocol import messages as m
-from ..protocol.errors import (
+from ..errors import (
     AuthenticationError,
     SecurityProtocolMismatchError,
     TlsError,
-    UnsupportedSaslMechanism,
     UnsupportedVersionError,
-    error_for_code,
 )
-
-if TYPE_CHECKING:
-    from .connection import BrokerConnection
+from ..protocol import messages as m
+from ..protocol.errors import UnsupportedSaslMechanism, error_for_code
+from .security.settings import SecuritySettings
 
 log = logging.getLogger(__name__)
+
+
+class SaslChannel(Protocol):
+    """What the SASL exchange needs of a broker connection (``connection.BrokerConnection``
+    is one): where it goes, its security settings and negotiated versions, and a request."""
+
+    host: str
+    port: int
+    security: SecuritySettings
+    api_versions: dict
+
+    def version_for(self, message) -> int: ...
+
+    def request(self, message, body: dict, *, version: int | None = None) -> dict: ...
 
 
 def tls_handshake(sock: socket.socket, host: str, port: int, settings,
                   connect_timeout: float) -> ssl.SSLSocket:
     """``sock`` wrapped in TLS by ``settings`` (a ``SecuritySettings``), handshake done;
     ``sock`` is closed when that fails."""
-    from .security import ssl_context
+    from .security.tls import ssl_context
     where = f"broker {host}:{port}"
     protocol = settings.protocol
     try:
@@ -94,10 +106,10 @@ def explain_first_failure(exc, host: str, port: int):
     return exc
 
 
-def sasl_authenticate(conn: BrokerConnection) -> int:
+def sasl_authenticate(conn: SaslChannel) -> int:
     """SaslHandshake v1 + SaslAuthenticate (KIP-152) with the configured mechanism, over
     ``conn`` (versions negotiated); the session lifetime the broker gives, in ms (0: none)."""
-    from .security import ScramMechanism, make_mechanism
+    from .security.sasl import ScramMechanism, make_mechanism
     settings = conn.security
     mechanism = settings.mechanism
     who = (f"SASL {mechanism} authentication of {settings.principal!r} with broker "

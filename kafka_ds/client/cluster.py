@@ -15,18 +15,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..protocol import messages as m
-from ..protocol.errors import (
-    KafkaConnectionError,
-    KafkaError,
-    LeaderNotAvailable,
-    UnknownTopicOrPartition,
-    error_for_code,
-)
+from ..errors import KafkaConnectionError
+from ..protocol.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from . import admin, coordinators, reads
 from .config import ClientConfig
 from .connection import BrokerConnection, parse_bootstrap
 from .coordinators import GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, Coordinators  # noqa: F401
-from .reads import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED  # noqa: F401
 from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
@@ -64,8 +58,6 @@ class KafkaClient:
         self._topic_time: dict[str, float] = {}   # when each topic's metadata was fetched
         self.coordinators = Coordinators(self)   # group and transaction coordinators
         self.retries = 0            # retried attempts, all operations
-        self.requests = 0           # requests sent by this client's own calls (metadata,
-        #                             ListOffsets, Fetch), for the idle-cost benchmark
 
     # --- connections -----------------------------------------------------------
 
@@ -295,8 +287,7 @@ class KafkaClient:
     init_producer_id = admin.init_producer_id
 
 
-__all__ = ["KafkaClient", "ClientConfig", "PartitionInfo", "TopicInfo", "EARLIEST", "LATEST",
-           "READ_COMMITTED", "READ_UNCOMMITTED", "KafkaError", "make_client"]
+__all__ = ["KafkaClient", "PartitionInfo", "TopicInfo", "make_client"]
 
 
 def make_client(opts) -> KafkaClient:

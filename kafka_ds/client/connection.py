@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 from ..protocol import messages as m
 from ..protocol import primitives as p
-from ..protocol.errors import (
+from ..errors import (
     ConfigurationError,
     KafkaConnectionError,
     KafkaProtocolError,
     KafkaTimeoutError,
-    UnsupportedVersion,
     UnsupportedVersionError,
 )
+from ..protocol.errors import UnsupportedVersion
 from ..protocol.schema import Message, decode_response, encode_request
 from .broker_security import (
     early_close_hint,

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..protocol import messages as m
+from ..errors import KafkaConnectionError, KafkaTimeoutError
 from ..protocol.errors import (
     CoordinatorLoadInProgress,
     CoordinatorNotAvailable,
-    KafkaConnectionError,
-    KafkaTimeoutError,
     NotCoordinator,
     error_for_code,
 )

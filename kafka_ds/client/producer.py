@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..protocol import messages as m
-from ..protocol.errors import (
+from ..errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,

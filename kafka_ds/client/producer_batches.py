@@ -10,7 +10,7 @@ import heapq
 import time
 from dataclasses import dataclass
 
-from ..protocol.errors import KafkaProtocolError
+from ..errors import KafkaProtocolError
 
 SEQUENCE_MODULUS = 1 << 31   # sequences wrap from Int32.MAX to 0, as in the Java client
 

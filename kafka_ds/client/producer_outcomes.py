@@ -13,11 +13,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from ..errors import ProduceError
 from ..protocol.errors import (
     DuplicateSequenceNumber,
     MessageTooLarge,
     OutOfOrderSequenceNumber,
-    ProduceError,
     error_for_code,
 )
 from .producer_batches import PartitionQueues, PartitionState, ProducerBatch

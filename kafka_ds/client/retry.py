@@ -28,12 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..protocol.errors import (
-    ERROR_TABLE,
-    ConfigurationError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
-)
+from ..errors import ConfigurationError, KafkaConnectionError, KafkaTimeoutError
+from ..protocol.errors import ERROR_TABLE
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,8 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
-from ..protocol.errors import KafkaProtocolError, error_for_code
+from ..errors import KafkaProtocolError
+from ..protocol.errors import error_for_code
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ..protocol import messages as m
-from ..protocol.errors import KafkaError, error_for_code
+from ..errors import KafkaError
+from ..protocol.errors import error_for_code
 from .coordinators import TRANSACTION_KEY_TYPE
 from .retry import RetryPolicy
 

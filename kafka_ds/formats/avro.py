@@ -16,7 +16,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from . import DecodeResult
+from .codecs import DecodedColumn
 from .avro_columns import ResolutionError, build_plan
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
     simple_string, spark_to_arrow
@@ -170,9 +170,6 @@ class _Failed:
 class AvroCodec:
     """Avro values of one reader schema: ``decode`` to Arrow, ``encode`` from Arrow."""
 
-    #: False sends every schema through the general path (tests and benchmarks compare them)
-    use_fast_path = True
-
     def __init__(self, reader_schema, *, framed: bool, lookup=None, schema_id: int | None = None):
         self.reader_schema = reader_schema
         self.framed = framed
@@ -235,7 +232,7 @@ class AvroCodec:
             return _Failed(f"not decoded: the writer schema has an array of {endless}, items of "
                            "zero bytes, so a bad record could announce endless items")
         try:
-            plan = build_plan(writer.node, reader.node) if self.use_fast_path else None
+            plan = self._column_plan(writer, reader)
         except ResolutionError as exc:
             return _Failed(f"cannot be resolved to the reader schema: {exc}")
         if plan is not None:
@@ -243,9 +240,14 @@ class AvroCodec:
         same = writer is reader or writer.fastavro == reader.fastavro
         return _GeneralDecoder(writer, None if same else reader, self.arrow_type)
 
+    def _column_plan(self, writer, reader):
+        """The column-wise decode plan from ``writer`` to ``reader`` (None: the schema
+        takes the general path, fastavro per record)."""
+        return build_plan(writer.node, reader.node)
+
     # -- decode --------------------------------------------------------------------------
 
-    def decode(self, values) -> DecodeResult:
+    def decode(self, values) -> DecodedColumn:
         """Decode a binary array of Avro values (Confluent-framed when ``framed``)."""
         n = len(values)
         frames = split_frames(values, self.framed)
@@ -281,7 +283,7 @@ class AvroCodec:
         bad_rows = np.concatenate(bad_rows) if bad_rows else np.zeros(0, np.int64)
         bad_ids = np.concatenate(bad_ids) if bad_ids else np.zeros(0, np.int32)
         order = np.argsort(bad_rows, kind="stable")
-        return DecodeResult(array, bad_rows[order].astype(np.int64),
+        return DecodedColumn(array, bad_rows[order].astype(np.int64),
                             [reasons[i] for i in order.tolist()], bad_ids[order])
 
     def _in_row_order(self, n, parts, part_rows):

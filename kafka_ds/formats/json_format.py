@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from kafka_ds.formats import DecodeResult
+from .codecs import DecodedColumn
 from kafka_ds.formats.framing import HEADER_SIZE, frame_header, split_frames
 from kafka_ds.formats.json_schema import (Mismatch, Node, coerce, compile_schema, parse,
                                           to_json_value)
@@ -92,7 +92,7 @@ class JsonCodec:
     def reader_schema_id(self):
         return self.reader_schema.schema_id if self.reader_schema is not None else None
 
-    def decode(self, values: pa.Array) -> DecodeResult:
+    def decode(self, values: pa.Array) -> DecodedColumn:
         frames = split_frames(values, self.framed)
         n = len(values)
         bad = {}   # row -> (reason, schema id)
@@ -122,7 +122,7 @@ class JsonCodec:
         values_single = self._decode_each(frames, single, bad)
         array = self._assemble(n, array_by_row, single, values_single)
         rows = sorted(bad)
-        return DecodeResult(array=array, bad_rows=np.asarray(rows, dtype=np.int64),
+        return DecodedColumn(array=array, bad_rows=np.asarray(rows, dtype=np.int64),
                             reasons=[bad[r][0] for r in rows],
                             schema_ids=np.asarray([bad[r][1] for r in rows], dtype=np.int32))
 

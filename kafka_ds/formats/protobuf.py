@@ -12,7 +12,7 @@ import pyarrow as pa
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
-from kafka_ds.formats import DecodeResult
+from .codecs import DecodedColumn
 from kafka_ds.formats.framing import frame_header, split_frames
 from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
 from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
@@ -133,7 +133,7 @@ class ProtobufCodec:
 
     # -- decode -------------------------------------------------------------------------------
 
-    def decode(self, values: pa.Array) -> DecodeResult:
+    def decode(self, values: pa.Array) -> DecodedColumn:
         frames = split_frames(values, self.framed)
         data = frames.data.tobytes()   # protobuf parses bytes: one copy of the buffer
         n = len(values)
@@ -209,7 +209,7 @@ class ProtobufCodec:
                                            piece_rows, bad)
         array = self._assemble(n, pieces, piece_rows)
         order = np.argsort(np.asarray(bad_rows, dtype=np.int64), kind="stable")
-        return DecodeResult(
+        return DecodedColumn(
             array=array,
             bad_rows=np.asarray(bad_rows, dtype=np.int64)[order],
             reasons=[reasons[i] for i in order.tolist()],

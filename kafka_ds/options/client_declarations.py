@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..client.config import DEFAULT_CLIENT_CONFIG as CLIENT
 from ..client.config import DEFAULT_PRODUCER_CONFIG as PRODUCER
 from ..client.connection import parse_bootstrap
-from ..client.security import SecuritySettings
+from ..client.security.parse import security_settings
 from .core import READ, READ_WRITE, ByMode, Option, integer, kafka_params, text
 
 # Declared for the README and the checks; check_bootstrap parses it.
@@ -58,10 +58,10 @@ def check_bootstrap(options) -> str:
 
 def parse_security(options: dict):
     """TLS/SASL settings from ``kafka.security.protocol``/``kafka.ssl.*``/``kafka.sasl.*``
-    (their table: ``kafka_ds.client.security.SECURITY_OPTIONS``), None for PLAINTEXT.
+    (declared in :mod:`.security_declarations`), None for PLAINTEXT.
     Stores and JAAS entries are read and checked here, on the driver."""
     params = kafka_params(options)
     if not any(key.startswith(("security.", "ssl.", "sasl.")) for key in params):
         return None
-    settings = SecuritySettings.from_params(params)
+    settings = security_settings(params)
     return None if settings.protocol == "PLAINTEXT" else settings

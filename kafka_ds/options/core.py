@@ -9,10 +9,8 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
-from ..protocol.errors import ConfigurationError
+from ..errors import ConfigurationError
 
-EARLIEST = -2
-LATEST = -1
 INT32_MAX = 2147483647
 
 # --- value parsers: text -> value, or ValueError(what was expected) ----------------------

@@ -1,11 +1,11 @@
 """The typed key/value options gathered into one :class:`TypedColumnsSpec` (driver side,
-pure parsing: the registry is asked nothing here; :mod:`kafka_ds.typed_columns` resolves
+pure parsing: the registry is asked nothing here; :mod:`kafka_ds.read.typed_columns` resolves
 the schemas)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..protocol.errors import ConfigurationError
+from ..errors import ConfigurationError
 from .core import WRITE
 from .format_declarations import SCHEMA_FORMATS
 from .registry import BY_NAME

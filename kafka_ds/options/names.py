@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..protocol.errors import ConfigurationError
+from ..errors import ConfigurationError
 from .core import READ_WRITE, Option, boolean
 
 # Set once by a platform team, for every query of a Spark application: the environment of

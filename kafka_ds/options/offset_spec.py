@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..protocol.errors import ConfigurationError
-from .core import EARLIEST, LATEST, closest, did_you_mean, parse_int, parse_json
+from ..errors import ConfigurationError
+from ..client.reads import EARLIEST, LATEST
+from .core import closest, did_you_mean, parse_int, parse_json
 
 
 @dataclass(frozen=True)

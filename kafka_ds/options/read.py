@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..client.config import DEFAULT_CLIENT_CONFIG as CLIENT
 from ..client.config import ClientConfig
-from ..protocol.errors import ConfigurationError
+from ..errors import ConfigurationError
 from .client_declarations import check_bootstrap, parse_security
 from .core import BATCH, READ, STREAM, fields_of, lower_keys
 from .formats import TypedColumnsSpec, parse_typed_columns
@@ -51,7 +51,7 @@ class ReadOptions:
     small_batch_records: int = default_of("smallBatchRecords")
     group_fallback: str = default_of("startingOffsetsFallback")
     # typed key/value (valueFormat, keyFormat): the options, and on the driver the resolved
-    # schemas and codecs (kafka_ds.typed_columns.TypedColumns) that the tasks decode with
+    # schemas and codecs (kafka_ds.read.typed_columns.TypedColumns) that the tasks decode with
     typed_spec: TypedColumnsSpec | None = None
     typed: object = None
 

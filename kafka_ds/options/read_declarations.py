@@ -65,9 +65,9 @@ READ_OPTIONS: tuple[Option, ...] = (
     Option("pushFilters", frozenset({BATCH}),
            "Narrow a batch read by the query's filters on `topic`, `partition`, `offset` and "
            "`timestamp` (README: Reading less). Needs Spark's conf "
-           "`spark.sql.python.filterPushdown.enabled=true` too (pyspark >= 4.1): with only one "
-           "of the two set, the read fails naming both (`false` reads without pushdown when "
-           "the conf is on for other sources).",
+           "`spark.sql.python.filterPushdown.enabled=true` too (pyspark >= 4.1); with the conf "
+           "off the read fails naming both. Left out (or `false`), the read works whatever the "
+           "conf says, without pushdown.",
            boolean, False, field="push_filters"),
     Option("failOnDataLoss", READ,
            "Fail when requested offsets are gone (aged out, topic deleted); `false` logs and "

@@ -1,5 +1,6 @@
-"""The registry: every declared option in one list, ``OPTIONS`` (its order is the README
-table's), looked up by lower-cased name in ``BY_NAME``; the Kafka settings rejected outright,
+"""The registry: the declared options in one list, ``OPTIONS`` (its order is the README
+table's; the security options, ``SECURITY_OPTIONS``, have a table of their own), every
+one looked up by lower-cased name in ``BY_NAME``; the Kafka settings rejected outright,
 ``FORBIDDEN``; and the checks and look-ups that go through them.
 """
 from __future__ import annotations
@@ -7,13 +8,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..client.security import SECURITY_OPTION_NAMES
-from ..protocol.errors import ConfigurationError
+from ..errors import ConfigurationError
 from .client_declarations import BOOTSTRAP, CLIENT_OPTIONS
 from .core import BATCH, READ, READ_WRITE, STREAM, WRITE, Forbidden, Option, closest, did_you_mean
 from .format_declarations import FORMAT_OPTIONS
 from .names import SPARK_INJECTED, STRICT, strictness
 from .read_declarations import READ_OPTIONS
+from .security_declarations import SECURITY_OPTIONS
 from .write_declarations import WRITE_OPTIONS
 
 # One logger for the whole package, named as before the split, so logging set up for
@@ -23,7 +24,9 @@ log = logging.getLogger(__package__)
 OPTIONS: tuple[Option, ...] = (BOOTSTRAP, *READ_OPTIONS, *CLIENT_OPTIONS, *WRITE_OPTIONS,
                                *FORMAT_OPTIONS, STRICT)
 
-BY_NAME = {option.name.lower(): option for option in OPTIONS}
+# The security options have a table of their own (README: Security), so they are not in
+# OPTIONS; BY_NAME knows every declared option.
+BY_NAME = {option.name.lower(): option for option in (*OPTIONS, *SECURITY_OPTIONS)}
 
 
 FORBIDDEN: tuple[Forbidden, ...] = (
@@ -82,8 +85,7 @@ def check_kafka_settings(options: dict, modes: frozenset, *, log_unused: bool = 
             raise forbidden.error()
     for key in sorted(options):
         option = BY_NAME.get(key)
-        if key.startswith("kafka.") and not (option and option.applies & modes) \
-                and key not in SECURITY_OPTION_NAMES:
+        if key.startswith("kafka.") and not (option and option.applies & modes):
             unused.append(key)
     if unused and log_unused:
         log.warning("kafka_ds does not use these Kafka settings in %s; they have no effect: %s",

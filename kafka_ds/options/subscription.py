@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..protocol.errors import ConfigurationError
+from ..errors import ConfigurationError
 from .core import parse_json
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..client.config import DEFAULT_CLIENT_CONFIG as CLIENT
 from ..client.config import DEFAULT_PRODUCER_CONFIG as PRODUCER
 from ..client.config import ClientConfig, ProducerConfig
-from ..protocol.errors import ConfigurationError
+from ..errors import ConfigurationError
 from .client_declarations import check_bootstrap, parse_security
 from .core import INT32_MAX, WRITE, fields_of, lower_keys
 from .formats import TypedColumnsSpec, parse_typed_columns
@@ -43,7 +43,7 @@ class WriteOptions:
     transactional_id_prefix: str | None = None   # None: the writer derives one
     transaction_timeout_ms: int = default_of("kafka.transaction.timeout.ms", frozenset({WRITE}))
     checkpoint_location: str | None = None       # Spark's writeStream checkpointLocation
-    # valueFormat / keyFormat (kafka_ds.typed_writes resolves the schemas at planning)
+    # valueFormat / keyFormat (kafka_ds.write.typed_writes resolves the schemas at planning)
     typed_spec: TypedColumnsSpec | None = None
 
 

@@ -31,7 +31,7 @@ import zlib
 
 import numpy as np
 
-from .errors import KafkaProtocolError
+from ..errors import KafkaProtocolError
 
 try:  # pragma: no cover - exercised implicitly
     import cramjam as _cramjam

@@ -19,31 +19,15 @@ NETWORK_EXCEPTION -> ``NetworkException``. Each class derives from :class:`Broke
 its own subclass of ``UnknownServerError`` (Java maps unknown codes to
 UNKNOWN_SERVER_ERROR), so it still raises and still says its number.
 
-The exception hierarchy (:class:`KafkaError`, :class:`ConfigurationError`, ...) is
-defined in :mod:`kafka_ds.errors`, the one public module, and re-exported here so the
-protocol layer and its callers have one import for both.
+The exception hierarchy (:class:`~kafka_ds.errors.KafkaError`,
+:class:`~kafka_ds.errors.BrokerError`, ...) is defined in :mod:`kafka_ds.errors`, the one
+public module; this module adds one class per code below :class:`BrokerError`.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..errors import (  # noqa: F401  (re-exported)
-    AuthenticationError,
-    BrokerError,
-    ConfigurationError,
-    CorruptRecordError,
-    DataLossError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaProtocolError,
-    KafkaTimeoutError,
-    ProduceError,
-    RetriableError,
-    SecurityProtocolMismatchError,
-    TlsError,
-    UnknownFieldError,
-    UnsupportedVersionError,
-)
+from ..errors import BrokerError, RetriableError
 
 
 class ErrorSpec(NamedTuple):
@@ -225,13 +209,8 @@ for _spec in ERROR_TABLE:
 del _spec, _cls
 
 __all__ = [
-    "ERROR_TABLE", "ErrorSpec", "error_for_code", "error_by_name", "is_retriable",
-    "raise_for_code", "class_name",
-    "AuthenticationError", "BrokerError", "ConfigurationError", "CorruptRecordError",
-    "DataLossError", "KafkaConnectionError", "KafkaError", "KafkaProtocolError",
-    "KafkaTimeoutError", "ProduceError", "RetriableError", "SecurityProtocolMismatchError",
-    "TlsError",
-    "UnknownFieldError", "UnsupportedVersionError",
+    "ERROR_TABLE", "ErrorSpec", "error_for_code", "error_by_name", "raise_for_code",
+    "class_name",
     *(cls.__name__ for cls in _BY_CODE.values()),
 ]
 
@@ -253,10 +232,6 @@ def error_for_code(code: int) -> type[BrokerError]:
 def error_by_name(name: str) -> type[BrokerError]:
     """Exception class for a Kafka protocol error name (``"NOT_LEADER_OR_FOLLOWER"``)."""
     return _BY_NAME[name]
-
-
-def is_retriable(code: int) -> bool:
-    return code != 0 and error_for_code(code).retriable
 
 
 def raise_for_code(code: int, context: str = "") -> None:

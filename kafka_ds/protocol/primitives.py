@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import uuid as _uuid
 
-from .errors import KafkaProtocolError
+from ..errors import KafkaProtocolError
 
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
@@ -108,16 +108,14 @@ def write_varint(out: bytearray, value: int) -> None:
     write_uvarint(out, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
-read_varlong, write_varlong = read_varint, write_varint
+def uvarint_size(value: int) -> int:
+    """Bytes of the unsigned varint of ``value`` (>= 0)."""
+    return max(1, (value.bit_length() + 6) // 7)
 
 
 def varint_size(value: int) -> int:
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    size = 1
-    while raw > 0x7F:
-        raw >>= 7
-        size += 1
-    return size
+    """Bytes of the zigzag varint of ``value`` (a signed 64-bit integer)."""
+    return uvarint_size(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 # --- strings and bytes ---------------------------------------------------------

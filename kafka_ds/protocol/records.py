@@ -1,61 +1,11 @@
-"""Kafka record batches -> Apache Arrow, column-wise, and back.  Pure, no I/O.
+"""Kafka record batches -> Apache Arrow, column-wise: :func:`decode_records`, the top-level
+decode of one partition's ``records`` from a Fetch answer. Pure, no I/O.
 
-This module is the top-level decode (:func:`decode_records`) and the public face of
-the sibling modules it re-exports: ``records_layout`` (wire layout, constants, the
-result type), ``records_arrays`` (numpy/Arrow helpers for binary columns and varints,
-also used by the writer and the partitioner), ``records_starts`` (v2 record start
-discovery), ``records_v2`` (v2 column decode), ``records_legacy`` (v0/v1 decode) and
-``records_encode`` (:func:`encode_record_batch`).
-
-Decoding (:func:`decode_records`) takes one partition's ``records`` field from a
-Fetch response (any mix of v2 record batches and legacy v0/v1 message sets; the
-last batch may be truncated) and returns a :class:`pyarrow.RecordBatch` with the
-columns Spark's Kafka source exposes for the record itself::
-
-    key binary, value binary, offset int64, timestamp timestamp[us, UTC],
-    timestampType int32 [, headers list<struct<key: string, value: binary>>]
-
-No Python object is created per record on the v2 path:
-
-1. the batch headers are parsed in a short Python loop (one ``struct`` call and
-   one CRC-32C call per batch, on the original compressed bytes);
-2. the record regions of all batches are made contiguous-ish in one buffer:
-   uncompressed input is used in place, compressed batches are decompressed
-   back to back into one reusable numpy buffer;
-3. the record starts are found -- the only sequential step (each record begins
-   with its varint length).  First speculatively and vectorised: records
-   without headers end with a 0x00 header count and start with a varint length
-   followed by a 0x00 attributes byte, so the starts are among the positions
-   after "00 <varint> 00" patterns; the candidates are verified as a chain
-   (``start[i] + size[i] == start[i+1]`` from the batch's first byte to its
-   last, with the exact record count), which proves them right whatever the
-   payload contains.  Batches that fail (records with headers) get a second
-   vectorised try: every start is "<1-3 byte varint> 00", impossible
-   candidates are pruned, the survivors must pass the same proof.  Only what
-   is still unproven (e.g. huge records, payloads crafted to look like
-   records) is walked by a tight Python loop with lookup tables for 1- and
-   2-byte varints;
-4. every other field is decoded for all records of all batches at once with
-   numpy (zigzag varints via a 64 Ki-entry table for the 1-2 byte case);
-5. key, value, header key and header value columns are built with one
-   ``take`` each from an "interleaved" binary array whose offsets point into
-   the work buffer (``[start0, end0, start1, end1, ...]``): Arrow copies the
-   bytes with one memcpy per value, null keys/values get validity bits.
-
-Conventions (matching what Spark's Kafka source yields through the Java consumer):
-
-* legacy v0 messages have no timestamp: ``timestamp`` is -1 ms (i.e.
-  1969-12-31T23:59:59.999 UTC, what ``new java.sql.Timestamp(-1)`` gives) and
-  ``timestampType`` is -1 (``NO_TIMESTAMP_TYPE``), not null;
-* ``headers`` is null (not an empty list) for a record without headers, like
-  Spark; header keys that are not valid UTF-8 are decoded with U+FFFD
-  replacement (as Java's ``new String(bytes, UTF_8)`` does);
-* ``next_offset`` never goes below ``fetch_offset``.
-
-Encoding (:func:`encode_record_batch`) builds one v2 batch from Arrow arrays,
-also column-wise: varints are sized and written with numpy, and the record
-bytes are assembled with one Arrow ``take`` over [per-record varint pieces,
-keys, values, headers] in output order.
+It walks the batch headers and hands the work to its siblings: ``records_starts`` (v2
+record starts), ``records_v2`` (v2 columns), ``records_legacy`` (v0/v1 message sets);
+``records_layout`` has the wire layout and the result type, ``records_encode`` the other
+direction. How the decode avoids a Python object per record, and the conventions it keeps
+with Spark's Kafka source: docs/records.md.
 """
 from __future__ import annotations
 
@@ -64,57 +14,15 @@ import heapq
 import pyarrow as pa
 from crc32c import crc32c as _crc32c
 
-# Every name ``kafka_ds.protocol.records`` had as one module stays importable from here
-# (but ``write_varints``: the encoder that used it writes its varints column-wise now).
-# (Monkeypatching a decoder internal must target its module, e.g. ``records_v2``.)
-from . import (  # noqa: F401
-    records_arrays, records_encode, records_layout, records_legacy, records_starts, records_v2,
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
+from .records_arrays import _empty_columns
+from .records_layout import (
+    _LEGACY_MIN_LENGTH, _OFFSET_LENGTH, _V2_ATTRIBUTES_OFFSET, _V2_HEADER, ATTR_CODEC_MASK,
+    ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, LOG_OVERHEAD, V2_MIN_BATCH_LENGTH,
+    DecodeResult, _corrupt, record_schema,
 )
-from . import compression as _comp  # noqa: F401
-from .compression import (  # noqa: F401
-    DEFAULT_MAX_DECOMPRESSED_SIZE, DecompressedSizeExceeded, OutputBuffer,
-)
-from .errors import CorruptRecordError, KafkaProtocolError  # noqa: F401
-from .records_arrays import (  # noqa: F401
-    _binary_to_string, _empty_columns, _headers_array, _int_array, _take_binary,
-    as_binary_array, binary_lengths, varint_sizes, zigzag_encode,
-)
-from .records_encode import (  # noqa: F401
-    _assemble, _encode_headers, encode_record_batch, encode_record_batch_buffer,
-)
-from .records_layout import (  # noqa: F401
-    _INT16x2, _INT32, _LEGACY_MIN_LENGTH, _LEGACY_V0, _LEGACY_V1, _MIN_RECORD_BODY,
-    _MIN_RECORD_SIZE, _OFFSET_LENGTH, _SCHEMA_HEADERS, _SCHEMA_NO_HEADERS, _V2_ATTRIBUTES_OFFSET,
-    _V2_CRC_OFFSET, _V2_HEADER, ATTR_CODEC_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE,
-    ATTR_TRANSACTIONAL, CREATE_TIME, HEADER_STRUCT_TYPE, HEADERS_TYPE, LOG_APPEND_TIME,
-    LOG_OVERHEAD, NO_TIMESTAMP, NO_TIMESTAMP_TYPE, TIMESTAMP_TYPE, V2_HEADER_SIZE,
-    V2_MIN_BATCH_LENGTH, DecodeResult, _corrupt, record_schema,
-)
-from .records_legacy import _decode_legacy, _legacy_message, _LegacyRows  # noqa: F401
-from .records_starts import (  # noqa: F401
-    _BIG, _KEEP_BUFFER_MAX, _STEP1, _STEP2, _ZERO_SCAN_MAX_AVG_RECORD, _ZV1, _ZV2, _build_tables,
-    _check_chains, _chains_attr_zero, _chains_zero_pairs, _find_starts, _release_work_buffer,
-    _scratch_bool, _tls, _walk_long, _walk_region, _with_heads, _work_buffer, _zero_positions,
-    _zigzag, _zvarints,
-)
-from .records_v2 import (  # noqa: F401
-    _CHUNK_BYTES, _CHUNK_RECORDS, _MAX_BUFFER, _VECTOR_HEADER_ROUNDS, _Batch, _chunk_bounds,
-    _control_type, _decode_chunk, _decode_headers, _decode_v2_segment, _Fields, _merge_fields,
-    _py_zvarint,
-)
-
-# the encoder's array helpers under their names from before the split
-_as_binary_array = as_binary_array
-_lengths = binary_lengths
-_zz_encode = zigzag_encode
-_varint_sizes = varint_sizes
-
-__all__ = [
-    "DecodeResult", "decode_records", "encode_record_batch", "encode_record_batch_buffer",
-    "record_schema",
-    "TIMESTAMP_TYPE", "HEADERS_TYPE", "HEADER_STRUCT_TYPE",
-    "NO_TIMESTAMP_TYPE", "CREATE_TIME", "LOG_APPEND_TIME",
-]
+from .records_legacy import _decode_legacy, _LegacyRows
+from .records_v2 import _Batch, _control_type, _decode_v2_segment
 
 
 # --- top level decode ----------------------------------------------------------------------------

@@ -6,7 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import KafkaProtocolError
+from ..errors import KafkaProtocolError
+from .primitives import uvarint_size
 from .records_layout import HEADER_STRUCT_TYPE, HEADERS_TYPE, record_schema
 
 # --- Arrow helpers ------------------------------------------------------------------------
@@ -110,18 +111,26 @@ def zigzag_encode(x):
     return ((x << 1) ^ (x >> 63)).view(np.uint64)
 
 
-def varint_sizes(u):
-    sizes = np.ones(len(u), dtype=np.int64)
-    if len(u) == 0:
-        return sizes
-    top = int(u.max())
-    shift = 7
-    while shift < 64 and top >> shift:
-        sizes += u >= np.uint64(1 << shift)
-        shift += 7
+def varint_sizes(values, *, zigzag: bool):
+    """Bytes of the varint of every value in ``values`` (a numpy array, or a 0-d one for a
+    value every record shares): unsigned values as written, or (``zigzag``) signed int64s
+    written zigzag-encoded. An int when every value has the same size, else an int64 array;
+    one pass per size class the values span.
+
+    Zigzag values of at least -1 (lengths, -1 for null) are sized without encoding them:
+    zigzag(x) = 2x for x >= 0, so x takes a (j + 1)-th byte from 2x >= 1 << 7j on, and
+    zigzag(-1) = 1 is one byte."""
+    values = np.asarray(values)
+    if values.size == 0:
+        return np.zeros(values.shape, dtype=np.int64)
+    low, top = int(values.min()), int(values.max())
+    if zigzag and low < -1:
+        values, zigzag = zigzag_encode(values), False
+        low, top = int(values.min()), int(values.max())
+    shift = 1 if zigzag else 0      # a byte boundary of 2x is one of x, a bit lower
+    low = max(low, 0)
+    narrow, width = uvarint_size(low << shift), uvarint_size(top << shift)
+    sizes = narrow
+    for j in range(narrow, width):
+        sizes = sizes + (values >= (1 << 7 * j) >> shift)
     return sizes
-
-
-def zigzag_varint_sizes(values):
-    """Bytes of the zigzag varint of every int64 in ``values`` (a record's signed lengths)."""
-    return varint_sizes(zigzag_encode(values))

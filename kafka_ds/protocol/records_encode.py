@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from crc32c import crc32c as _crc32c
 
 from . import compression as _comp
-from .errors import KafkaProtocolError
+from ..errors import KafkaProtocolError
+from .primitives import uvarint_size
 from .records_arrays import (
     as_binary_array, binary_lengths, sum_terms, varint_sizes, zigzag_encode,
 )
@@ -51,25 +52,20 @@ def _assemble(pieces_meta, meta_buf, sources, order):
     return memoryview(out.buffers()[2]).cast("B")[lo:hi], out
 
 
-def _varint_size(value: int) -> int:
-    return max(1, (value.bit_length() + 6) // 7)
-
-
 class _Varints:
     """One varint field of every record (``values``: unsigned, as written; a 0-d array
     when all records have the same), laid out in ``width`` slot columns per record:
     byte j of a record's varint in column j.  Records whose varint is shorter than
     ``width`` leave the last columns unused (``longer`` says which are used)."""
 
-    def __init__(self, values):
+    def __init__(self, values, sizes=None):
         self.values = np.asarray(values)
-        self.narrow = _varint_size(int(self.values.min()))
-        self.width = _varint_size(int(self.values.max()))
+        # an int while every record's varint has the same size (``sizes``: known already)
+        self.sizes = varint_sizes(self.values, zigzag=False) if sizes is None else sizes
+        self.narrow = uvarint_size(int(self.values.min()))
+        self.width = uvarint_size(int(self.values.max()))
         # longer[k]: the record's varint has byte narrow + k
-        self.longer = [self.values >= (1 << 7 * j) for j in range(self.narrow, self.width)]
-        self.sizes = self.narrow       # an int while every record's varint has the same size
-        for has_byte in self.longer:
-            self.sizes = self.sizes + has_byte
+        self.longer = [self.sizes > j for j in range(self.narrow, self.width)]
 
     def write(self, slots, used, col):
         """Write every record's varint at ``slots[:, col:col + width]``; clear the
@@ -104,7 +100,7 @@ class _OffsetDeltas:
                                             np.ascontiguousarray(used.T), field.sizes)
         _, self.bytes, self.used, sizes = table
         self.narrow = 1
-        self.width = _varint_size(2 * (n - 1))
+        self.width = uvarint_size(2 * (n - 1))
         self.n = n
         self.sizes = sizes[:n] if self.width > 1 else 1
 
@@ -244,8 +240,8 @@ class HeaderSizes(NamedTuple):
 
     key_zigzag: np.ndarray       # per header: zigzag key length (uint64)
     value_zigzag: np.ndarray     # per header: zigzag value length (null value: length -1)
-    key_len_size: np.ndarray     # per header: bytes of the key length varint
-    value_len_size: np.ndarray   # per header: bytes of the value length varint
+    key_len_size: object         # per header: bytes of the key length varint (int: all)
+    value_len_size: object       # per header: bytes of the value length varint (int: all)
     record_offsets: np.ndarray   # per record (n + 1): where its encoded headers start, from 0
 
 
@@ -275,8 +271,8 @@ def header_sizes(keys, values, record_offsets) -> HeaderSizes:
     value_len = binary_lengths(values)
     key_zigzag = zigzag_encode(key_len)
     value_zigzag = zigzag_encode(value_len)
-    key_len_size = varint_sizes(key_zigzag)
-    value_len_size = varint_sizes(value_zigzag)
+    key_len_size = varint_sizes(key_len, zigzag=True)
+    value_len_size = varint_sizes(value_len, zigzag=True)
     per_header = key_len_size + np.maximum(key_len, 0) + value_len_size + np.maximum(value_len, 0)
     cumulative = np.zeros(len(per_header) + 1, dtype=np.int64)
     np.cumsum(per_header, out=cumulative[1:])
@@ -309,7 +305,8 @@ def _encode_headers(headers, n):
         raise KafkaProtocolError("header keys must not be null")
     sizes = header_sizes(hkeys, hvals, record_offsets)
     # meta pieces per header: [key length varint], [value length varint]
-    length_fields = [_Varints(sizes.key_zigzag), _Varints(sizes.value_zigzag)]
+    length_fields = [_Varints(sizes.key_zigzag, sizes.key_len_size),
+                     _Varints(sizes.value_zigzag, sizes.value_len_size)]
     meta = _record_meta(length_fields, H)
     moffs = _piece_offsets([field.sizes for field in length_fields], H)
     idx = np.arange(H, dtype=np.int64)

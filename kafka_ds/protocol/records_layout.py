@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..columns import HEADERS, arrow_schema, arrow_type
-from .errors import CorruptRecordError
+from ..errors import CorruptRecordError
 
 # --- schema ------------------------------------------------------------------------
 

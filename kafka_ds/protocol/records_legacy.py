@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from . import compression as _comp
 from .compression import DecompressedSizeExceeded
-from .errors import KafkaProtocolError
+from ..errors import KafkaProtocolError
 from .records_arrays import _int_array
 from .records_layout import (
     _INT32, _LEGACY_MIN_LENGTH, _LEGACY_V0, _LEGACY_V1, _OFFSET_LENGTH, ATTR_CODEC_MASK,

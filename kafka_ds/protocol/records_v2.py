@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from . import compression as _comp
 from .compression import DecompressedSizeExceeded
-from .errors import KafkaProtocolError
+from ..errors import KafkaProtocolError
 from .records_arrays import _binary_to_string, _headers_array, _int_array, _take_binary
 from .records_layout import (
     _INT16x2, _MIN_RECORD_SIZE, HEADERS_TYPE, TIMESTAMP_TYPE, V2_HEADER_SIZE,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field as dc_field
 from functools import lru_cache
 
 from . import primitives as p
-from .errors import KafkaProtocolError, UnknownFieldError
+from ..errors import KafkaProtocolError, UnknownFieldError
 
 _SNAKE_1 = re.compile(r"(.)([A-Z][a-z]+)")
 _SNAKE_2 = re.compile(r"([a-z0-9])([A-Z])")

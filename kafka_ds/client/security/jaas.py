@@ -3,7 +3,7 @@ Kafka's JaasConfig does (quotes, escapes, comments), into (login module, options
 """
 from __future__ import annotations
 
-from ...protocol.errors import ConfigurationError
+from ...errors import ConfigurationError
 
 _JAAS_FLAGS = ("REQUIRED", "REQUISITE", "SUFFICIENT", "OPTIONAL")
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}

@@ -9,12 +9,10 @@ import importlib
 import json
 import threading
 import time
-from typing import TYPE_CHECKING
 
-from ...protocol.errors import AuthenticationError, ConfigurationError
+from ...errors import AuthenticationError, ConfigurationError
+from .settings import SecuritySettings
 
-if TYPE_CHECKING:
-    from .settings import SecuritySettings
 
 
 def _b64url(data: bytes) -> str:

@@ -7,13 +7,11 @@ import base64
 import hashlib
 import hmac
 import secrets
-from typing import TYPE_CHECKING
 
-from ...protocol.errors import AuthenticationError
+from ...errors import AuthenticationError
 from .oauth import OAuthBearerMechanism
+from .settings import SecuritySettings
 
-if TYPE_CHECKING:
-    from .settings import SecuritySettings
 
 
 class PlainMechanism:

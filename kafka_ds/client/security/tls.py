@@ -14,12 +14,10 @@ import struct
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ...protocol.errors import ConfigurationError
+from ...errors import ConfigurationError
+from .settings import SecuritySettings
 
-if TYPE_CHECKING:
-    from .settings import SecuritySettings
 
 log = logging.getLogger(__name__)
 

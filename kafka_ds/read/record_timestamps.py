@@ -15,9 +15,9 @@ import struct
 
 import numpy as np
 
-from .protocol.errors import CorruptRecordError, KafkaProtocolError
-from .protocol.primitives import read_varint
-from .protocol.records_layout import (
+from ..errors import CorruptRecordError, KafkaProtocolError
+from ..protocol.primitives import read_varint
+from ..protocol.records_layout import (
     _LEGACY_V0,
     _V2_HEADER,
     ATTR_CODEC_MASK,
@@ -27,11 +27,6 @@ from .protocol.records_layout import (
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_MS = INT64_MAX // 1000            # largest epoch ms whose microseconds fit in int64
-MIN_MS = -(INT64_MIN // -1000)        # smallest (truncated towards zero)
-
-
-def ms_fits(ms: int) -> bool:
-    return MIN_MS <= ms <= MAX_MS
 
 
 def check_timestamps(batch, records, topic: str, partition: int, end: int | None = None) -> None:
@@ -69,7 +64,7 @@ def _wrap64(value: int) -> int:
 def raw_timestamp(records, offset: int):
     """The timestamp (ms) of the record at ``offset`` in a Fetch ``records`` field, or None.
     Error path only: walks batch headers and, in the right batch, the records."""
-    from .protocol.compression import decompress
+    from ..protocol.compression import decompress
 
     if records is None:
         return None

@@ -13,13 +13,14 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from .client.producer import Producer
-from .client.transactions import Transaction
-from .options import WriteOptions
-from .protocol.compression import codec_id
-from .protocol.errors import ConfigurationError
-from .protocol.records import V2_HEADER_SIZE, encode_record_batch_buffer
-from .write_rows import RowColumns, RowTopics
+from ..client.producer import Producer
+from ..client.transactions import Transaction
+from ..options import WriteOptions
+from ..protocol.compression import codec_id
+from ..errors import ConfigurationError
+from ..protocol.records_encode import encode_record_batch_buffer
+from ..protocol.records_layout import V2_HEADER_SIZE
+from .rows import RowColumns, RowTopics
 
 
 class PartitionBuffer:

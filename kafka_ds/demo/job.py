@@ -13,8 +13,6 @@ Exits non-zero when anything does not match. No ``register`` call: after
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import sys
 import tempfile
@@ -114,22 +112,3 @@ def run(bootstrap: str, rows: int, partitions: int = 3) -> int:
     if not failures:
         print(f"round trip OK: {rows} rows written, read and streamed through {bootstrap}")
     return 1 if failures else 0
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--bootstrap", help="use this Kafka instead of starting a local Tansu")
-    parser.add_argument("--rows", type=int, default=10000)
-    args = parser.parse_args(argv)
-    if args.bootstrap:
-        return run(args.bootstrap, args.rows)
-    from kafka_ds.local_broker import LocalBroker
-
-    with contextlib.ExitStack() as stack:
-        bootstrap = stack.enter_context(LocalBroker())
-        print(f"started a local Tansu broker on {bootstrap}")
-        return run(bootstrap, args.rows)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

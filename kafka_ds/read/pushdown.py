@@ -1,10 +1,6 @@
-"""Filter pushdown for batch reads: Spark's filters on ``topic``, ``partition``, ``offset``
-and ``timestamp`` narrow the offset ranges a read plans, so fewer records are fetched.
-
-Spark fails every read whose reader defines ``pushFilters`` while its conf
-``spark.sql.python.filterPushdown.enabled`` is off (DATA_SOURCE_PUSHDOWN_DISABLED), so the
-plain :class:`~kafka_ds.reader.KafkaBatchReader` does not define it; the option
-``pushFilters=true`` makes ``reader()`` return :class:`KafkaPushdownReader`, which does.
+"""Filter pushdown for batch reads (option ``pushFilters=true``): Spark's filters on
+``topic``, ``partition``, ``offset`` and ``timestamp`` narrow the offset ranges a read
+plans, so fewer records are fetched.
 
 * ``topic`` (=, IN), ``partition`` (=, IN, <, <=, >, >=) and ``offset`` (=, <, <=, >, >=)
   are exact: the planned ranges hold exactly the matching records, and Spark does not
@@ -20,32 +16,11 @@ plain :class:`~kafka_ds.reader.KafkaBatchReader` does not define it; the option
 from __future__ import annotations
 
 import datetime as dt
-import logging
-import sys
 from dataclasses import dataclass, replace
 
-from .client import EARLIEST, LATEST
-from .compat import require
-from .protocol.errors import ConfigurationError
-from .reader import KafkaBatchReader, OffsetRange, late_offsets
+from ..compat import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+from .ranges import OffsetRange
 
-try:   # pyspark >= 4.1 (filter pushdown for Python data sources)
-    from pyspark.sql.datasource import (
-        EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual,
-    )
-    FILTER_PUSHDOWN = True
-except ImportError:   # pyspark 4.0
-    FILTER_PUSHDOWN = False
-
-    class _NoFilter:
-        """Stand-in for pyspark 4.1's filter classes: nothing is an instance of it (and
-        ``pushFilters=true`` fails with ``require`` before any filter arrives)."""
-
-    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = _NoFilter
-
-log = logging.getLogger(__name__)
-
-CONF = "spark.sql.python.filterPushdown.enabled"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -181,7 +156,6 @@ def narrow(filters, narrowing: Narrowing | None = None):
 def narrow_ranges(ranges, narrowing: Narrowing, planner):
     """``ranges`` (OffsetRange) cut to ``narrowing``, with the sides it moved: ``(ranges,
     {(topic, partition)} whose start moved, {...} whose end moved)``."""
-    from .reader import OffsetRange
     ranges = [r for r in ranges if narrowing.keeps(r.topic, r.partition)]
     tps = [(r.topic, r.partition) for r in ranges]
     low_ts = high_ts = {}
@@ -209,74 +183,3 @@ def narrow_ranges(ranges, narrowing: Narrowing, planner):
         end = max(start, end)
         out.append(OffsetRange(r.topic, r.partition, start, end))
     return out, moved_start, moved_end
-
-
-def pushdown_conf_seen() -> bool | None:
-    """Whether Spark's pushdown conf is on, as far as the calling Spark worker shows it:
-    its filter-pushdown worker calls ``reader()`` only with the conf on; its plain planning
-    worker holds the conf in a local ``enable_pushdown``. None when neither is on the stack
-    (``reader()`` called outside Spark's planning workers)."""
-    frame = sys._getframe(1)
-    for _ in range(6):
-        if frame is None:
-            break
-        # The module name, or its file when the worker runs as __main__.
-        name = frame.f_globals.get("__name__", "")
-        if name == "__main__":
-            name = frame.f_code.co_filename.rsplit("/", 1)[-1].removesuffix(".py")
-        if name.endswith("data_source_pushdown_filters"):
-            return True
-        if name.endswith("plan_data_source_read") and "enable_pushdown" in frame.f_locals:
-            return bool(frame.f_locals["enable_pushdown"])
-        frame = frame.f_back
-    return None
-
-
-def check_pushdown_settings(option_given: bool, option_on: bool) -> None:
-    """Both settings or neither: the option ``pushFilters`` and Spark's conf."""
-    conf = pushdown_conf_seen()
-    if option_on and conf is False:
-        raise ConfigurationError(
-            f"Option 'pushFilters' is true but Spark's conf {CONF} is off, and Spark refuses a "
-            f"reader with filter pushdown then. Set spark.conf.set(\"{CONF}\", \"true\") as well, "
-            "or remove the option 'pushFilters'.")
-    if conf is True and not option_given:
-        raise ConfigurationError(
-            f"Spark's conf {CONF} is on but the pykafka source was not asked to push filters: "
-            "set the option 'pushFilters' to 'true' to narrow the read by the query's filters "
-            "on topic, partition, offset and timestamp, or to 'false' to read without it.")
-
-
-class KafkaPushdownReader(KafkaBatchReader):
-    """The batch reader with ``pushFilters`` (option ``pushFilters=true``)."""
-
-    def __init__(self, opts):
-        super().__init__(opts)
-        self.narrowing = Narrowing()
-
-    def pushFilters(self, filters):
-        self.narrowing, back = narrow(filters, self.narrowing)
-        log.info("pykafka pushdown: reads %s; %d filter(s) left to Spark",
-                 self.narrowing.describe(), len(back))
-        return back
-
-    def plan(self, planner):
-        ranges = planner.batch_ranges(keep=self.narrowing.keeps)
-        ranges, moved_start, moved_end = narrow_ranges(ranges, self.narrowing, planner)
-        tps = [(r.topic, r.partition) for r in ranges]
-        # A side a filter moved is fixed now; the others are re-resolved by their task.
-        late_start = late_offsets(self.opts.starting, tps, EARLIEST) - moved_start
-        late_end = late_offsets(self.opts.ending, tps, LATEST) - moved_end
-        for r in ranges:
-            log.info("pykafka pushdown: %s-%d reads offsets [%d, %d)", r.topic, r.partition,
-                     r.start, r.end)
-        return ranges, late_start, late_end
-
-
-def pushdown_reader(opts, option_given: bool):
-    """The batch reader for ``opts``: with ``pushFilters`` one that takes Spark's filters."""
-    check_pushdown_settings(option_given, opts.push_filters)
-    if not opts.push_filters:
-        return KafkaBatchReader(opts)
-    require(FILTER_PUSHDOWN, "Option 'pushFilters' (filter pushdown)", "4.1")
-    return KafkaPushdownReader(opts)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .protocol.records_arrays import as_binary_array, binary_lengths
+from ..protocol.records_arrays import as_binary_array, binary_lengths
 
 SEED = 0x9747B28C
 M = 0x5BD1E995

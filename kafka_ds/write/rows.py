@@ -16,13 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import ConfigurationError
+from ..protocol.primitives import varint_size
+from ..protocol.records_arrays import as_binary_array, binary_lengths, sum_terms, varint_sizes
+from ..protocol.records_encode import flatten_headers, header_sizes
+from ..protocol.records_layout import V2_HEADER_SIZE
 from .partitioner import StickyPartitioner, partitions_for_keys
-from .protocol.errors import ConfigurationError
-from .protocol.records import V2_HEADER_SIZE
-from .protocol.records_arrays import (
-    as_binary_array, binary_lengths, sum_terms, zigzag_varint_sizes,
-)
-from .protocol.records_encode import flatten_headers, header_sizes
 
 
 class TopicState:
@@ -81,7 +80,7 @@ def timestamps_ms(col, now_ms: int) -> np.ndarray:
 
 def _column_bytes(batch: pa.RecordBatch, plan, name: str, index: int):
     """The Kafka bytes of the key or value column: encoded by its valueFormat/keyFormat
-    codec (kafka_ds.typed_writes), else the binary or string column as it is."""
+    codec (typed_writes.py), else the binary or string column as it is."""
     if plan.typed is not None and name in plan.typed.codecs:
         return plan.typed.encode(name, batch.column(index))
     return as_binary_array(batch.column(index), name)
@@ -122,7 +121,7 @@ def _record_sizes(keys, values, headers, timestamps, batch_limit, first_row, des
     # attributes byte, timestamp delta (a batch may also hold rows of other Arrow
     # batches: allow ~17 minutes more), offset delta (< records in a batch)
     span = int(timestamps.max() - timestamps.min()) + 1_000_000
-    terms = [1 + int(zigzag_varint_sizes(np.array([span, batch_limit])).sum())]
+    terms = [1 + varint_size(span) + varint_size(batch_limit)]
     terms += _length_terms(binary_lengths(values), values.null_count)
     if keys is not None:
         terms += _length_terms(binary_lengths(keys), keys.null_count)
@@ -130,33 +129,17 @@ def _record_sizes(keys, values, headers, timestamps, batch_limit, first_row, des
         terms.append(1)                     # a null key: zigzag(-1), one byte
     if headers is not None:
         header_bytes, header_counts = _header_sizes(headers, n, first_row, describe_rows)
-        terms += [header_bytes, _length_varint_sizes(header_counts)]
+        terms += [header_bytes, varint_sizes(header_counts, zigzag=True)]
     else:
         terms.append(1)                     # headerCount 0
     body = sum_terms(terms)
-    return body + _length_varint_sizes(body)
+    return body + varint_sizes(body, zigzag=True)
 
 
 def _length_terms(lengths, null_count):
     """[bytes, bytes of the zigzag varint length] of a key or value column."""
-    return [np.maximum(lengths, 0) if null_count else lengths, _length_varint_sizes(lengths)]
-
-
-# zigzag(x) = 2x for x >= 0, so x >= 64 << 7k takes a (k + 2)-th varint byte
-_LENGTH_VARINT_STEPS = [64 << 7 * k for k in range(9)]
-
-
-def _length_varint_sizes(lengths):
-    """Bytes of the zigzag varint of every int64 >= -1 (-1: null, one byte) in
-    ``lengths``: an int when they are all the same, else an array (one pass per size
-    class the values span)."""
-    low, top = max(int(lengths.min()), 0), int(lengths.max())
-    narrow = 1 + sum(low >= step for step in _LENGTH_VARINT_STEPS)
-    width = 1 + sum(top >= step for step in _LENGTH_VARINT_STEPS)
-    sizes = narrow
-    for step in _LENGTH_VARINT_STEPS[narrow - 1:width - 1]:
-        sizes = sizes + (lengths >= step)
-    return sizes
+    return [np.maximum(lengths, 0) if null_count else lengths,
+            varint_sizes(lengths, zigzag=True)]
 
 
 def _header_sizes(headers, n, first_row, describe_rows):

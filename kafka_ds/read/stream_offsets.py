@@ -1,5 +1,4 @@
-"""The offset policy of the streaming read (see kafka_ds/stream.py's docstring for how
-Spark drives it): which offsets a query starts from, where each micro-batch ends
+"""The offset policy of the streaming read (docs/streaming.md says how Spark drives it): which offsets a query starts from, where each micro-batch ends
 (read limits, ``Trigger.AvailableNow``, new partitions), and which planned ranges
 are data loss (``failOnDataLoss``).
 
@@ -13,11 +12,12 @@ from __future__ import annotations
 import json
 import time
 
-from .client import LATEST
-from .compat import ReadAllAvailable, ReadMaxRows, ReadMinRows
-from .options import ReadOptions
-from .protocol.errors import ConfigurationError, DataLossError
-from .reader import OffsetPlanner, OffsetRange, _data_loss, make_client
+from ..client import LATEST, make_client
+from ..compat import ReadAllAvailable, ReadMaxRows, ReadMinRows
+from ..errors import ConfigurationError, DataLossError
+from ..options import ReadOptions
+from .planner import OffsetPlanner
+from .ranges import OffsetRange, data_loss
 
 
 def to_offset_dict(offsets: dict[tuple[str, int], int]) -> dict:
@@ -310,7 +310,7 @@ class StreamOffsets:
             subscribed = set(self._topic_partitions())
             gone = [tp for tp in gone if tp not in subscribed]
         if gone:
-            _data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
+            data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
                        + " are gone (topic deleted, or no longer matching the subscription)")
         new = [tp for tp in finish if tp not in begin]
         earliest_new = self._new_partition_starts(new, finish)
@@ -324,7 +324,7 @@ class StreamOffsets:
                         f"planned end {stop} (records were deleted)") if tp in earliest_new else \
                     (f"{tp[0]}-{tp[1]} went backwards from offset {first} to {stop} (was the "
                      "topic deleted and re-created?)")
-                _data_loss(self.opts, what)
+                data_loss(self.opts, what)
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], first, stop))
         return ranges

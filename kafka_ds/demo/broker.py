@@ -14,8 +14,8 @@ import subprocess
 import tempfile
 import time
 
-from .client import BrokerConnection
-from .protocol.errors import KafkaError
+from ..client.connection import BrokerConnection
+from ..errors import KafkaError
 
 
 def tansu_binary() -> str:

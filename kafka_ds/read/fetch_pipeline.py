@@ -1,4 +1,4 @@
-"""One Spark task's Fetch requests, one ahead of the decode (``reader.read_range``).
+"""One Spark task's Fetch requests, one ahead of the decode (``ranges.read_range``).
 
 A task reads one partition from ``start`` to ``end`` in Fetch-sized pieces. Read one
 after the other, the worker waits for the broker while it could decode, and the
@@ -28,7 +28,8 @@ from __future__ import annotations
 import struct
 import threading
 
-from .protocol.errors import KafkaError, OffsetOutOfRange, error_for_code
+from ..errors import KafkaError
+from ..protocol.errors import OffsetOutOfRange, error_for_code
 
 # base offset, batch length, partition leader epoch, magic: the start of every v0/v1/v2 batch
 _BATCH_START = struct.Struct(">qiib")

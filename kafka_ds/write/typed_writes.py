@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import ConfigurationError
-from .options.formats import ColumnFormatSpec, TypedColumnsSpec
-from .typed_columns import SCHEMA_TYPES, make_codec, registry
+from ..errors import ConfigurationError
+from ..formats.codecs import SCHEMA_TYPES, make_codec
+from ..options.formats import ColumnFormatSpec, TypedColumnsSpec
+from ..registry.client import registry_for
 
 
 @dataclass
@@ -45,7 +46,7 @@ def _schema_support(fmt: str):
     if fmt == "avro":
         import json
 
-        from .formats.avro_types import spark_to_avro, spark_type_misfit
+        from ..formats.avro_types import spark_to_avro, spark_type_misfit
 
         def misfit(spark_type, schema_text):
             return spark_type_misfit(spark_type, json.loads(schema_text))
@@ -54,9 +55,9 @@ def _schema_support(fmt: str):
             return json.dumps(spark_to_avro(spark_type))
         return misfit, derive
     if fmt == "json":
-        from .formats.json_spark import json_schema_for, json_schema_misfit
+        from ..formats.json_spark import json_schema_for, json_schema_misfit
         return json_schema_misfit, json_schema_for
-    from .formats.protobuf_spark import descriptor_for, descriptor_misfit
+    from ..formats.protobuf_spark import descriptor_for, descriptor_misfit
     return descriptor_misfit, descriptor_for
 
 
@@ -74,21 +75,21 @@ def _subject(spec: ColumnFormatSpec, topic: str | None) -> str:
 
 def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_type):
     """``(RegisteredSchema, schema id or None)`` the column is written with."""
-    from .registry.errors import SchemaRegistryError, SubjectNotFoundError, VersionNotFoundError
-    from .registry.schema import RegisteredSchema
+    from ..registry.errors import SchemaRegistryError, SubjectNotFoundError, VersionNotFoundError
+    from ..registry.schema import RegisteredSchema
     schema_type = SCHEMA_TYPES[spec.format]
     misfit, derive = _schema_support(spec.format)
     if typed.registry is None:       # inline Avro/JSON, written without the registry frame
         schema = RegisteredSchema(schema_type, spec.inline_schema)
         _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
         return schema, None
-    client = registry(typed.registry)
+    client = registry_for(typed.registry)
     subject = _subject(spec, topic)
     try:
         if spec.inline_schema is not None:
             schema = RegisteredSchema(schema_type, spec.inline_schema)
             _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
-            return schema, _register_or_find(client, typed, spec, subject, schema)
+            return schema, register_or_find(client, typed, spec, subject, schema)
         try:
             current = client.schema_version(
                 subject, spec.version, fmt="serialized" if spec.format == "protobuf" else None)
@@ -113,7 +114,7 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
                 "the column's type match the schema, or allow registration with "
                 ".option(\"schema.registry.auto.register.schemas\", \"true\")")
         derived = RegisteredSchema(schema_type, derive(spark_type))
-        return derived, _register_or_find(client, typed, spec, subject, derived)
+        return derived, register_or_find(client, typed, spec, subject, derived)
     except SchemaRegistryError as exc:
         if isinstance(exc, ConfigurationError):
             raise
@@ -129,8 +130,8 @@ def _check_fit(spec, misfit, spark_type, schema, where):
             f"Column '{spec.column}' does not fit {where}: {problem}")
 
 
-def _register_or_find(client, typed, spec, subject, schema) -> int:
-    from .registry.errors import IncompatibleSchemaError
+def register_or_find(client, typed, spec, subject, schema) -> int:
+    from ..registry.errors import IncompatibleSchemaError
     if not typed.auto_register:
         found = client.lookup(subject, schema)
         if found is None:

@@ -1,6 +1,6 @@
 """deliveryGuarantee=exactly-once: the driver's half (docs/exactly_once.md).
 
-Tasks write inside Kafka transactions they leave open (``writer.TaskWriter`` with a
+Tasks write inside Kafka transactions they leave open (``write.task.TaskWriter`` with a
 transactional id ``<prefix>-<Spark partition>``) and return the transaction's
 ``(transactional_id, producer_id, producer_epoch)`` in their commit messages. Here:
 
@@ -24,22 +24,18 @@ import hashlib
 import json
 import logging
 import os
-import signal
 import uuid
 
-from .client import make_client
-from .client.transactions import TransactionError, TransactionHandle, end_transactions, \
+from ..client import make_client
+from ..client.transactions import TransactionError, TransactionHandle, end_transactions, \
     init_transactional_producer, verify_transactions
-from .protocol.errors import ConfigurationError, KafkaError
+from ..errors import ConfigurationError, KafkaError
 
 log = logging.getLogger(__name__)
 
 STATE_DIR = "pykafka-transactions"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"   # Spark's MicroBatchExecution.BATCH_ID_KEY
 KEEP_COMMITTED = 10
-# Tests only: a flag-file path; the first driver commit that finds it absent creates it
-# and SIGKILLs the driver's process group right after the first EndTxn(commit).
-CRASH_AFTER_FIRST_COMMIT_ENV = "KAFKA_DS_TEST_CRASH_AFTER_FIRST_COMMIT"
 
 
 def transactional_id(prefix: str, task: int) -> str:
@@ -113,14 +109,12 @@ def _describe(failures) -> str:
                      f"{h.producer_epoch}): {exc}" for h, exc in failures)
 
 
-def _end(client, opts, handles, commit: bool, on_first=None) -> None:
+def _end(client, opts, handles, commit: bool) -> None:
     if not handles:
         return
     failures = []
-    for index, handle in enumerate(handles):
+    for handle in handles:
         failures += end_transactions(client, [handle], commit, timeout_ms=opts.delivery_timeout_ms)
-        if index == 0 and on_first is not None:
-            on_first()
     if failures:
         what = "commit" if commit else "abort"
         raise TransactionError(
@@ -128,23 +122,6 @@ def _end(client, opts, handles, commit: bool, on_first=None) -> None:
             f"{_describe(failures)}"
             + (". The records of those tasks are not visible to read_committed readers; the "
                "other tasks' are" if commit and len(failures) < len(handles) else ""))
-
-
-def _crash_hook():
-    flag = os.environ.get(CRASH_AFTER_FIRST_COMMIT_ENV)
-    if not flag or os.path.exists(flag):
-        return None
-
-    def crash():
-        with open(flag, "w") as f:
-            f.write("crashed\n")
-        log.warning("test hook: SIGKILL after the first EndTxn(commit)")
-        # The commit runs in a Python worker in a process group of its own; the test
-        # starts the driver as a session leader, whose group holds the driver and its JVM.
-        os.killpg(os.getsid(0), signal.SIGKILL)
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-
-    return crash
 
 
 def check_open(client, opts, messages) -> None:
@@ -178,7 +155,7 @@ def commit_all(opts, messages, before_first_commit=None) -> int:
         check_open(client, opts, messages)
         if before_first_commit is not None:
             before_first_commit(handles)
-        _end(client, opts, handles, True, _crash_hook())
+        _end(client, opts, handles, True)
     return len(handles)
 
 

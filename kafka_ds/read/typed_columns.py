@@ -17,41 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .columns import output_columns, spark_ddl
-from .errors import ConfigurationError, RecordDecodeError
-from .options.formats import ColumnFormatSpec, TypedColumnsSpec
+from ..columns import output_columns
+from ..errors import ConfigurationError, RecordDecodeError
+from ..formats.codecs import SCHEMA_TYPES, make_codec
+from ..options.formats import ColumnFormatSpec, TypedColumnsSpec
+from ..registry.client import registry_for
 
-#: the registry's schemaType of each format
-SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
 #: PERMISSIVE mode: what is kept of a record that did not decode
 ERROR_TYPE = "struct<reason:string,schemaId:int,raw:binary>"
 
 
 def error_column(column: str) -> str:
     return f"{column}Error"
-
-
-def registry(settings):
-    """The process's one registry client for ``settings``; it is also the codecs' lookup
-    (:class:`kafka_ds.registry.schema.SchemaLookup`): pickled to an executor, it becomes that
-    process's client, so each writer schema is fetched once per process."""
-    from .registry.client import registry_for
-    return registry_for(settings)
-
-
-def make_codec(spec: ColumnFormatSpec, reader_schema, *, framed: bool, lookup, schema_id):
-    """The codec of ``spec.format`` for ``reader_schema`` (a RegisteredSchema)."""
-    if spec.format == "avro":
-        from .formats.avro import AvroCodec
-        return AvroCodec(reader_schema, framed=framed, lookup=lookup, schema_id=schema_id)
-    if spec.format == "protobuf":
-        from .formats.protobuf import ProtobufCodec
-        return ProtobufCodec(reader_schema, framed=framed, lookup=lookup, schema_id=schema_id,
-                             message_name=spec.message_name)
-    if spec.format == "json":
-        from .formats.json_format import JsonCodec
-        return JsonCodec(reader_schema, framed=framed, lookup=lookup, schema_id=schema_id)
-    raise ValueError(spec.format)
 
 
 @dataclass
@@ -110,7 +87,7 @@ class TypedColumns:
         for typed in self.columns:
             index = names.index(typed.name)
             raw = arrays[index]
-            decoded, bad_rows, reasons, schema_ids = _decode(typed, raw)
+            decoded, bad_rows, reasons, schema_ids = decode_column(typed, raw)
             if len(bad_rows) and not self.permissive:
                 row = int(bad_rows[0])
                 offset = batch.column("offset")[row].as_py()
@@ -133,7 +110,7 @@ class TypedColumns:
                                           schema=pa.schema(fields))
 
 
-def _decode(typed: TypedColumn, raw):
+def decode_column(typed: TypedColumn, raw):
     """``(array, bad_rows, reasons, schema_ids)`` of one column."""
     import numpy as np
     import pyarrow as pa
@@ -210,12 +187,12 @@ def topic_of(spec: ColumnFormatSpec, topics: list | None) -> str:
 
 def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
     """The reader schema of one column: inline, or the subject's version from the registry."""
-    from .registry.schema import RegisteredSchema
+    from ..registry.schema import RegisteredSchema
     if spec.inline_schema is not None:
         return RegisteredSchema(SCHEMA_TYPES[spec.format], spec.inline_schema)
     subject = spec.subject or f"{topic_of(spec, topics)}-{spec.column}"
     fmt = "serialized" if spec.format == "protobuf" else None
-    found = registry(registry_settings).schema_version(subject, spec.version, fmt=fmt)
+    found = registry_for(registry_settings).schema_version(subject, spec.version, fmt=fmt)
     if found.schema_type != SCHEMA_TYPES[spec.format]:
         raise ConfigurationError(
             f"Option '{spec.option('Format')}' is '{spec.format}' but subject '{subject}' "
@@ -236,11 +213,8 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumn
             continue
         schema = reader_schema(column_spec, spec.registry, topics)
         codec = make_codec(column_spec, schema, framed=spec.registry is not None,
-                           lookup=registry(spec.registry) if spec.registry else None,
+                           lookup=registry_for(spec.registry) if spec.registry else None,
                            schema_id=schema.schema_id)
         columns.append(TypedColumn(column_spec, codec, codec.spark_type))
     return TypedColumns(tuple(columns), spec.mode)
 
-
-def read_ddl(typed: TypedColumns | None, include_headers: bool) -> str:
-    return typed.spark_ddl(include_headers) if typed else spark_ddl(include_headers)

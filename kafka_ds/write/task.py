@@ -1,0 +1,207 @@
+"""One write task: its Arrow batches become records, buffered per partition, encoded and
+produced (``rows.py``, ``buffers.py``); the task returns only once every batch is
+acknowledged, with what it delivered in its commit message."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
+
+from ..client import make_client
+from ..client.producer import Producer
+from ..client.transactions import Transaction
+from ..options import WriteOptions
+from .buffers import RecordBatcher
+from .plan import ColumnPlan
+from .rows import RowTopics, TopicState, assign_partitions, check_record_sizes, row_columns, row_topics
+from .topics import partition_count
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    """What one write task delivered.
+
+    ``partitions``: ``(topic, partition, records, first_offset, last_offset)`` per
+    partition written; offsets are -1 when unknown (``acks=0``, or every batch was
+    acknowledged as a duplicate of an earlier attempt). Other tasks may have written to
+    the same partition in between, so ``records`` can be less than the range's length.
+    """
+
+    task: int
+    records: int
+    bytes: int
+    partitions: list = field(default_factory=list)
+    retries: int = 0
+    seconds: float = 0.0
+    # deliveryGuarantee=exactly-once: the task's open transaction, for the driver to end
+    # (producer_id -1: no transaction). ``skipped``: a replayed micro-batch already committed.
+    transactional_id: str | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    skipped: bool = False
+
+
+@dataclass
+class WriteSummary:
+    """All tasks' commit messages folded per (topic, partition)."""
+
+    records: int = 0
+    bytes: int = 0
+    tasks: int = 0
+    failed_tasks: int = 0
+    retries: int = 0
+    partitions: dict = field(default_factory=dict)   # (topic, partition) -> [records, first, last]
+
+    @classmethod
+    def of(cls, messages) -> "WriteSummary":
+        summary = cls()
+        for message in messages:
+            if message is None:
+                summary.failed_tasks += 1
+                continue
+            summary.tasks += 1
+            summary.records += message.records
+            summary.bytes += message.bytes
+            summary.retries += message.retries
+            for topic, partition, records, first, last in message.partitions:
+                entry = summary.partitions.setdefault((topic, partition), [0, -1, -1])
+                entry[0] += records
+                if first >= 0 and (entry[1] < 0 or first < entry[1]):
+                    entry[1] = first
+                if last > entry[2]:
+                    entry[2] = last
+        return summary
+
+    def describe(self) -> str:
+        parts = []
+        for (topic, partition), (records, first, last) in sorted(self.partitions.items()):
+            offsets = f" offsets {first}-{last}" if first >= 0 else ""
+            parts.append(f"{topic}-{partition}: {records}{offsets}")
+        text = (f"{self.records} records ({self.bytes} bytes in record batches) from "
+                f"{self.tasks} tasks")
+        if self.failed_tasks:
+            text += f", {self.failed_tasks} tasks failed"
+        if self.retries:
+            text += f", {self.retries} retried batches"
+        return text + (": " + ", ".join(parts) if parts else "")
+
+
+def spark_partition_id() -> int:
+    try:
+        from pyspark import TaskContext
+        context = TaskContext.get()
+        return context.partitionId() if context is not None else -1
+    except Exception:   # not in a Spark task (tests, tools)
+        return -1
+
+
+class TaskWriter:
+    """Writes one task's Arrow batches; not thread-safe. ``close()`` when done."""
+
+    def __init__(self, opts: WriteOptions, plan: ColumnPlan, task: int | None = None,
+                 transactional_id: str | None = None):
+        self.opts = opts
+        self.plan = plan
+        self.task = spark_partition_id() if task is None else task
+        # Both settings objects were built on the driver (kafka_ds.options).
+        self.client = make_client(opts)
+        producer_config = opts.producer
+        if transactional_id is not None:
+            producer_config = dataclasses.replace(producer_config,
+                                                  transactional_id=transactional_id)
+        self.producer = Producer(self.client, producer_config)
+        self.transaction: Transaction | None = None
+        if transactional_id is not None:
+            # Begun at once, rows or not: the new epoch fences an earlier attempt of this
+            # task and aborts what it left open.
+            self.transaction = Transaction(self.client, transactional_id,
+                                           opts.transaction_timeout_ms,
+                                           timeout_ms=opts.delivery_timeout_ms)
+            self.transaction.begin()
+            self.producer.use_transaction(self.transaction.producer_id,
+                                          self.transaction.producer_epoch)
+        self.batches = RecordBatcher(opts, self.producer, self.transaction, self.describe_rows)
+        self.topics: dict[str, TopicState] = {}
+        self.rows_seen = 0
+        self.started = time.monotonic()
+
+    # --- context for errors ---
+
+    def describe_rows(self, rows: np.ndarray) -> str:
+        where = f"Spark partition {self.task}" if self.task >= 0 else "this write task"
+        if len(rows) == 1:
+            return f"row {int(rows[0])} of {where}'s input"
+        return (f"{len(rows)} rows of {where}'s input between row {int(rows.min())} and "
+                f"{int(rows.max())}")
+
+    def _topic(self, name: str) -> TopicState:
+        state = self.topics.get(name)
+        if state is None:
+            count = partition_count(self.client, name, self.opts.bootstrap_servers,
+                                     self.opts.allow_auto_create_topics)
+            state = self.topics[name] = TopicState(name, count, self.opts.batch_size)
+        return state
+
+    # --- per Arrow batch ---
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Buffer ``batch``'s rows by (topic, partition) and send what is ready; the
+        steps are in rows.py (in the order their errors are raised)."""
+        if batch.num_rows == 0:
+            return
+        first_row = self.rows_seen
+        self.rows_seen += batch.num_rows
+        rows = row_columns(batch, self.plan, first_row, self.batches.batch_limit,
+                           self.describe_rows)
+        names, index = row_topics(batch, self.plan, self.opts.topic, first_row,
+                                  self.describe_rows)
+        states = [self._topic(t) for t in names]
+        topics = RowTopics(names, index, states,
+                           np.array([s.num_partitions for s in states], dtype=np.int64))
+        partitions = assign_partitions(batch, self.plan, rows, topics, first_row,
+                                       self.describe_rows)
+        check_record_sizes(rows, topics, partitions, self.opts.max_request_size, first_row,
+                           self.describe_rows)
+        self.batches.add(rows, topics, partitions, first_row)
+        self.batches.emit(final=False)
+
+    # --- end of the task ---
+
+    def finish(self) -> KafkaCommitMessage:
+        self.batches.emit(final=True)
+        self.producer.flush()
+        partitions = []
+        records = 0
+        for (topic, partition), result in sorted(self.producer.results().items()):
+            partitions.append((topic, partition, result.records, result.first_offset,
+                               result.last_offset))
+            records += result.records
+        stats = self.producer.stats
+        message = KafkaCommitMessage(task=self.task, records=records, bytes=stats.bytes_sent,
+                                     partitions=partitions, retries=stats.retries,
+                                     seconds=round(time.monotonic() - self.started, 3))
+        if self.transaction is not None:
+            message.transactional_id = self.transaction.transactional_id
+            if self.transaction.partitions:   # an empty transaction has nothing to end
+                message.producer_id = self.transaction.producer_id
+                message.producer_epoch = self.transaction.producer_epoch
+        return message
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def write_batches(opts: WriteOptions, plan: ColumnPlan, batches, task: int | None = None,
+                  transactional_id: str | None = None):
+    """Write an iterator of Arrow batches; the commit message once all are acknowledged."""
+    writer = TaskWriter(opts, plan, task, transactional_id)
+    try:
+        for batch in batches:
+            writer.write_batch(batch)
+        return writer.finish()
+    finally:
+        writer.close()
