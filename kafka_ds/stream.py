@@ -44,8 +44,9 @@ def plan_tasks(ranges, opts: ReadOptions) -> list[InputPartition]:
     :class:`KafkaInputRanges` when the batch has several ranges and at most
     ``smallBatchRecords`` records in all (and neither ``minPartitions`` nor
     ``maxRecordsPerPartition`` asks for a spread). Each task costs Spark a Python worker
-    round trip for the read and one for the write, ~50 ms on 2 cores, and tasks beyond
-    the cores run in a second wave; reading a few thousand records takes far less."""
+    round trip for the read and one for the write, and tasks beyond the cores run in a
+    second wave; reading a few thousand records takes far less (docs/streaming.md, "What
+    a micro-batch costs")."""
     tasks = [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
     small = opts.small_batch_records
     if (len(tasks) > 1 and small and opts.min_partitions is None

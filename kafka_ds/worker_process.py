@@ -3,10 +3,10 @@
 PySpark's daemon forks a worker that runs task after task (``spark.python.worker.reuse``)
 and calls ``gc.collect()`` after each one. A full collection walks every tracked object of
 the process: pyspark, pyarrow, numpy and kafka_ds modules, their functions and classes,
-about 30 ms per task here, as long as a small read task itself. None of those objects
-becomes garbage while the process lives, so after the first task's imports they are
-collected once and moved to the permanent generation (``gc.freeze``); later collections
-walk only what the tasks allocate. Measured in tests/README.md ("Suite time").
+a walk as long as a small read task itself. None of those objects becomes garbage while
+the process lives, so after the first task's imports they are collected once and moved
+to the permanent generation (``gc.freeze``); later collections walk only what the tasks
+allocate.
 """
 from __future__ import annotations
 

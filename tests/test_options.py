@@ -7,7 +7,7 @@ import pickle
 from kafka_ds.client.config import ClientConfig
 from kafka_ds.client import KafkaClient
 from kafka_ds.client.connection import parse_bootstrap
-from kafka_ds.client.producer import ProducerConfig
+from kafka_ds.client.config import ProducerConfig
 from kafka_ds.options.core import (
     BATCH,
     INT32_MAX,

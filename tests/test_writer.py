@@ -29,7 +29,7 @@ from chispa import assert_df_equality
 from brokers import consume_confluent, kafka_python_api_version
 from faultproxy import FaultProxy
 from kafka_ds.client import KafkaClient
-from kafka_ds.client.producer import ProduceError
+from kafka_ds.errors import ProduceError
 from kafka_ds.options import parse_write_options
 from kafka_ds.protocol import messages as m
 from kafka_ds.errors import ConfigurationError

@@ -20,7 +20,7 @@ from ..protocol.errors import LeaderNotAvailable, UnknownTopicOrPartition, error
 from . import admin, coordinators, reads
 from .config import ClientConfig
 from .connection import BrokerConnection, parse_bootstrap
-from .coordinators import GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, Coordinators  # noqa: F401
+from .coordinators import Coordinators
 from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)

@@ -35,10 +35,8 @@ from ..errors import (
     ProduceError,
     RetriableError,
 )
-from .config import ProducerConfig  # noqa: F401  (defined with the other settings)
-from .producer_batches import (  # noqa: F401  (re-exported)
-    SEQUENCE_MODULUS, PartitionQueues, PartitionResult, PartitionState, ProducerBatch,
-)
+from .config import ProducerConfig
+from .producer_batches import PartitionQueues, PartitionResult, PartitionState, ProducerBatch
 from .producer_outcomes import BatchOutcomes, ProducerStats
 
 log = logging.getLogger(__name__)

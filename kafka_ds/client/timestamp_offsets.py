@@ -171,9 +171,8 @@ def partition_fetcher(client, topic: str, partition: int, isolation_level: int) 
     or the last stable offset with read_committed, from the same answer) is asked again:
     Kafka always sends at least one batch there, but Tansu 0.6.0 answers with no records
     (error 0, right high watermark) when finding the offset takes longer than the Fetch's
-    wait: now and then on small partitions (about one Fetch in 10,000 here), and for a
-    fifth of the offsets of a 2.5M-record partition (found in ~1.3 ms, so over a 1 ms
-    wait; never over 5 ms). Taken as it is, that empty answer reads as "nothing from this
+    wait: now and then on small partitions, and often on large ones (tests/README.md,
+    Tansu deviation 16). Taken as it is, that empty answer reads as "nothing from this
     offset on": the search then ends one batch late (its answer was the batch after the
     one asked for) or finds nothing, and a check can fail. So each new attempt waits longer
     (``EMPTY_ANSWER_WAITS_MS``; Tansu answers as soon as it has found the records, so a

@@ -16,7 +16,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from .codecs import DecodedColumn
+from . import DecodedColumn
 from .avro_columns import ResolutionError, build_plan
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
     simple_string, spark_to_arrow

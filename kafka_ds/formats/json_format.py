@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from .codecs import DecodedColumn
+from . import DecodedColumn
 from kafka_ds.formats.framing import HEADER_SIZE, frame_header, split_frames
 from kafka_ds.formats.json_schema import (Mismatch, Node, coerce, compile_schema, parse,
                                           to_json_value)

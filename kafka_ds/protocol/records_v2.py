@@ -39,9 +39,9 @@ class _Batch:
 # Compressed batches are decompressed and decoded in chunks of about this many
 # records: the field decode makes ~40 numpy passes over per-record int64 arrays and
 # gathers from the decompressed bytes, and a chunk decoded right after its
-# decompression finds both in the core's L2 cache.  Measured with 100-byte records
-# in 5 MB (compressed) fetch responses: +13 % lz4, +15 % zstd over decompressing the
-# whole response first.  Uncompressed input gains nothing from it (not chunked).
+# decompression finds both in the core's L2 cache (benchmarks/bench_decode.py compares
+# it with decompressing the whole response first).  Uncompressed input gains nothing
+# from it (not chunked).
 _CHUNK_RECORDS = 32768
 _CHUNK_BYTES = 4 << 20        # stored (possibly compressed) bytes per chunk
 _MAX_BUFFER = (1 << 31) - 64  # int32 Arrow offsets

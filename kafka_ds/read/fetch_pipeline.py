@@ -1,27 +1,12 @@
 """One Spark task's Fetch requests, one ahead of the decode (``ranges.read_range``).
 
-A task reads one partition from ``start`` to ``end`` in Fetch-sized pieces. Read one
-after the other, the worker waits for the broker while it could decode, and the
-broker waits while the worker decodes. :class:`FetchAhead` overlaps the two: after
-the answer at offset N has been handed to the decoder, a background thread already
-fetches the next piece, at the offset the answer's batch headers say it ends
-(:func:`next_offset_from_headers`, a few ``struct`` reads per batch). It is a guess
-that the decoder checks: ``read_range`` asks :meth:`FetchAhead.get` for exactly the
-offset and fetch size it wants, and an answer fetched for anything else is dropped
-and fetched again -- so every decision (data loss, read_committed waits, fetch-size
-growth, stalls) stays the sequential loop's, and the answers it sees are the same.
-
-Memory stays bounded: at most two answers per task exist, the one being decoded and
-the one in flight or waiting; the thread starts the next Fetch only once the decoder
-has asked for the one it holds. Socket reads, numpy and pyarrow release the GIL, so
-the thread's receive runs while the decoder computes.
-
-No thread starts unless the first answer ends before the range does (a read of one
-Fetch -- most streaming micro-batches -- stays in the calling thread). Errors of a
-fetch are raised by :meth:`~FetchAhead.get`, in the calling thread, as the same
-exception object. :meth:`~FetchAhead.close` (``read_range``'s ``finally``: the range
-is done, or Spark stopped consuming the generator) stops the thread, waking it from a
-blocked socket read by shutting that connection down, and joins it.
+While the answer at offset N is decoded, :class:`FetchAhead`'s thread already fetches the
+next piece, at the offset the answer's batch headers say it ends
+(:func:`next_offset_from_headers`). That is a guess the decoder checks: ``read_range``
+asks :meth:`FetchAhead.get` for exactly the offset and size it wants, and an answer
+fetched for anything else is dropped and fetched again, so every decision stays the
+sequential loop's. At most two answers per task exist. Why and how: docs/architecture.md
+("Reading a range").
 """
 from __future__ import annotations
 
