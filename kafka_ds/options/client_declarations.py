@@ -12,7 +12,7 @@ from ..client.connection import parse_bootstrap
 from ..client.security.parse import security_settings
 from .core import READ, READ_WRITE, ByMode, Option, integer, kafka_params, text
 
-# Declared for the README and the checks; check_bootstrap parses it.
+# Declared for the docs and the checks; check_bootstrap parses it.
 BOOTSTRAP = Option(
     "kafka.bootstrap.servers", READ_WRITE,
     "Comma-separated `host:port` list of brokers to bootstrap from (IPv6: `[::1]:9092`).",

@@ -126,7 +126,7 @@ class Option:
     minimum: int | None = None
     maximum: int | None = None
     example: str | None = None         # a valid value, shown in errors
-    shown_default: str | None = None   # README default when not simply `default`
+    shown_default: str | None = None   # the docs' default when not simply `default`
 
     def __post_init__(self):
         if self.parse is integer and self.name.startswith("kafka.") and self.maximum is None:

@@ -39,7 +39,7 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
                  "How the `COLUMN` column is decoded on read and encoded on write: `binary` "
                  "(bytes as stored), `string` (UTF-8), or `avro`, `protobuf`, `json` (Confluent "
                  "Schema-Registry framing: magic byte, schema id; the column becomes the Spark "
-                 "type of the schema; README: Typed keys and values).",
+                 "type of the schema; [Typed values](typed-values.md)).",
                  choice({name: name for name in FORMATS}), "binary"),
     *_per_column("Subject",
                  "Registry subject of the COLUMN schema.",

@@ -48,9 +48,10 @@ READ_OPTIONS: tuple[Option, ...] = (
            "How `latest` (and `earliest`) offsets are looked up: `auto` (ListOffsets, as "
            "Spark does, checked against one small Fetch per broker: the larger of it and the "
            "high watermark for `latest`, the smaller of it and the log start offset for "
-           "`earliest`, so brokers whose ListOffsets is off, e.g. Tansu 0.6 after "
-           "multi-record or concurrently written batches, still read every record), "
-           "`listOffsets` (ListOffsets only, one request fewer) or `fetch` (same as `auto`).",
+           "`earliest`: on Apache Kafka both agree; on a Kafka-compatible broker whose "
+           "ListOffsets answers are off, the demo's Tansu among them, the read still gets every "
+           "record), `listOffsets` (ListOffsets only, one request fewer, as Spark) or `fetch` "
+           "(same as `auto`).",
            choice({"auto": True, "listOffsets": False, "fetch": True}), "auto",
            field="latest_via_fetch"),
     Option("timestampOffsetsVia", READ,
@@ -64,7 +65,7 @@ READ_OPTIONS: tuple[Option, ...] = (
            field="timestamp_offsets_via"),
     Option("pushFilters", frozenset({BATCH}),
            "Narrow a batch read by the query's filters on `topic`, `partition`, `offset` and "
-           "`timestamp` (README: Reading less). Needs Spark's conf "
+           "`timestamp` ([Reading less](reading-less.md)). Needs Spark's conf "
            "`spark.sql.python.filterPushdown.enabled=true` too (pyspark >= 4.1); with the conf "
            "off the read fails naming both. Left out (or `false`), the read works whatever the "
            "conf says, without pushdown.",
@@ -84,7 +85,7 @@ READ_OPTIONS: tuple[Option, ...] = (
            boolean, False, field="include_headers"),
     Option("fetchOffset.numRetries", READ,
            "Accepted for compatibility with Spark's source; driver-side offset look-ups retry "
-           "within `kafka.default.api.timeout.ms` (docs/reliability.md).",
+           "within `kafka.default.api.timeout.ms` ([Reliability](reliability.md)).",
            integer, 3, field="fetch_offset_retries", minimum=0),
     Option("fetchOffset.retryIntervalMs", READ, "Accepted for compatibility (see above).",
            integer, 1000, field="fetch_offset_retry_interval_ms", minimum=0),
@@ -125,8 +126,8 @@ READ_OPTIONS: tuple[Option, ...] = (
            text, "spark-kafka-source", field="group_id_prefix"),
     Option("kafka.group.id", frozenset({STREAM}),
            "Consumer group the query commits its progress to: the end offsets of every "
-           "finished micro-batch (docs/streaming.md); also the group `startingOffsets=group` "
-           "starts from.",
+           "finished micro-batch ([Streaming](streaming.md)); also the group "
+           "`startingOffsets=group` starts from.",
            text, field="group_id"),
     Option("kafka.isolation.level", READ,
            "`read_committed` skips aborted transactions and reads up to the last stable "

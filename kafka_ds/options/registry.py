@@ -1,4 +1,4 @@
-"""The registry: the declared options in one list, ``OPTIONS`` (its order is the README
+"""The registry: the declared options in one list, ``OPTIONS`` (its order is the docs'
 table's; the security options, ``SECURITY_OPTIONS``, have a table of their own), every
 one looked up by lower-cased name in ``BY_NAME``; the Kafka settings rejected outright,
 ``FORBIDDEN``; and the checks and look-ups that go through them.
@@ -24,7 +24,7 @@ log = logging.getLogger(__package__)
 OPTIONS: tuple[Option, ...] = (BOOTSTRAP, *READ_OPTIONS, *CLIENT_OPTIONS, *WRITE_OPTIONS,
                                *FORMAT_OPTIONS, STRICT)
 
-# The security options have a table of their own (README: Security), so they are not in
+# The security options have a table of their own (docs/security.md), so they are not in
 # OPTIONS; BY_NAME knows every declared option.
 BY_NAME = {option.name.lower(): option for option in (*OPTIONS, *SECURITY_OPTIONS)}
 
@@ -114,7 +114,7 @@ def check_option_names(options: dict, *, report: bool = True) -> None:
     if why:
         raise ConfigurationError(
             " ".join(found) + f" Unknown options fail the query as {why}: correct the "
-            "name (see the option table of kafka_ds's README), or remove the option.")
+            "name (see kafka_ds's option table, docs/options.md), or remove the option.")
     if report:
         for message in found:
             # Spark's Python worker logs: the console of local mode, the driver's log, and

@@ -1,5 +1,5 @@
 """Declarations of the TLS and SASL options (``kafka.security.protocol``, ``kafka.ssl.*``,
-``kafka.sasl.*``), for the README's security table and the name checks. They are parsed
+``kafka.sasl.*``), for the security page's option table and the name checks. They are parsed
 together into one ``SecuritySettings`` by ``kafka_ds.client.security.parse``
 (:func:`.client_declarations.parse_security`)."""
 from __future__ import annotations

@@ -54,8 +54,9 @@ WRITE_OPTIONS: tuple[Option, ...] = (
            integer, PRODUCER.max_in_flight, field="max_in_flight", minimum=1),
     Option("deliveryGuarantee", frozenset({WRITE}),
            "`exactly-once`: every task writes in a Kafka transaction that the driver commits "
-           "when Spark commits the write (docs/exactly_once.md); `at-least-once`: plain "
-           "idempotent writes, a retried task or a replayed micro-batch writes its rows again.",
+           "when Spark commits the write ([Exactly-once](exactly_once.md)); `at-least-once`: "
+           "plain idempotent writes, a retried task or a replayed micro-batch writes its rows "
+           "again.",
            choice({"at-least-once": False, "exactly-once": True}), "at-least-once",
            field="exactly_once"),
     Option("transactionalIdPrefix", frozenset({WRITE}),
