@@ -14,7 +14,7 @@ from .compat import FILTER_PUSHDOWN, require
 from .read.planner import OffsetPlanner, late_offsets, rebind, split_ranges
 from .read.pushdown import Narrowing, narrow, narrow_ranges
 from .read.ranges import read_range
-from .worker_process import freeze_long_lived_objects
+from .worker_process import freeze_long_lived_objects, spark_entry_point
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class KafkaBatchReader(DataSourceReader):
         return (ranges, late_offsets(self.opts.starting, tps, EARLIEST),
                 late_offsets(self.opts.ending, tps, LATEST))
 
+    @spark_entry_point
     def partitions(self):
         client = make_client(self.opts)
         try:
@@ -56,6 +57,7 @@ class KafkaBatchReader(DataSourceReader):
         return plan_late_bound(ranges, late_start, late_end, self.opts.min_partitions,
                                self.opts.max_records_per_partition)
 
+    @spark_entry_point
     def read(self, partition):
         freeze_long_lived_objects()
         if not getattr(partition, "late_start", False) and not getattr(partition, "late_end",

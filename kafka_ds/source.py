@@ -10,6 +10,7 @@ from .columns import simple_string, spark_ddl
 from .errors import ConfigurationError
 from .options import check_option_names, parse_read_options
 from .options.core import lower_keys, parse_bool
+from .worker_process import spark_entry_point
 
 
 def _check_schema(schema, include_headers: bool, typed=None) -> None:
@@ -71,6 +72,7 @@ class KafkaDataSource(DataSource):
             self._typed = resolve_for_read(opts.typed_spec, opts.subscribed_topics())
         return self._typed
 
+    @spark_entry_point
     def schema(self):
         # A read fails at load() already for options that are wrong in every mode; the
         # batch- or stream-specific checks follow in reader()/streamReader().
@@ -88,6 +90,7 @@ class KafkaDataSource(DataSource):
         typed = self._typed_columns(opts)
         return opts if typed is None else replace(opts, typed=typed)
 
+    @spark_entry_point
     def streamReader(self, schema):
         from .stream import InvalidOptionsStreamReader, KafkaStreamReader
         try:
@@ -101,6 +104,7 @@ class KafkaDataSource(DataSource):
             return InvalidOptionsStreamReader(exc)
         return KafkaStreamReader(opts, self.options)
 
+    @spark_entry_point
     def reader(self, schema) -> DataSourceReader:
         opts = self._with_typed(parse_read_options(
             self.options, streaming=False, report_unknown=not self._names_reported()))
@@ -123,6 +127,7 @@ class KafkaDataSource(DataSource):
             check_topic_exists(opts)
         return opts, plan
 
+    @spark_entry_point
     def writer(self, schema, overwrite: bool):
         from .writer import KafkaDataSourceWriter
         if overwrite:
@@ -134,6 +139,7 @@ class KafkaDataSource(DataSource):
                 "df.write.format(\"pykafka\").mode(\"append\").save().")
         return KafkaDataSourceWriter(*self._write_plan(schema))
 
+    @spark_entry_point
     def streamWriter(self, schema, overwrite: bool):
         # Like Spark's Kafka sink, any output mode writes the rows Spark hands over
         # (complete mode: the whole result table again each trigger); a topic is

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming import StreamingQueryListener
 
 from .client import make_client
 from .compat import ADMISSION_CONTROL, SupportsTriggerAvailableNow, require
@@ -26,7 +27,7 @@ from .read.planner import split_ranges
 from .read.ranges import read_range
 from .read.stream_offsets import StreamOffsets, from_offset_dict, to_offset_dict
 from .reader import KafkaInputPartition
-from .worker_process import freeze_long_lived_objects
+from .worker_process import freeze_long_lived_objects, spark_entry_point
 
 log = logging.getLogger(__name__)
 
@@ -110,17 +111,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- offsets -----------------------------------------------------------------
 
+    @spark_entry_point
     def initialOffset(self) -> dict:
         self._install_sigterm_handler()
         return self.offsets.initial()
 
+    @spark_entry_point
     def getDefaultReadLimit(self):
         return self.offsets.default_read_limit()
 
+    @spark_entry_point
     def prepareForTriggerAvailableNow(self) -> None:
         self._install_sigterm_handler()
         self.offsets.prepare_available_now()
 
+    @spark_entry_point
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         self._install_sigterm_handler()
         if start is not None:
@@ -128,16 +133,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._commit_to_group(start)
         return self.offsets.latest(start, limit)
 
+    @spark_entry_point
     def reportLatestOffset(self):
         return self.offsets.reported_latest()
 
     # --- planning and reading ------------------------------------------------------
 
+    @spark_entry_point
     def partitions(self, start: dict, end: dict):
         ranges = split_ranges(self.offsets.ranges(start, end), self.opts.min_partitions,
                               self.opts.max_records_per_partition)
         return plan_tasks(ranges, self.opts)
 
+    @spark_entry_point
     def read(self, partition):
         freeze_long_lived_objects()
         if not isinstance(partition, KafkaInputRanges):
@@ -188,6 +196,7 @@ class InvalidOptionsStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def __init__(self, error: Exception):
         self.error = error
 
+    @spark_entry_point
     def _fail(self, *args, **kwargs):
         raise self.error
 
@@ -196,6 +205,36 @@ class InvalidOptionsStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def stop(self) -> None:
         pass
+
+
+def _kafka_offsets(value) -> dict | None:
+    """A source's offsets from a query progress (JSON text or already a dict) when they
+    have the shape of a Kafka source's, ``{topic: {"partition": offset}}``; else None."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, dict) and value and all(
+            isinstance(parts, dict) and all(str(p).isdigit() and isinstance(o, int)
+                                            for p, o in parts.items())
+            for parts in value.values()):
+        return value
+    return None
+
+
+def _kafka_source(progress, what: str):
+    """The one source of ``progress`` with Kafka offsets (None: no finished batch yet);
+    ``what`` asks for it, named in the error."""
+    if not progress:
+        return None
+    sources = [source for source in progress.get("sources", [])
+               if _kafka_offsets(source.get("endOffset")) is not None]
+    if len(sources) != 1:
+        raise ConfigurationError(
+            f"{what} needs a query with exactly one Kafka source; found {len(sources)} sources "
+            "with Kafka offsets in its progress")
+    return sources[0]
 
 
 def commit_query_progress(query, options: dict) -> dict:
@@ -214,25 +253,11 @@ def commit_query_progress(query, options: dict) -> dict:
     opts = parse_read_options(options, streaming=True)
     if not opts.group_id:
         raise ConfigurationError("commit_query_progress needs option 'kafka.group.id'")
-    progress = query.lastProgress
-    if not progress:
+    source = _kafka_source(query.lastProgress, "commit_query_progress")
+    if source is None:
         return {}
-    candidates = []
-    for source in progress.get("sources", []):
-        try:
-            end = json.loads(source.get("endOffset") or "null")
-        except (TypeError, ValueError):
-            continue
-        if isinstance(end, dict) and end and all(
-                isinstance(parts, dict) and all(str(p).isdigit() and isinstance(o, int)
-                                                for p, o in parts.items())
-                for parts in end.values()):
-            candidates.append(end)
-    if len(candidates) != 1:
-        raise ConfigurationError(
-            f"commit_query_progress needs a query with exactly one Kafka source; found "
-            f"{len(candidates)} sources with Kafka offsets in query.lastProgress")
-    offsets = {tp: off for tp, off in from_offset_dict(candidates[0]).items() if off >= 0}
+    offsets = {tp: off for tp, off in from_offset_dict(
+        _kafka_offsets(source.get("endOffset"))).items() if off >= 0}
     client = make_client(opts)
     try:
         client.commit_offsets(opts.group_id, offsets)
@@ -240,3 +265,76 @@ def commit_query_progress(query, options: dict) -> dict:
         client.close()
     return to_offset_dict(offsets)
 
+
+def progress_lag(progress) -> dict:
+    """Records behind, ``{topic: {partition: count}}``, of the one pykafka source of a
+    query's progress (``query.lastProgress``, or ``event.progress`` in a
+    ``StreamingQueryListener``): the latest offsets the source saw when Spark planned the
+    batch, minus the batch's end offsets. Spark asks for no broker here, so it is as fresh
+    as the last trigger; {} before the first batch."""
+    source = _kafka_source(progress, "progress_lag")
+    if source is None:
+        return {}
+    end = from_offset_dict(_kafka_offsets(source.get("endOffset")) or {})
+    latest = from_offset_dict(_kafka_offsets(source.get("latestOffset")) or {})
+    lag = {tp: max(latest[tp] - offset, 0) for tp, offset in end.items()
+           if tp in latest and offset >= 0 and latest[tp] >= 0}
+    return to_offset_dict(lag)
+
+
+def group_lag(options: dict) -> dict:
+    """Records behind, ``{topic: {partition: count}}``, of the consumer group
+    ``kafka.group.id`` on the partitions the options subscribe to: their latest offsets
+    now (the last stable offset with ``read_committed``) minus the group's committed
+    offsets, asked of the brokers. A partition the group has no offset for counts from
+    its earliest offset. ``options`` are the source's options."""
+    from .options import parse_read_options
+    from .read.planner import OffsetPlanner
+
+    opts = parse_read_options(options, streaming=True)
+    if not opts.group_id:
+        raise ConfigurationError("group_lag needs option 'kafka.group.id'")
+    client = make_client(opts)
+    try:
+        planner = OffsetPlanner(opts, client)
+        partitions = planner.topic_partitions()
+        latest = planner.latest(partitions)
+        committed = client.fetch_committed(opts.group_id, partitions)
+        missing = [tp for tp in partitions if committed.get(tp, -1) < 0]
+        committed.update(planner.earliest(missing))
+    finally:
+        client.close()
+    return to_offset_dict({tp: max(latest[tp] - committed[tp], 0) for tp in partitions
+                           if tp in latest and tp in committed})
+
+
+class LagListener(StreamingQueryListener):
+    """Logs how far behind each query with a pykafka source is, after every micro-batch:
+    ``spark.streams.addListener(LagListener())``. One line per batch on the logger
+    ``kafka_ds.stream`` (INFO; ``level`` to change it): the query's name or id, the records
+    behind in all and the partitions furthest behind (``progress_lag``)."""
+
+    def __init__(self, level: int = logging.INFO, partitions_shown: int = 3):
+        self.level = level
+        self.partitions_shown = partitions_shown
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        try:
+            lag = from_offset_dict(progress_lag(event.progress))
+        except ConfigurationError:
+            return                       # no pykafka source, or several Kafka sources
+        if not lag:
+            return
+        worst = sorted(lag.items(), key=lambda item: -item[1])[:self.partitions_shown]
+        log.log(self.level, "query %s is %d records behind (most: %s)",
+                event.progress.name or event.progress.id, sum(lag.values()),
+                ", ".join(f"{topic}-{partition} {count}" for (topic, partition), count in worst))
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass

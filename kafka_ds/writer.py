@@ -13,7 +13,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 
 from .compat import DataSourceStreamArrowWriter
 from .options import WriteOptions
-from .worker_process import freeze_long_lived_objects
+from .worker_process import freeze_long_lived_objects, spark_entry_point
 from .write.plan import ColumnPlan
 from .write.task import KafkaCommitMessage, WriteSummary, spark_partition_id, write_batches
 
@@ -31,6 +31,7 @@ class _TaskWrites:
         self.prefix: str | None = None        # exactly-once: transactional id prefix
         self.committed_through = -1           # streaming exactly-once: replays to skip
 
+    @spark_entry_point
     def write(self, iterator) -> KafkaCommitMessage:
         freeze_long_lived_objects()
         if self.prefix is None:
@@ -56,6 +57,7 @@ class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
             from .write.exactly_once import batch_prefix
             self.prefix = batch_prefix(opts)
 
+    @spark_entry_point
     def commit(self, messages) -> None:
         self.summary = WriteSummary.of(messages)
         if self.prefix is not None:
@@ -63,6 +65,7 @@ class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
             commit_all(self.opts, messages)
         log.info("pykafka write committed: %s", self.summary.describe())
 
+    @spark_entry_point
     def abort(self, messages) -> None:
         self.summary = WriteSummary.of(messages)
         if self.prefix is not None:
@@ -88,6 +91,7 @@ class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceSt
             self.prefix = stream_prefix(opts)
             self.committed_through = TransactionLog(require_checkpoint(opts)).recover(opts)
 
+    @spark_entry_point
     def commit(self, messages, batchId) -> None:
         self.summary = WriteSummary.of(messages)
         if self.prefix is not None:
@@ -102,6 +106,7 @@ class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceSt
                 log.info("pykafka micro-batch %s was committed before a restart", batchId)
         log.info("pykafka micro-batch %s committed: %s", batchId, self.summary.describe())
 
+    @spark_entry_point
     def abort(self, messages, batchId) -> None:
         self.summary = WriteSummary.of(messages)
         if self.prefix is not None:

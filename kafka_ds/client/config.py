@@ -27,6 +27,10 @@ class ClientConfig:
     # this long (refreshed earlier on invalid-metadata errors).
     metadata_max_age_ms: int = 300000
     default_api_timeout_ms: int = 60000         # default.api.timeout.ms: driver-side budget
+    # The option that set default_api_timeout_ms, named when the budget runs out: a write's
+    # client gets kafka.delivery.timeout.ms (its metadata and coordinator calls wait as
+    # long as its Produce requests).
+    api_timeout_option: str = "kafka.default.api.timeout.ms"
     # TLS/SASL: kafka_ds.client.security.SecuritySettings (frozen, secrets hidden from
     # repr), parsed from kafka.security.protocol / kafka.ssl.* / kafka.sasl.*; None is
     # PLAINTEXT.

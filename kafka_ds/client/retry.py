@@ -139,15 +139,19 @@ class RetryPolicy:
                 now = self.clock()
                 if self.max_attempts is not None and failures >= self.max_attempts:
                     self._give_up(exc, what, failures, now - start,
-                                  f"after {failures} attempts"
-                                  + (f" ('{self.attempts_option}')" if self.attempts_option else ""))
+                                  f"after {failures} attempts", self.attempts_option)
                 if now >= deadline:
                     self._give_up(exc, what, failures, now - start,
-                                  f"within {self.budget_ms / 1000.0:g} s"
-                                  + (f" ('{self.budget_option}')" if self.budget_option else ""))
+                                  f"within {self.budget_ms / 1000.0:g} s", self.budget_option)
                 # The last attempt comes at the deadline, not a back-off before it.
                 pause = min(pause, deadline - now)
-                log.info("%s failed (%s); retry %d in %.2f s", what, exc, failures, pause)
+                if failures == 1:
+                    # Said once, so a wait for brokers that are down is not silent.
+                    log.warning("%s failed (%s); retrying for up to %g s%s", what, exc,
+                                self.budget_ms / 1000.0,
+                                f" ('{self.budget_option}')" if self.budget_option else "")
+                else:
+                    log.info("%s failed (%s); retry %d in %.2f s", what, exc, failures, pause)
                 self.stats.retries += 1
                 self.stats.slept_s += pause
                 self.sleep(pause)
@@ -161,11 +165,16 @@ class RetryPolicy:
                         log.info("metadata refresh for %s failed: %s", what, refresh_exc)
 
     @staticmethod
-    def _give_up(exc: Exception, what: str, failures: int, elapsed: float, limit: str):
+    def _give_up(exc: Exception, what: str, failures: int, elapsed: float, limit: str,
+                 option: str):
         """Re-raise ``exc`` itself (callers test its type and code), its message saying
-        that retrying did not help."""
-        note = (f"{what} still failing {limit}; {failures} failed attempts over "
-                f"{elapsed:.1f} s")
+        that retrying did not help and which option set the limit."""
+        note = (f"{what} still failing {limit}" + (f" ('{option}')" if option else "")
+                + f"; {failures} failed attempts over {elapsed:.1f} s")
+        if isinstance(exc, KafkaConnectionError):
+            note += (". Check that the brokers are up and reachable from Spark's driver and "
+                     "executors" + (f", or set '{option}' lower to fail sooner" if option
+                                    else ""))
         if exc.args and isinstance(exc.args[0], str):
             exc.args = (f"{exc.args[0]} -- {note}",) + tuple(exc.args[1:])
         else:

@@ -81,6 +81,7 @@ def parse_write_options(raw_options) -> WriteOptions:
         ClientConfig, values,
         retries=None if values["retries"] >= MAX_RETRIES else values["retries"],
         default_api_timeout_ms=values["delivery_timeout_ms"],
+        api_timeout_option="kafka.delivery.timeout.ms",
         security=parse_security(options)))
     return WriteOptions(
         bootstrap_servers=bootstrap, topic=topic, client=client,
