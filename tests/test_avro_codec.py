@@ -24,7 +24,7 @@ from kafka_ds.formats.avro_types import (AvroSchemaError, avro_to_spark, parse_s
                                          spark_type_misfit)
 from kafka_ds.formats.framing import frame, split_frames
 from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
-from registry_fixtures import DictLookup, MockLookup, MockSchemaRegistryClient
+from tests.support.registry_fixtures import DictLookup, MockLookup, MockSchemaRegistryClient
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,4 +1,5 @@
-"""Smoke tests of the test brokers themselves (tests/brokers.py, conftest.py).
+"""Smoke tests of the test brokers themselves (tests/support/brokers.py,
+tests/conftest.py).
 
 Each test states Apache Kafka behaviour. Where a broker is known to deviate
 (tests/README.md, "Known broker deviations"), the test is a strict xfail for
@@ -12,8 +13,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
-from brokers import (BrokerError, MockCluster, TansuBroker, api_versions, consume_confluent,
-                     produce_confluent, produce_kafka_python)
+from tests.support.brokers import (BrokerError, MockCluster, TansuBroker, api_versions,
+                                   consume_confluent, produce_confluent, produce_kafka_python)
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME

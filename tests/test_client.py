@@ -7,8 +7,6 @@ import struct
 import pyarrow as pa
 import pytest
 
-from brokers import consume_confluent, produce_confluent, produce_kafka_python
-from fakebroker import serve_cluster
 from kafka_ds.client import EARLIEST, LATEST, KafkaClient
 from kafka_ds.options import parse_read_options
 from kafka_ds.protocol import messages as m
@@ -16,6 +14,8 @@ from kafka_ds.errors import CorruptRecordError, KafkaError
 from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.protocol.schema import decode_request, encode_response
 from kafka_ds.read.ranges import OffsetRange, read_range
+from tests.support.brokers import consume_confluent, produce_confluent, produce_kafka_python
+from tests.support.fakebroker import serve_cluster
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 BASE_TS = 1_700_000_000_000

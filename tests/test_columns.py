@@ -12,7 +12,7 @@ from kafka_ds.protocol.records_layout import HEADERS_TYPE, TIMESTAMP_TYPE, recor
 from kafka_ds.columns import arrow_schema, spark_ddl
 from kafka_ds.source import _check_schema
 from kafka_ds.write.plan import plan_columns
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 SPARK_KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 

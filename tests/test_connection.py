@@ -4,7 +4,6 @@ import time
 
 import pytest
 
-from fakebroker import FakeBroker, api_versions_v0_answer
 from kafka_ds.protocol.schema import encode_response
 from kafka_ds.client.connection import BrokerConnection
 from kafka_ds.protocol import messages as m
@@ -14,6 +13,7 @@ from kafka_ds.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from tests.support.fakebroker import FakeBroker, api_versions_v0_answer
 
 
 def test_api_versions_falls_back_to_v0_on_error_35_with_malformed_body():

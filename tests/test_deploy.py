@@ -1,11 +1,11 @@
 """Where users run it besides ``local[n]``: Spark Connect (the server's ``remote("local[2]")``
 mode) and a ``local-cluster`` master (two executor JVMs), each running the smoke set
-(tests/smoke_job.py) with the test venv's Python, which has the package installed."""
+(tests/support/smoke_job.py) with the test venv's Python, which has the package installed."""
 import sys
 
 import pytest
 
-from test_wheel import clean_env, run_smoke
+from tests.test_wheel import clean_env, run_smoke
 
 pytestmark = pytest.mark.heavy
 

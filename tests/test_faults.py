@@ -1,10 +1,10 @@
 """Faults during reads and writes: the rows are the same as without faults.
 
-* the mock cluster's own fault controls (tests/brokers.py, through librdkafka's C API):
+* the mock cluster's own fault controls (tests/support/brokers.py, through librdkafka's C API):
   a broker down for 8 s (longer than the old ~3 s retry loop lasted), partition
   leaders moved mid-read, retriable errors pushed into Fetch/ListOffsets/Metadata/
   Produce, a round-trip delay;
-* the TCP fault proxy (tests/faultproxy.py): a response dropped, cut in the middle,
+* the TCP fault proxy (tests/support/faultproxy.py): a response dropped, cut in the middle,
   stalled past the request timeout, or the connection reset -- for Fetch, ListOffsets,
   Metadata and for a Produce the broker already appended (with idempotence no
   duplicate: checked on Tansu, which implements idempotent producers; the mock
@@ -25,15 +25,15 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from brokers import consume_confluent, produce_confluent
-from faultproxy import FaultProxy
 from kafka_ds.client import KafkaClient
 from kafka_ds.options import parse_read_options, parse_write_options
 from kafka_ds.read.planner import OffsetPlanner
 from kafka_ds.read.ranges import read_range
 from kafka_ds.write.plan import ColumnPlan
 from kafka_ds.write.task import write_batches
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.brokers import consume_confluent, produce_confluent
+from tests.support.faultproxy import FaultProxy
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 NOT_LEADER, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT, FENCED_LEADER_EPOCH = 6, 5, 7, 74
@@ -204,9 +204,9 @@ def test_exactly_once_write_with_its_transaction_coordinator_down(spark, mock_cl
     """deliveryGuarantee=exactly-once while the broker that coordinates the write's first
     transactional id (and leads a partition of the topic) is down: InitProducerId,
     AddPartitionsToTxn and Produce retry through the outage; every row is committed once
-    and no transaction is left open (judged on the raw log, tests/txlog.py)."""
+    and no transaction is left open (judged on the raw log, tests/support/txlog.py)."""
     from kafka_ds.protocol import messages as m
-    from txlog import verdict
+    from tests.support.txlog import verdict
 
     bs = mock_cluster.bootstrap_servers
     topic = mock_topic(mock_cluster)

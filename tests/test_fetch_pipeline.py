@@ -26,8 +26,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers import produce_confluent
-from faultproxy import FaultProxy
 from kafka_ds.client import KafkaClient
 from kafka_ds.read.fetch_pipeline import FetchAhead, next_offset_from_headers
 from kafka_ds.options import parse_read_options
@@ -36,6 +34,8 @@ from kafka_ds.protocol.errors import error_for_code
 from kafka_ds.protocol.records import decode_records
 from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.read.ranges import OffsetRange, read_range
+from tests.support.brokers import produce_confluent
+from tests.support.faultproxy import FaultProxy
 
 FETCH = 1
 THREAD_PREFIX = "kafka_ds-fetch"

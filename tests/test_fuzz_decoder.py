@@ -3,11 +3,8 @@ mutated Fetch responses and record batches of every codec, legacy message sets,
 control batches and decompression bombs raise only kafka_ds's typed errors, never
 hang, and stay within memory."""
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-
-import fuzz_decoder  # noqa: E402
+from benchmarks import fuzz_decoder
 
 
 def test_two_thousand_mutated_inputs_raise_only_typed_errors(tmp_path):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kafka_ds.formats.json_format import JsonCodec
 from kafka_ds.formats.json_schema import JsonSchemaError, compile_schema
 from kafka_ds.registry.schema import RegisteredSchema
-from registry_fixtures import (DictLookup, MockLookup, MockSchemaRegistryClient,
+from tests.support.registry_fixtures import (DictLookup, MockLookup, MockSchemaRegistryClient,
                                assert_decode_contract)
 
 pytestmark = pytest.mark.skipif(MockSchemaRegistryClient is None,

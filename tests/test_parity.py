@@ -11,7 +11,6 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
 from kafka_ds.errors import ConfigurationError, CorruptRecordError, DataLossError, KafkaError
 from kafka_ds.protocol.records import decode_records
@@ -22,7 +21,8 @@ from kafka_ds.read.record_timestamps import MAX_MS, check_timestamps, raw_timest
 from kafka_ds.source import KafkaDataSource
 from kafka_ds.stream import InvalidOptionsStreamReader, KafkaStreamReader
 from kafka_ds.read.stream_offsets import from_offset_dict
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.brokers import produce_confluent
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 ONE_PER_BATCH = {"batch.num.messages": 1}   # Tansu's ListOffsets (tests/README.md)
 

@@ -13,13 +13,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from brokers import produce_confluent
 from kafka_ds.write.partitioner import (
     StickyPartitioner,
     murmur2,
     murmur2_array,
     partitions_for_keys,
 )
+from tests.support.brokers import produce_confluent
 
 # Kafka UtilsTest.testMurmur2 (signed 32-bit results of Utils.murmur2).
 KAFKA_VECTORS = {

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from brokers import consume_confluent, produce_confluent
-from test_wheel import clean_env
+from tests.support.brokers import consume_confluent, produce_confluent
+from tests.test_wheel import clean_env
 
 pytestmark = [pytest.mark.heavy, pytest.mark.spark]
 

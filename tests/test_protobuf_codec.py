@@ -15,7 +15,7 @@ from kafka_ds.formats.protobuf import ProtobufCodec
 from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, decode_message_indexes,
                                               encode_message_indexes)
 from kafka_ds.registry.schema import RegisteredSchema
-from registry_fixtures import (DictLookup, MockLookup, MockSchemaRegistryClient,
+from tests.support.registry_fixtures import (DictLookup, MockLookup, MockSchemaRegistryClient,
                                assert_decode_contract, file_proto, message_classes)
 
 pytestmark = pytest.mark.skipif(MockSchemaRegistryClient is None,

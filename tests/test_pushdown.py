@@ -7,13 +7,13 @@ import uuid
 import pytest
 from chispa import assert_df_equality
 
-from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
 from kafka_ds.compat import PUSHDOWN_CONF
 from kafka_ds.read.pushdown import Narrowing, narrow
 from kafka_ds.read.planner import OffsetPlanner
 from kafka_ds.client import make_client
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.brokers import produce_confluent
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 pytest.importorskip("pyspark.sql.datasource", minversion=None)
 from pyspark.sql.datasource import (  # noqa: E402

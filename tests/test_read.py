@@ -11,11 +11,11 @@ import uuid
 import pytest
 from chispa import assert_df_equality
 
-from brokers import produce_confluent
 from kafka_ds.errors import ConfigurationError
 from kafka_ds.columns import spark_ddl
 from kafka_ds.source import KafkaDataSource
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.brokers import produce_confluent
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 BASE_TS = 1_700_000_000_000
 CODEC_OF = {("a", 0): "gzip", ("a", 1): "snappy", ("a", 2): "lz4", ("b", 0): "zstd",
@@ -201,7 +201,7 @@ def test_custom_schema_is_rejected(spark, mock_cluster):
 
 
 def test_unreachable_bootstrap_fails_with_a_clear_message(spark, mock_cluster):
-    from brokers import free_port
+    from tests.support.brokers import free_port
     address = f"127.0.0.1:{free_port()}"
     with pytest.raises(Exception, match="cannot reach any broker of kafka.bootstrap.servers"):
         (spark.read.format("pykafka").option("kafka.bootstrap.servers", address)
@@ -245,7 +245,7 @@ def test_latest_offsets_after_multi_record_batches(spark, broker, new_topic, lat
 
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol.records_encode import encode_record_batch
-    from test_client import _produce_batches
+    from tests.test_client import _produce_batches
 
     topic = new_topic(partitions=2)
     client = KafkaClient(broker.bootstrap_servers)
@@ -280,7 +280,7 @@ def _topic_with_a_later_batch_written_first(broker, deadline_s=90.0):
 
     from kafka_ds.client import EARLIEST, KafkaClient
     from kafka_ds.protocol.records_encode import encode_record_batch
-    from test_client import _produce_batches
+    from tests.test_client import _produce_batches
 
     big = encode_record_batch(keys=None, values=[b"x" * 1000] * 4000)
     small = encode_record_batch(keys=None, values=[b"y"] * 3)
@@ -402,7 +402,7 @@ def _timestamp_cluster(first_offset_at_or_after):
     """A one-node cluster on a real socket whose ListOffsets implements the timestamp
     lookup Kafka does (neither test broker does: tests/README.md). Partitions 0 and 1 of
     topic "ts" hold offsets [0, 100) with timestamps BASE_TS + offset * 1000."""
-    from fakebroker import serve_cluster
+    from tests.support.fakebroker import serve_cluster
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.schema import decode_request, encode_response
 

@@ -9,12 +9,12 @@ import uuid
 
 import pytest
 
-from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
 from kafka_ds.errors import DataLossError
 from kafka_ds.read.planner import OffsetPlanner
 from kafka_ds.client import make_client
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.brokers import produce_confluent
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 BASE_TS = 1_700_000_000_000
 # Partition 0: multi-record batches (the search must look inside a batch); partition 1:

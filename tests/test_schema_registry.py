@@ -16,14 +16,6 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
-import avro_compat
-from schema_registry import (  # noqa: F401  (fixtures)
-    mtls_registry,
-    schema_registry,
-    start_registry,
-    tls_registry,
-)
-
 from kafka_ds.errors import ConfigurationError, RetriableError
 from kafka_ds.registry.errors import (
     IncompatibleSchemaError,
@@ -38,6 +30,13 @@ from kafka_ds.registry.errors import (
 from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
 from kafka_ds.registry.settings import RegistrySettings
 from kafka_ds.registry.client import SchemaRegistry, registry_for
+from tests.support import avro_compat
+from tests.support.schema_registry import (  # noqa: F401  (fixtures)
+    mtls_registry,
+    schema_registry,
+    start_registry,
+    tls_registry,
+)
 
 
 def record(name, *fields):

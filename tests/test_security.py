@@ -1,6 +1,6 @@
 """TLS and SASL (issue 12): the fixture proven with confluent-kafka, then kafka_ds through it.
 
-The fixture (tests/secure_proxy.py) terminates TLS / serves SASL in front of a dedicated
+The fixture (tests/support/secure_proxy.py) terminates TLS / serves SASL in front of a dedicated
 Tansu that advertises the fixture's address. One fixture per listener kind, shared by the
 module: ``ssl`` (TLS), ``mtls`` (TLS + client certificate), ``sasl`` (SASL_PLAINTEXT,
 every mechanism) and ``sasl_ssl`` (SASL_SSL, every mechanism).
@@ -32,8 +32,8 @@ from kafka_ds.errors import (
     SecurityProtocolMismatchError,
     TlsError,
 )
-from secure_proxy import SecureProxy
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.secure_proxy import SecureProxy
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -377,7 +377,7 @@ def expired_token():
 def test_expired_token_is_an_authentication_error(proxies, certs):
     proxy = proxies("sasl")
     params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
-              "sasl.oauthbearer.token.provider": "test_security:expired_token"}
+              "sasl.oauthbearer.token.provider": "tests.test_security:expired_token"}
     text = _fails_fast(_client(proxy, params), AuthenticationError, "invalid_token")
     assert "OAUTHBEARER" in text
 
@@ -634,7 +634,7 @@ def good_token():
 def test_token_provider_and_extensions(proxies):
     proxy = proxies("sasl")
     params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
-              "sasl.oauthbearer.token.provider": "test_security:good_token",
+              "sasl.oauthbearer.token.provider": "tests.test_security:good_token",
               "sasl.oauthbearer.extensions": "traceId=abc,logicalCluster=lkc-1"}
     before = len(PROVIDER_CALLS)
     for _ in range(2):
@@ -777,7 +777,7 @@ def test_readme_recipe_paths_over_sasl_ssl(proxies, certs, token_endpoint):
         {"sasl.mechanism": "PLAIN", "sasl.username": "$ConnectionString",
          "sasl.password": connection_string},
         {"sasl.mechanism": "OAUTHBEARER",
-         "sasl.oauthbearer.token.provider": "test_security:good_token"},
+         "sasl.oauthbearer.token.provider": "tests.test_security:good_token"},
         {"sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.endpoint.url": url,
          "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-2",
          "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="spark-app" '

@@ -1,4 +1,4 @@
-"""The smoke set (tests/smoke_job.py: registration with no register call, batch write,
+"""The smoke set (tests/support/smoke_job.py: registration with no register call, batch write,
 batch read, streaming restart from a checkpoint) on every other pyspark minor release
 with the Python Data Source API; the full suite runs on the pyspark of the test venv.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from test_wheel import ROOT, clean_env, run_smoke
+from tests.test_wheel import ROOT, clean_env, run_smoke
 
 pytestmark = pytest.mark.heavy
 

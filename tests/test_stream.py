@@ -24,15 +24,15 @@ import uuid
 import pytest
 from chispa import assert_df_equality
 
-from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
 from kafka_ds.errors import DataLossError
 from kafka_ds.read.group_commits import GroupCommitter
 from kafka_ds.stream import KafkaStreamReader, commit_query_progress
 from kafka_ds.read.stream_offsets import from_offset_dict
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support import PROJECT_ROOT
+from tests.support.brokers import produce_confluent
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ONE_PER_BATCH = {"batch.num.messages": 1, "linger.ms": 0}
 COLUMNS = ["key", "value", "topic", "partition", "offset"]
 SCHEMA = "key binary, value binary, topic string, partition int, offset long"
@@ -206,9 +206,9 @@ def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, ne
     with open(log_path, "wb") as log:
         # Own session (process group): the driver is the Python process *and* its JVM
         # and Python workers; all of them are SIGKILLed together.
-        child = subprocess.Popen([sys.executable, os.path.join(HERE, "_stream_child.py"),
+        child = subprocess.Popen([sys.executable, "-m", "tests.support.stream_child",
                                   json.dumps(spec)], stdout=log, stderr=subprocess.STDOUT,
-                                 env=env, start_new_session=True)
+                                 env=env, start_new_session=True, cwd=PROJECT_ROOT)
     try:
         wait_for(lambda: len(checkpoint_batches(checkpoint, "commits")) >= 3 or
                  child.poll() is not None, timeout=180, what="3 committed batches")

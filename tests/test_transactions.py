@@ -14,15 +14,17 @@ import time
 
 import pytest
 
-from brokers import consume_confluent, produce_confluent
-from faultproxy import FaultProxy
 from kafka_ds.client import KafkaClient
 from kafka_ds.client.transactions import (
     TransactionError, TransactionHandle, end_transaction, init_transactional_producer,
 )
-from txlog import produce_in_transaction, verdict
+from tests.support import PROJECT_ROOT
+from tests.support.brokers import consume_confluent, produce_confluent
+from tests.support.faultproxy import FaultProxy
+from tests.support.txlog import produce_in_transaction, verdict
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# Run by path: it imports nothing of the suite.
+EOS_CHILD = str(PROJECT_ROOT / "tests" / "support" / "eos_child.py")
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
 COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 16, 51
 
@@ -224,7 +226,7 @@ def test_fatal_end_txn_error_names_the_transaction(mock_cluster):
 
 def run_child(spec, timeout=300):
     spec = dict(spec)
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "_eos_child.py"), json.dumps(spec)],
+    proc = subprocess.run([sys.executable, EOS_CHILD, json.dumps(spec)],
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     return proc
@@ -284,7 +286,7 @@ def test_speculative_copy_fences_the_original_and_commits_every_row_once(tansu_b
     # Tansu only: the mock does not fence (tests/README.md, mock deviation 10). A standalone
     # cluster with workers on two hosts, since Spark never speculates on the host of a
     # running attempt (local and local-cluster masters have one host).
-    from standalone import StandaloneCluster
+    from tests.support.standalone import StandaloneCluster
 
     bs = tansu_broker.bootstrap_servers
     topic = tansu_topic("spec", 3)
@@ -352,7 +354,7 @@ def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothin
 
 def start_stream_child(spec, env=None):
     return subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "_eos_child.py"), json.dumps(spec)],
+        [sys.executable, EOS_CHILD, json.dumps(spec)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
 
@@ -425,7 +427,7 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
             child.wait(timeout=60)
     # 3. restart and drain
     proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "_eos_child.py"),
+        [sys.executable, EOS_CHILD,
          json.dumps({**spec, "available_now": True})],
         capture_output=True, text=True, timeout=400,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable})
@@ -442,7 +444,7 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
 def _aborted_list_cluster(log_bytes, aborted, end):
     """One partition of topic "txn" holding ``log_bytes`` (offsets [0, end)); Fetch answers
     everything from offset 0 with ``aborted`` as the aborted-transactions list."""
-    from fakebroker import serve_cluster
+    from tests.support.fakebroker import serve_cluster
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.schema import decode_request, encode_response
 
@@ -473,7 +475,7 @@ def test_read_committed_drops_aborted_records_from_the_fetch_list():
     from kafka.protocol.consumer import FetchResponse
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange, read_range
-    from test_records import _txn_log
+    from tests.test_records import _txn_log
 
     log_bytes = b"".join(_txn_log())   # built with aiokafka's batch builder
     aborted = [(1, 0), (1, 11)]

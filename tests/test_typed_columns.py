@@ -3,10 +3,10 @@ versus PERMISSIVE on invalid UTF-8 (the schema formats: tests/test_typed_registr
 import pytest
 from chispa import assert_df_equality
 
-from brokers import produce_confluent
 from kafka_ds.options import parse_read_options
 from kafka_ds.errors import ConfigurationError
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.brokers import produce_confluent
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}
 

@@ -1,6 +1,6 @@
 """Schema-Registry Avro, Protobuf and JSON through Spark, cross-checked both ways with
 confluent-kafka's serializers on both brokers, against the fake registry of
-tests/schema_registry.py (proven with confluent-kafka's own client in
+tests/support/schema_registry.py (proven with confluent-kafka's own client in
 tests/test_schema_registry.py).
 
 * records confluent-kafka's serializers produced read by kafka_ds into the values its
@@ -19,10 +19,10 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from brokers import produce_confluent
 from kafka_ds.errors import ConfigurationError
-from schema_registry import schema_registry  # noqa: F401  (fixture)
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.brokers import produce_confluent
+from tests.support.schema_registry import schema_registry  # noqa: F401  (fixture)
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 
 def avro_record(*fields):
@@ -186,7 +186,7 @@ def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
     from confluent_kafka.schema_registry.protobuf import (
         ProtobufDeserializer, ProtobufSerializer,
     )
-    from test_schema_registry import order_message_class
+    from tests.test_schema_registry import order_message_class
     topic = new_topic(partitions=1)
     order_class = order_message_class()
     client = confluent_registry(schema_registry)
@@ -355,7 +355,7 @@ def test_stream_decodes_a_new_writer_version_after_the_registry_was_down_20s(
     import threading
     import time
 
-    from schema_registry import start_registry
+    from tests.support.schema_registry import start_registry
     registry = start_registry()
     try:
         topic = tansu_broker.unique_topic("typedstream")
@@ -403,7 +403,7 @@ def test_stream_decodes_a_new_writer_version_after_the_registry_was_down_20s(
 # --- registry credentials ----------------------------------------------------------------------
 
 def test_registry_credentials_are_used_and_never_shown(spark, mock_cluster, tmp_path):
-    from schema_registry import start_registry
+    from tests.support.schema_registry import start_registry
     registry = start_registry(basic_auth="reader:s3cret-pw")
     try:
         topic = mock_cluster.unique_topic("typedauth")

@@ -20,7 +20,7 @@ from kafka_ds.options.names import STRICT_ENV
 from kafka_ds.options.core import WRITE
 from kafka_ds.options import check_option_names, parse_read_options, parse_write_options
 from kafka_ds.errors import ConfigurationError
-from spark_support import spark  # noqa: F401  (fixture)
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 READ_BASE = {**BS, "subscribe": "t"}
@@ -232,10 +232,9 @@ def test_local_mode_console_shows_the_warning(tmp_path):
     """Without worker logging, the planning worker's warning goes to the driver's stderr
     (no broker needed: load() checks the names)."""
     script = tmp_path / "typo.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
-        from spark_support import make_spark
+    # tests.support is found through the project root's path entry (the editable install)
+    script.write_text(textwrap.dedent("""
+        from tests.support.spark_support import make_spark
         spark = make_spark("typo")
         (spark.read.format("pykafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
          .option("subscribe", "t").option("startingOffset", "earliest").load())

@@ -2,7 +2,7 @@
 the wheel with ``python -m build`` (the wheel from the sdist, as build does), install the
 wheel into a fresh virtual environment that sees the test venv's dependencies but not the
 project root, and let Spark find ``format("pykafka")`` from it with no register call; then
-run the smoke set (tests/smoke_job.py) and the demo from it."""
+run the smoke set (tests/support/smoke_job.py) and the demo from it."""
 import os
 import subprocess
 import sys
@@ -52,7 +52,7 @@ def test_license_and_metadata_in_wheel_and_sdist(dist):
     with tarfile.open(sdist) as archive:
         members = {m.name.split("/", 1)[1] for m in archive.getmembers() if "/" in m.name}
     assert {"LICENSE", "pyproject.toml", "README.md", "kafka_ds/reader.py",
-            "pyspark_pykafka/__init__.py", "tests/smoke_job.py"} <= members
+            "pyspark_pykafka/__init__.py", "tests/support/smoke_job.py"} <= members
 
 
 def test_wheel_holds_the_packages_and_nothing_of_the_repository(wheel):
@@ -85,16 +85,16 @@ def wheel_python(wheel, tmp_path_factory):
 
 
 def clean_env():
-    # SPARK_HOME: the suite's (tests/spark_home.py) belongs to the test venv's pyspark.
+    # SPARK_HOME: the suite's (tests/support/spark_home.py) belongs to the test venv's pyspark.
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON",
                                                              "PYSPARK_DRIVER_PYTHON",
                                                              "SPARK_HOME")}
 
 
 def run_smoke(python, bootstrap, topic, *extra, cwd, env=None, timeout=900):
-    """Run tests/smoke_job.py with ``python``; returns its SMOKE record (a dict)."""
+    """Run tests/support/smoke_job.py with ``python``; returns its SMOKE record (a dict)."""
     import json
-    script = ROOT / "tests" / "smoke_job.py"
+    script = ROOT / "tests" / "support" / "smoke_job.py"
     run = subprocess.run([str(python), str(script), "--bootstrap", bootstrap, "--topic", topic,
                           *extra], cwd=cwd, capture_output=True, text=True, timeout=timeout,
                          env=env or clean_env())

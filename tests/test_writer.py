@@ -26,8 +26,6 @@ import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 
-from brokers import consume_confluent, kafka_python_api_version
-from faultproxy import FaultProxy
 from kafka_ds.client import KafkaClient
 from kafka_ds.client.producer import ProduceError
 from kafka_ds.options import parse_write_options
@@ -36,8 +34,10 @@ from kafka_ds.errors import ConfigurationError
 from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.write.plan import ColumnPlan, plan_columns
 from kafka_ds.write.task import KafkaCommitMessage, TaskWriter, WriteSummary, write_batches
-from spark_support import spark  # noqa: F401  (fixture)
-from test_partitioner import java_partition
+from tests.support.brokers import consume_confluent, kafka_python_api_version
+from tests.support.faultproxy import FaultProxy
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
+from tests.test_partitioner import java_partition
 
 N = 100_000
 PARTITIONS = 6
@@ -370,7 +370,7 @@ def test_unknown_topic_option_fails_on_the_driver_without_auto_creation(spark, b
 def test_missing_topic_on_a_broker_that_does_not_create_it():
     """A broker without auto.create.topics.enable answers UNKNOWN_TOPIC_OR_PARTITION even
     when creation is allowed (neither test broker can be set so: a fake one)."""
-    from fakebroker import serve_cluster
+    from tests.support.fakebroker import serve_cluster
     from kafka_ds.write.topics import check_topic_exists
 
     fake = serve_cluster({"other": 1}, {})

@@ -1,6 +1,6 @@
-"""Child process for the test brokers (see tests/brokers.py). Two modes.
+"""Child process for the test brokers (see tests/support/brokers.py). Two modes.
 
-``python _mock_cluster_child.py mock LIBRDKAFKA_PATH NUM_BROKERS``
+``python mock_cluster_child.py mock LIBRDKAFKA_PATH NUM_BROKERS``
     Runs a librdkafka mock cluster through ctypes, prints
     ``bootstrap <host:port,...>`` on stdout and then serves one command per
     stdin line, answering each with exactly one line, ``ok [...]`` or
@@ -20,7 +20,7 @@
     The child exits (destroying the cluster) on ``quit`` or when stdin closes,
     i.e. when the parent dies.
 
-``python _mock_cluster_child.py guard LOGFILE -- CMD ARGS...``
+``python mock_cluster_child.py guard LOGFILE -- CMD ARGS...``
     Starts CMD (stdout+stderr appended to LOGFILE) with PR_SET_PDEATHSIG so it
     is killed if this guard dies, prints ``pid <pid>``, then waits for stdin to
     close (parent died or stop()) or for CMD to exit. On stdin EOF it sends

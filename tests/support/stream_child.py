@@ -1,16 +1,14 @@
-"""A streaming query in a process of its own, for tests/test_stream.py to kill.
+"""A streaming query in a process of its own, for tests/spark/test_stream.py to kill.
 
-``python _stream_child.py SPEC_JSON``: SPEC has ``options`` (source options), ``sink``,
-``checkpoint``, ``trigger_ms``. Runs ``readStream.format("pykafka")`` into a parquet
-file sink until killed, printing ``STARTED <query id>`` once the query runs.
+``python -m tests.support.stream_child SPEC_JSON``, run in the project root (where ``-m``
+finds this package first on the path): SPEC has ``options`` (source options), ``sink``,
+``checkpoint``, ``trigger_ms``. Runs ``readStream.format("pykafka")`` into a parquet file
+sink until killed, printing ``STARTED <query id>`` once the query runs.
 """
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from spark_support import make_spark  # noqa: E402
+from tests.support.spark_support import make_spark
 
 
 def main():

@@ -1,7 +1,8 @@
 """The smoke set, as a script run by another Python (an installed wheel, another pyspark,
 a Spark Connect or local-cluster session):
 
-    python tests/smoke_job.py --bootstrap HOST:PORT --topic T [--master local[2] | --remote local[2]]
+    python tests/support/smoke_job.py --bootstrap HOST:PORT --topic T \
+        [--master local[2] | --remote local[2]]
 
 No ``kafka_ds.register`` call: Spark must find ``format("pykafka")`` by itself. It
 

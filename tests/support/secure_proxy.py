@@ -17,7 +17,7 @@ FindCoordinator answers lead clients back through the proxy):
 
 The wire formats here are written by hand from the Kafka protocol guide on purpose: the
 fixture does not use kafka_ds's codec, and it is proven with confluent-kafka first
-(tests/test_security.py).
+(tests/integration/test_security.py).
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ import struct
 import threading
 import time
 
-import brokers
-from brokers import HOST, BrokerError, _log_tail
+from tests.support import brokers
+from tests.support.brokers import HOST, BrokerError, _log_tail
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS = 17, 36, 18
 SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE = 58, 33, 34

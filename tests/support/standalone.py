@@ -15,11 +15,11 @@ import subprocess
 import time
 import urllib.request
 
-from brokers import free_port
+from tests.support.brokers import free_port
 
 
 def spark_home() -> str:
-    """The suite's Spark home (tests/spark_home.py), else the pip pyspark's folder."""
+    """The suite's Spark home (tests/support/spark_home.py), else the pip pyspark's folder."""
     import pyspark
     return os.environ.get("SPARK_HOME") or os.path.dirname(os.path.abspath(pyspark.__file__))
 

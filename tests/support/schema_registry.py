@@ -46,8 +46,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
-from registry_store import RegistryError, RegistryStore, flag, parse_level
-from registry_tls import TlsFiles, make_tls
+from tests.support.registry_store import RegistryError, RegistryStore, flag, parse_level
+from tests.support.registry_tls import TlsFiles, make_tls
 
 
 @dataclass
