@@ -33,7 +33,7 @@ ALL_BROKERS = ("mock", "tansu")
 
 # Modules whose module-scoped fixtures must run once: the wheel is built once, and the other
 # pyspark releases are installed into one shared folder (.venv-spark).
-ONE_WORKER_MODULES = ("tests/test_wheel.py", "tests/test_spark_versions.py")
+ONE_WORKER_MODULES = ("tests/spark/test_wheel.py", "tests/spark/test_spark_versions.py")
 _BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic"}
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.brokers import consume_confluent, produce_confluent
-from tests.test_wheel import clean_env
+from tests.spark.test_wheel import clean_env
 
 pytestmark = [pytest.mark.heavy, pytest.mark.spark]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "pipelines"
 
 

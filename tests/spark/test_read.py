@@ -245,7 +245,7 @@ def test_latest_offsets_after_multi_record_batches(spark, broker, new_topic, lat
 
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol.records_encode import encode_record_batch
-    from tests.test_client import _produce_batches
+    from tests.integration.test_client import _produce_batches
 
     topic = new_topic(partitions=2)
     client = KafkaClient(broker.bootstrap_servers)
@@ -280,7 +280,7 @@ def _topic_with_a_later_batch_written_first(broker, deadline_s=90.0):
 
     from kafka_ds.client import EARLIEST, KafkaClient
     from kafka_ds.protocol.records_encode import encode_record_batch
-    from tests.test_client import _produce_batches
+    from tests.integration.test_client import _produce_batches
 
     big = encode_record_batch(keys=None, values=[b"x" * 1000] * 4000)
     small = encode_record_batch(keys=None, values=[b"y"] * 3)

@@ -39,7 +39,7 @@ def test_inputs_the_fuzzer_found_raise_corrupt_record_errors():
 
     from kafka_ds.errors import CorruptRecordError
     from kafka_ds.protocol.records import decode_records
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
     for name in ("fuzz_chain_index_33033.bin", "fuzz_chain_index_58226.bin"):
         with open(os.path.join(here, name), "rb") as fh:
             data = fh.read()

@@ -1,7 +1,7 @@
 """Schema-Registry Avro, Protobuf and JSON through Spark, cross-checked both ways with
 confluent-kafka's serializers on both brokers, against the fake registry of
 tests/support/schema_registry.py (proven with confluent-kafka's own client in
-tests/test_schema_registry.py).
+tests/integration/test_schema_registry.py).
 
 * records confluent-kafka's serializers produced read by kafka_ds into the values its
   deserializers return (Avro across three schema versions in one topic);
@@ -186,7 +186,7 @@ def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
     from confluent_kafka.schema_registry.protobuf import (
         ProtobufDeserializer, ProtobufSerializer,
     )
-    from tests.test_schema_registry import order_message_class
+    from tests.integration.test_schema_registry import order_message_class
     topic = new_topic(partitions=1)
     order_class = order_message_class()
     client = confluent_registry(schema_registry)

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOK = pathlib.Path(__file__).parents[1] / "notebooks" / "quickstart.ipynb"
+NOTEBOOK = pathlib.Path(__file__).parents[2] / "notebooks" / "quickstart.ipynb"
 
 
 def texts(nb):

@@ -37,7 +37,7 @@ from kafka_ds.write.task import KafkaCommitMessage, TaskWriter, WriteSummary, wr
 from tests.support.brokers import consume_confluent, kafka_python_api_version
 from tests.support.faultproxy import FaultProxy
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
-from tests.test_partitioner import java_partition
+from tests.unit.test_partitioner import java_partition
 
 N = 100_000
 PARTITIONS = 6

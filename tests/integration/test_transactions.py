@@ -475,7 +475,7 @@ def test_read_committed_drops_aborted_records_from_the_fetch_list():
     from kafka.protocol.consumer import FetchResponse
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange, read_range
-    from tests.test_records import _txn_log
+    from tests.unit.test_records import _txn_log
 
     log_bytes = b"".join(_txn_log())   # built with aiokafka's batch builder
     aborted = [(1, 0), (1, 11)]

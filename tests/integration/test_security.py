@@ -377,7 +377,7 @@ def expired_token():
 def test_expired_token_is_an_authentication_error(proxies, certs):
     proxy = proxies("sasl")
     params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
-              "sasl.oauthbearer.token.provider": "tests.test_security:expired_token"}
+              "sasl.oauthbearer.token.provider": "tests.integration.test_security:expired_token"}
     text = _fails_fast(_client(proxy, params), AuthenticationError, "invalid_token")
     assert "OAUTHBEARER" in text
 
@@ -634,7 +634,7 @@ def good_token():
 def test_token_provider_and_extensions(proxies):
     proxy = proxies("sasl")
     params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
-              "sasl.oauthbearer.token.provider": "tests.test_security:good_token",
+              "sasl.oauthbearer.token.provider": "tests.integration.test_security:good_token",
               "sasl.oauthbearer.extensions": "traceId=abc,logicalCluster=lkc-1"}
     before = len(PROVIDER_CALLS)
     for _ in range(2):
@@ -759,7 +759,7 @@ def test_streaming_query_outlives_its_sessions(spark, certs, tmp_path):
 
 def test_readme_has_the_security_option_table():
     from kafka_ds.options.readme import security_section
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
     assert security_section() in readme, "regenerate with python -m kafka_ds.options --write-readme"
 
 
@@ -777,7 +777,7 @@ def test_readme_recipe_paths_over_sasl_ssl(proxies, certs, token_endpoint):
         {"sasl.mechanism": "PLAIN", "sasl.username": "$ConnectionString",
          "sasl.password": connection_string},
         {"sasl.mechanism": "OAUTHBEARER",
-         "sasl.oauthbearer.token.provider": "tests.test_security:good_token"},
+         "sasl.oauthbearer.token.provider": "tests.integration.test_security:good_token"},
         {"sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.endpoint.url": url,
          "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-2",
          "sasl.jaas.config": f'{OAUTH_MODULE} required clientId="spark-app" '

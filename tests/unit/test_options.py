@@ -295,7 +295,7 @@ def test_bad_bootstrap_fails_the_same_on_driver_and_client(servers):
 
 def test_readme_option_tables_are_generated_from_the_declarations(tmp_path, capsys):
     import pathlib
-    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
     assert readme_section() in readme, "regenerate with python -m kafka_ds.options --write-readme"
     assert options_markdown() in readme_section()
     for option in OPTIONS:

@@ -1,5 +1,5 @@
 """valueFormat/keyFormat without a registry: ``string``, the option checks, and FAILFAST
-versus PERMISSIVE on invalid UTF-8 (the schema formats: tests/test_typed_registry.py)."""
+versus PERMISSIVE on invalid UTF-8 (the schema formats: tests/spark/test_typed_registry.py)."""
 import pytest
 from chispa import assert_df_equality
 

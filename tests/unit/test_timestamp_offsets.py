@@ -160,9 +160,9 @@ class FlakyLeader:
 
 
 def test_an_empty_answer_below_the_end_is_asked_again():
-    # tests/test_read.py's lz4 partition: 40 one-record batches, a second apart. The search for
-    # record 22's timestamp probes 20, 30, 25, 23, 22, 21; an empty answer at 22 (seen on Tansu
-    # in a full-suite run) used to end it at 23, one record late.
+    # tests/integration/test_read.py's lz4 partition: 40 one-record batches, a second apart.
+    # The search for record 22's timestamp probes 20, 30, 25, 23, 22, 21; an empty answer at
+    # 22 (seen on Tansu in a full-suite run) used to end it at 23, one record late.
     log = Log(monotonic_batches([1] * 40), one_batch=True)
     leader = FlakyLeader(log, {22: 1})
     fetch_batch = partition_fetcher(leader, "t", 0, 0)

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tests.test_wheel import clean_env, run_smoke
+from tests.spark.test_wheel import clean_env, run_smoke
 
 pytestmark = pytest.mark.heavy
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_wheel import ROOT, clean_env, run_smoke
+from tests.spark.test_wheel import ROOT, clean_env, run_smoke
 
 pytestmark = pytest.mark.heavy
 
