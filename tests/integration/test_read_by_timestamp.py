@@ -2,8 +2,9 @@
 by timestamp (tests/README.md: mock deviation 2, Tansu deviation 2): the offsets come from
 ``timestampOffsetsVia`` (the checked ListOffsets answer, else the Fetch search) and are
 compared with a scan of the records as produced (CreateTime set by the producer). The
-offsets are checked at planning (no Spark) for every option; test_read.py's
-``test_offsets_by_timestamp`` reads by timestamp through Spark, and a stream does here."""
+offsets are checked at planning (no Spark) for every option; through Spark,
+tests/spark/test_read.py's ``test_offsets_by_timestamp`` reads by timestamp, and
+tests/spark/test_read_by_timestamp.py starts a stream by timestamp."""
 import json
 import uuid
 
@@ -14,7 +15,6 @@ from kafka_ds.errors import DataLossError
 from kafka_ds.read.planner import OffsetPlanner
 from kafka_ds.client import make_client
 from tests.support.brokers import produce_confluent
-from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 BASE_TS = 1_700_000_000_000
 # Partition 0: multi-record batches (the search must look inside a batch); partition 1:
@@ -97,21 +97,3 @@ def test_list_offsets_alone_trusts_the_broker(topic):
     ranges = topic.ranges(startingTimestamp=str(start), timestampOffsetsVia="listOffsets",
                           startingOffsetsByTimestampStrategy="latest")
     assert ranges != {p: (topic.scan(p, start, n), n) for p, n in COUNTS.items()}
-
-
-def test_stream_starts_by_timestamp(spark, topic, tmp_path):
-    start = {0: BASE_TS + 17_000, 1: BASE_TS + 31_000}
-    name = f"q{uuid.uuid4().hex[:8]}"
-    query = (spark.readStream.format("pykafka")
-             .option("kafka.bootstrap.servers", topic.broker.bootstrap_servers)
-             .option("subscribe", topic.name)
-             .option("startingOffsetsByTimestamp",
-                     json.dumps({topic.name: {str(p): t for p, t in start.items()}}))
-             .load().select("partition", "offset", "timestamp")
-             .writeStream.format("memory").queryName(name)
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination(120)
-    got = sorted((r.partition, r.offset, int(r.timestamp.timestamp() * 1000))
-                 for r in spark.table(name).collect())
-    assert got == topic.rows({p: (topic.scan(p, start[p], n), n) for p, n in COUNTS.items()})

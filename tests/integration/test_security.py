@@ -1,30 +1,23 @@
 """TLS and SASL (issue 12): the fixture proven with confluent-kafka, then kafka_ds through it.
 
-The fixture (tests/support/secure_proxy.py) terminates TLS / serves SASL in front of a dedicated
-Tansu that advertises the fixture's address. One fixture per listener kind, shared by the
-module: ``ssl`` (TLS), ``mtls`` (TLS + client certificate), ``sasl`` (SASL_PLAINTEXT,
-every mechanism) and ``sasl_ssl`` (SASL_SSL, every mechanism).
+The fixture (tests/support/secure_proxy.py) terminates TLS / serves SASL in front of a
+dedicated Tansu that advertises the fixture's address. One fixture per listener kind,
+shared by the module: ``ssl`` (TLS), ``mtls`` (TLS + client certificate), ``sasl``
+(SASL_PLAINTEXT, every mechanism) and ``sasl_ssl`` (SASL_SSL, every mechanism). Spark
+through the fixture: tests/spark/test_security.py; what needs no broker:
+tests/unit/test_security.py.
 """
 from __future__ import annotations
 
 import base64
-import io
 import logging
-import os
-import pickle
-import subprocess
 import time
 import uuid
 
 import pytest
 
 from kafka_ds.client import KafkaClient
-from kafka_ds.client.security.jaas import parse_jaas_config
 from kafka_ds.client.security.oauth import unsecured_jwt
-from kafka_ds.client.security.parse import security_settings
-from kafka_ds.client.security.sasl import ScramMechanism
-from kafka_ds.client.security.settings import SecuritySettings
-from kafka_ds.client.security.tls import read_jks_certificates
 from kafka_ds.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -33,47 +26,16 @@ from kafka_ds.errors import (
     TlsError,
 )
 from tests.support.secure_proxy import SecureProxy
-from tests.support.spark_support import spark  # noqa: F401  (fixture)
+from tests.unit.test_security import OAUTH_MODULE, SECRET, client_config, jaas
+from tests.unit.test_security import certs, keytool_stores  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integration
 
-SECRET = "s3cr3t-Pa55-XyZ"
 USERS = {"alice": SECRET}
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
-PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-
-
-def client_config(params):
-    """The ClientConfig the driver builds at plan time from these kafka.* params (given
-    without the prefix; None values left out)."""
-    from kafka_ds.options import parse_read_options
-    options = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
-               **{f"kafka.{k}": v for k, v in params.items() if v is not None}}
-    return parse_read_options(options, streaming=False).client
 
 
 # --- fixtures ------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    import trustme
-    directory = tmp_path_factory.mktemp("certs")
-    ca = trustme.CA()
-    client = ca.issue_cert("client@kafka-ds.test")
-    paths = {"dir": str(directory), "ca": str(directory / "ca.pem"),
-             "client_cert": str(directory / "client.pem"),
-             "client_key": str(directory / "client.key"),
-             "client_combined": str(directory / "client-combined.pem")}
-    ca.cert_pem.write_to_path(paths["ca"])
-    client.cert_chain_pems[0].write_to_path(paths["client_cert"])
-    client.private_key_pem.write_to_path(paths["client_key"])
-    with open(paths["client_combined"], "wb") as handle:
-        handle.write(client.private_key_pem.bytes() + b"".join(
-            pem.bytes() for pem in client.cert_chain_pems))
-    return ca, client, paths
-
 
 @pytest.fixture(scope="module")
 def proxies(certs):
@@ -91,14 +53,6 @@ def proxies(certs):
     yield get
     for proxy in started.values():
         proxy.stop()
-
-
-def jaas(mechanism, user="alice", password=SECRET):
-    if mechanism == "PLAIN":
-        return f'{PLAIN_MODULE} required username="{user}" password="{password}";'
-    if mechanism.startswith("SCRAM"):
-        return f'{SCRAM_MODULE} required username="{user}" password="{password}";'
-    return f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{user}";'
 
 
 def kds_options(kind, mechanism, paths):
@@ -274,30 +228,6 @@ def test_encrypted_pkcs12_keystore_and_encrypted_pem_key(proxies, certs, tmp_pat
 
 # --- keytool stores -----------------------------------------------------------------------
 
-def keytool(*args):
-    subprocess.run(["keytool", *args], check=True, capture_output=True, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def keytool_stores(certs, tmp_path_factory):
-    directory = tmp_path_factory.mktemp("keytool")
-    paths = certs[2]
-    stores = {}
-    for kind in ("JKS", "PKCS12"):
-        path = str(directory / f"truststore.{'jks' if kind == 'JKS' else 'p12'}")
-        keytool("-importcert", "-noprompt", "-alias", "ca", "-file", paths["ca"],
-                "-keystore", path, "-storetype", kind, "-storepass", "changeit")
-        stores[kind] = path
-    # a JKS keystore with a key entry (and its self-signed certificate)
-    stores["JKS-keystore"] = str(directory / "keystore.jks")
-    keytool("-genkeypair", "-alias", "me", "-keyalg", "RSA", "-keysize", "2048",
-            "-dname", "CN=me", "-validity", "2", "-keystore", stores["JKS-keystore"],
-            "-storetype", "JKS", "-storepass", "changeit", "-keypass", "changeit")
-    keytool("-importcert", "-noprompt", "-alias", "ca", "-file", paths["ca"],
-            "-keystore", stores["JKS-keystore"], "-storetype", "JKS", "-storepass", "changeit")
-    return stores
-
-
 @pytest.mark.parametrize("store_type", ["JKS", "PKCS12"])
 def test_keytool_truststores(proxies, keytool_stores, store_type):
     proxy = proxies("ssl")
@@ -309,31 +239,6 @@ def test_keytool_truststores(proxies, keytool_stores, store_type):
     with pytest.raises(ConfigurationError, match="kafka.ssl.truststore.password") as info:
         client_config({**params, "ssl.truststore.password": "wrong-pass"})
     assert "wrong-pass" not in str(info.value)
-
-
-def test_jks_reader_reads_key_entries_chains_and_checks_integrity(keytool_stores, certs):
-    data = open(keytool_stores["JKS-keystore"], "rb").read()
-    ders = read_jks_certificates(data, "changeit", "opt")
-    import ssl
-    ca_der = ssl.PEM_cert_to_DER_cert(open(certs[2]["ca"]).read())
-    assert ca_der in ders and len(ders) == 2    # the CA entry and the key entry's chain
-    assert read_jks_certificates(data, None, "opt") == ders   # no password: no check
-    corrupted = bytearray(data)
-    corrupted[-30] ^= 1
-    with pytest.raises(ConfigurationError, match="integrity"):
-        read_jks_certificates(bytes(corrupted), "changeit", "opt")
-    with pytest.raises(ConfigurationError, match="integrity"):
-        read_jks_certificates(data, "changeiT", "opt")
-
-
-def test_jks_keystore_is_refused_with_the_keytool_command(keytool_stores):
-    with pytest.raises(ConfigurationError) as info:
-        security_settings({
-            "security.protocol": "SSL", "ssl.keystore.location": keytool_stores["JKS-keystore"],
-            "ssl.keystore.password": "changeit"})
-    text = str(info.value)
-    assert "keytool -importkeystore -srckeystore " + keytool_stores["JKS-keystore"] in text
-    assert "-deststoretype PKCS12" in text and "changeit" not in text
 
 
 # --- 4. errors ------------------------------------------------------------------------------
@@ -430,195 +335,6 @@ def test_tls_against_a_plaintext_listener_points_at_security_protocol(proxies, c
 def test_plaintext_against_a_sasl_listener_points_at_security_protocol(proxies):
     _fails_fast(_client(proxies("sasl"), {}, **{"retries": 0}), KafkaConnectionError,
                 "security.protocol")
-
-
-# --- plan-time validation -----------------------------------------------------------
-
-@pytest.mark.parametrize("params, match", [
-    ({"security.protocol": "SSLv3"}, "kafka.security.protocol"),
-    ({"security.protocol": "SSL", "ssl.truststore.location": "/nope.pem"},
-     "kafka.ssl.truststore.location"),
-    ({"security.protocol": "SSL", "ssl.keystore.location": "/nope.p12",
-      "ssl.keystore.type": "PKCS12"}, "kafka.ssl.keystore.location"),
-    ({"security.protocol": "SASL_SSL", "sasl.jaas.config": "x required;"}, "GSSAPI"),
-    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}, "PLAIN, SCRAM"),
-    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-      "sasl.jaas.config": f'{PLAIN_MODULE} required username="u" password="{SECRET}"'},
-     "semicolon"),
-    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-      "sasl.jaas.config": f'{PLAIN_MODULE} required username="u" password;'}, "value"),
-    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
-      "sasl.jaas.config": f'{PLAIN_MODULE} required username="u" password="{SECRET}";'},
-     "ScramLoginModule"),
-    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
-      "sasl.oauthbearer.token.provider": "no_such_module_xyz:fn"}, "token.provider"),
-    ({"security.protocol": "SSL", "ssl.enabled.protocols": "TLSv9"}, "enabled.protocols"),
-    ({"security.protocol": "SSL", "ssl.truststore.type": "JCEKS"}, "kafka.ssl.truststore.type"),
-    ({"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "ldap"},
-     "endpoint.identification.algorithm"),
-    ({"security.protocol": "SSL", "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----"},
-     "certificate.chain"),
-    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
-      "sasl.jaas.config": f"{OAUTH_MODULE} required unsecuredLoginStringClaim_sub=\"a\" "
-                          "unsecuredLoginLifetimeSeconds=\"soon\";"}, "LifetimeSeconds"),
-    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
-      "sasl.jaas.config": f"{OAUTH_MODULE} required;"}, "token source"),
-])
-def test_bad_options_fail_at_plan_time_naming_the_option(params, match):
-    with pytest.raises(ConfigurationError, match=match) as info:
-        client_config(params)
-    assert SECRET not in str(info.value)
-
-
-def test_jaas_parser_follows_kafka_quoting_rules():
-    module, opts = parse_jaas_config(
-        f'{PLAIN_MODULE}  Required\n  username="al\\"ice" /* comment */ password=\'p;w=d\'\n'
-        '  other=bare.word-$x // trailing comment\n;')
-    assert module == PLAIN_MODULE
-    assert opts == {"username": 'al"ice', "password": "p;w=d", "other": "bare.word-$x"}
-    with pytest.raises(ConfigurationError, match="control flag"):
-        parse_jaas_config(f'{PLAIN_MODULE} mandatory username="u";')
-    with pytest.raises(ConfigurationError, match="1"):
-        parse_jaas_config(f'{PLAIN_MODULE} required; {PLAIN_MODULE} required;')
-
-
-def test_scram_client_matches_rfc7677_vector():
-    settings = SecuritySettings(protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-256",
-                                username="user", password="pencil")
-    scram = ScramMechanism(settings, nonce="rOprNGfwEbeRWgbNEkqO")
-    assert scram.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
-    final = scram.step(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                       b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
-    assert final == (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                     b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
-    assert scram.step(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=") is None
-    assert scram.complete
-
-
-def test_settings_pickle_and_never_show_secrets():
-    settings = security_settings({
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": jaas("PLAIN")})
-    assert pickle.loads(pickle.dumps(settings)) == settings
-    config = client_config({"security.protocol": "SASL_PLAINTEXT",
-                                        "sasl.mechanism": "SCRAM-SHA-512",
-                                        "sasl.username": "alice", "sasl.password": SECRET})
-    assert SECRET not in repr(settings) and SECRET not in repr(config) \
-        and SECRET not in str(config)
-    assert "alice" in repr(config)
-    # the plan-time objects shipped to the executors: picklable, no secret in their text
-    from kafka_ds.options import parse_read_options, parse_write_options
-    options = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", "topic": "t",
-               "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
-               "kafka.sasl.jaas.config": jaas("PLAIN")}
-    for opts in (parse_read_options(options, streaming=True), parse_write_options(options)):
-        assert SECRET not in repr(opts) and SECRET not in str(opts)
-        assert pickle.loads(pickle.dumps(opts)).client.security.password == SECRET
-
-
-# --- 6. Spark: write, batch read, streaming with group commits ------------------------------
-
-SPARK_MODES = [("ssl", None), ("mtls", None), ("sasl", "PLAIN"), ("sasl", "SCRAM-SHA-256"),
-               ("sasl", "OAUTHBEARER"), ("sasl_ssl", "SCRAM-SHA-512")]
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("kind, mechanism", SPARK_MODES,
-                         ids=[f"{k}-{m}" if m else k for k, m in SPARK_MODES])
-def test_spark_write_read_and_stream_with_group_commits(spark, proxies, certs, tmp_path,
-                                                        kind, mechanism):
-    proxy = proxies(kind)
-    paths = certs[2]
-    conf = confluent_conf(proxy, kind, mechanism, paths)
-    topic = create_topic(conf, partitions=2)
-    # Tansu answers ListOffsets(latest) with a batch count: ask Fetch for the end instead
-    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers, "latestOffsetsVia": "fetch",
-               **{f"kafka.{k}": v for k, v in kds_options(kind, mechanism, paths).items()}}
-    rows = [(f"k{i}", f"v{i}") for i in range(10)]
-    (spark.createDataFrame(rows, "key string, value string").write.format("pykafka")
-     .options(**options).option("topic", topic).mode("append").save())
-    # an independent client sees the records
-    assert sorted(confluent_consume(conf, topic, 10, partitions=(0, 1))) == \
-        sorted(v.encode() for _, v in rows)
-    batch = (spark.read.format("pykafka").options(**options).option("subscribe", topic)
-             .load().selectExpr("CAST(value AS STRING) AS v").collect())
-    assert sorted(r.v for r in batch) == sorted(v for _, v in rows)
-    group = f"sg-{uuid.uuid4().hex[:6]}"
-    seen = []
-    query = (spark.readStream.format("pykafka").options(**options)
-             .option("subscribe", topic).option("startingOffsets", "earliest")
-             .option("maxOffsetsPerTrigger", 4)
-             .option("kafka.group.id", group).load()
-             .writeStream.foreachBatch(lambda df, _id: seen.extend(
-                 r.value for r in df.select("value").collect()))
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(availableNow=True).start())
-    assert query.awaitTermination(120)
-    assert query.exception() is None, query.exception()
-    assert len(seen) == 10
-    from confluent_kafka import Consumer, TopicPartition
-    consumer = Consumer({**conf, "group.id": group})
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            committed = consumer.committed([TopicPartition(topic, p) for p in (0, 1)],
-                                           timeout=10)
-            total = sum(max(tp.offset, 0) for tp in committed)
-            if total == 10 or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        # Batches of 4, 4 and 2 records: the first two are committed when the next batch is
-        # planned; the last batch's commit rests on Spark's end-of-query call
-        # (docs/streaming.md), which was seen to be missed once in a few runs.
-        assert total >= 8
-    finally:
-        consumer.close()
-
-
-@pytest.mark.spark
-def test_secret_never_in_logs_errors_explain_or_checkpoint(spark, proxies, certs, tmp_path,
-                                                           caplog, capfd):
-    proxy = proxies("sasl")
-    paths = certs[2]
-    conf = confluent_conf(proxy, "sasl", "SCRAM-SHA-256", paths)
-    topic = create_topic(conf)
-    confluent_produce(conf, topic, [b"x"])
-    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers, "latestOffsetsVia": "fetch",
-               **{f"kafka.{k}": v for k, v in kds_options("sasl", "SCRAM-SHA-256",
-                                                          paths).items()}}
-    captured = []
-    with caplog.at_level(logging.DEBUG, logger="kafka_ds"):
-        df = spark.read.format("pykafka").options(**options).option("subscribe", topic).load()
-        import contextlib
-        explained = io.StringIO()
-        with contextlib.redirect_stdout(explained):
-            df.explain(True)
-        assert "pykafka" in explained.getvalue()    # the plan really was rendered
-        captured.append(explained.getvalue())
-        captured.append(df._jdf.queryExecution().toString())   # what the SQL UI shows
-        assert df.count() == 1
-        query = (spark.readStream.format("pykafka").options(**options)
-                 .option("subscribe", topic).option("startingOffsets", "earliest").load()
-                 .writeStream.format("noop")
-                 .option("checkpointLocation", str(tmp_path / "ck"))
-                 .trigger(availableNow=True).start())
-        assert query.awaitTermination(120)
-        captured.append(str(query.lastProgress))
-        bad = dict(options)
-        bad["kafka.sasl.jaas.config"] = jaas("SCRAM-SHA-256", password="Wr0ng-" + SECRET)
-        with pytest.raises(Exception) as info:
-            spark.read.format("pykafka").options(**bad).option("subscribe", topic).load() \
-                .count()
-        captured.append(str(info.value))
-        assert "alice" in str(info.value) and "SCRAM-SHA-256" in str(info.value)
-    out = capfd.readouterr()
-    captured += [caplog.text, out.out, out.err]
-    for root, _dirs, files in os.walk(tmp_path / "ck"):
-        for name in files:
-            captured.append(open(os.path.join(root, name), "rb").read().decode("utf-8",
-                                                                                  "replace"))
-    blob = "\n".join(captured)
-    assert SECRET not in blob
 
 
 # --- 7. OAUTHBEARER token sources, KIP-368 re-authentication ---------------------------------
@@ -721,47 +437,7 @@ def test_reauthentication_before_the_session_ends(certs):
         assert proxy.expired_closes == 1
 
 
-@pytest.mark.spark
-def test_streaming_query_outlives_its_sessions(spark, certs, tmp_path):
-    with SecureProxy(sasl=["SCRAM-SHA-512"], users=USERS, session_lifetime_ms=1500) as proxy:
-        conf = confluent_conf(proxy, "sasl", "SCRAM-SHA-512", certs[2])
-        topic = create_topic(conf)
-        options = {"kafka.bootstrap.servers": proxy.bootstrap_servers,
-                   "latestOffsetsVia": "fetch",
-                   **{f"kafka.{k}": v for k, v in
-                      kds_options("sasl", "SCRAM-SHA-512", certs[2]).items()}}
-        seen = []
-        query = (spark.readStream.format("pykafka").options(**options)
-                 .option("subscribe", topic).option("startingOffsets", "earliest")
-                 .option("kafka.group.id", f"re-{uuid.uuid4().hex[:6]}").load()
-                 .writeStream.foreachBatch(lambda df, _id: seen.extend(
-                     r.value for r in df.select("value").collect()))
-                 .option("checkpointLocation", str(tmp_path / "ck"))
-                 .trigger(processingTime="300 milliseconds").start())
-        try:
-            deadline = time.monotonic() + 90
-            while query.lastProgress is None and time.monotonic() < deadline:
-                time.sleep(0.2)    # the first micro-batch (Spark warming up) takes a while
-            for i in range(6):
-                confluent_produce(conf, topic, [f"r{i}".encode()])
-                time.sleep(0.8)
-            deadline = time.monotonic() + 60
-            while len(seen) < 6 and time.monotonic() < deadline:
-                time.sleep(0.2)
-        finally:
-            query.stop()
-        assert query.exception() is None
-        assert sorted(seen) == [f"r{i}".encode() for i in range(6)]
-        assert proxy.reauthentications >= 1 and proxy.expired_closes == 0
-
-
 # --- README -------------------------------------------------------------------------------
-
-def test_readme_has_the_security_option_table():
-    from kafka_ds.options.readme import security_section
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
-    assert security_section() in readme, "regenerate with python -m kafka_ds.options --write-readme"
-
 
 def test_readme_recipe_paths_over_sasl_ssl(proxies, certs, token_endpoint):
     """The paths the README recipes use, over SASL_SSL: PLAIN with kafka.sasl.username/
@@ -794,24 +470,6 @@ def test_without_truststore_the_system_cas_are_used(proxies):
     with pytest.raises(TlsError, match="certificate verification"):
         with _client(proxies("ssl"), {"security.protocol": "SSL"}) as client:
             client.list_topics()
-
-
-@pytest.mark.spark
-def test_bad_security_options_fail_the_plan_in_spark(spark, proxies, tmp_path):
-    proxy = proxies("ssl")
-    base = {"kafka.bootstrap.servers": proxy.bootstrap_servers, "kafka.security.protocol": "SSL",
-            "kafka.ssl.truststore.location": str(tmp_path / "missing.jks")}
-    with pytest.raises(Exception, match="kafka.ssl.truststore.location"):
-        spark.read.format("pykafka").options(**base).option("subscribe", "t").load().collect()
-    with pytest.raises(Exception, match="kafka.ssl.truststore.location"):
-        (spark.createDataFrame([("v",)], "value string").write.format("pykafka")
-         .options(**base).option("topic", "t").mode("append").save())
-    with pytest.raises(Exception, match="kafka.sasl.mechanism"):
-        (spark.readStream.format("pykafka")
-         .options(**{"kafka.bootstrap.servers": proxy.bootstrap_servers,
-                     "kafka.security.protocol": "SASL_SSL"})
-         .option("subscribe", "t").load().writeStream.format("noop")
-         .option("checkpointLocation", str(tmp_path / "ck")).start().awaitTermination(60))
 
 
 def test_sasl_against_a_listener_without_sasl_points_at_security_protocol(proxies):

@@ -4,7 +4,7 @@ Expected values come from (1) literal pairs published in Apache Kafka's own
 ``UtilsTest.testMurmur2``, (2) ``java_murmur2`` below, a plain transcription of the
 algorithm written for this test (no numpy, one key at a time), (3) kafka-python's
 ``murmur2`` and (4) librdkafka's ``murmur2_random`` partitioner, which is documented as
-Java-compatible, asked on a real broker.
+Java-compatible, asked on a real broker (tests/integration/test_partitioner.py).
 """
 import os
 import random
@@ -19,7 +19,6 @@ from kafka_ds.write.partitioner import (
     murmur2_array,
     partitions_for_keys,
 )
-from tests.support.brokers import produce_confluent
 
 # Kafka UtilsTest.testMurmur2 (signed 32-bit results of Utils.murmur2).
 KAFKA_VECTORS = {
@@ -156,17 +155,6 @@ def test_partitions_for_keys_per_row_partition_counts():
     counts = np.array([3 if i % 2 else 8 for i in range(len(keys))])
     got = partitions_for_keys(pa.array(keys, pa.binary()), counts)
     assert got.tolist() == [java_partition(k, int(c)) for k, c in zip(keys, counts)]
-
-
-def test_librdkafka_murmur2_random_agrees(broker, new_topic):
-    """librdkafka's Java-compatible partitioner, on a real broker, picks our partitions."""
-    topic = new_topic(partitions=7)
-    keys = [f"user-{i}".encode() for i in range(300)] + random_keys(100, seed=9)[:100]
-    keys = [k for k in keys if k]   # librdkafka treats an empty key as no key in some paths
-    placed = produce_confluent(broker.bootstrap_servers, topic,
-                               [{"key": k, "value": b"v"} for k in keys],
-                               partitioner="murmur2_random", **{"linger.ms": 0})
-    assert [p for p, _offset in placed] == partitions_for_keys(pa.array(keys, pa.binary()), 7).tolist()
 
 
 # --- sticky null keys -------------------------------------------------------------------
