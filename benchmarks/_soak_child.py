@@ -11,13 +11,9 @@
 Prints ``STARTED`` once both run; exits (non-zero) if a query fails.
 """
 import json
-import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-
-from spark_support import make_spark  # noqa: E402
+from tests.support.spark_support import make_spark
 
 
 def main():

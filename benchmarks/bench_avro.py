@@ -21,17 +21,13 @@ import argparse
 import json
 import os
 import random
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import pyarrow as pa
 
-import pyarrow as pa  # noqa: E402
-
-from kafka_ds.formats.avro import AvroCodec  # noqa: E402
-from kafka_ds.registry.schema import RegisteredSchema  # noqa: E402
-from registry_fixtures import MockLookup, MockSchemaRegistryClient  # noqa: E402
+from kafka_ds.formats.avro import AvroCodec
+from kafka_ds.registry.schema import RegisteredSchema
+from tests.support.registry_fixtures import MockLookup, MockSchemaRegistryClient
 
 SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
     {"name": "order_id", "type": "long"}, {"name": "customer_id", "type": "long"},

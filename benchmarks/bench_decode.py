@@ -35,15 +35,12 @@ import argparse
 import json
 import os
 import random
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+import pyarrow as pa
 
-import pyarrow as pa  # noqa: E402
-
-from kafka_ds.protocol.compression import codec_id  # noqa: E402
-from kafka_ds.protocol.records import decode_records  # noqa: E402
+from kafka_ds.protocol.compression import codec_id
+from kafka_ds.protocol.records import decode_records
 from kafka_ds.protocol.records_encode import encode_record_batch
 
 TS0 = 1_700_000_000_000

@@ -12,11 +12,8 @@ then times the check and the commit of that round; best of ``--rounds`` each. No
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 
 def main():
@@ -25,12 +22,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
-    from brokers import TansuBroker
     from kafka_ds.client import KafkaClient
     from kafka_ds.write.exactly_once import _end, check_open, handles_of
     from kafka_ds.options import parse_write_options
     from kafka_ds.write.task import KafkaCommitMessage
-    from txlog import produce_in_transaction, verdict
+    from tests.support.brokers import TansuBroker
+    from tests.support.txlog import produce_in_transaction, verdict
 
     with TansuBroker() as broker:
         bs = broker.bootstrap_servers

@@ -26,15 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, "..")
-sys.path.insert(0, os.path.join(ROOT, "src"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 VALUE_SIZE = 1024
 PER_BATCH = 1000
@@ -81,7 +75,6 @@ def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int =
 
 CHILD = r"""
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
 
 def status():
     out = {}
@@ -94,9 +87,10 @@ def status():
 
 import numpy, pyarrow
 from kafka_ds.options import parse_read_options
-from kafka_ds.reader import OffsetRange, read_range, make_client
+from kafka_ds.client import make_client
+from kafka_ds.read.ranges import OffsetRange, read_range
 
-bootstrap, topic, end, fetch_bytes = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+bootstrap, topic, end, fetch_bytes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
                            "kafka.max.partition.fetch.bytes": str(fetch_bytes)}, streaming=False)
 import dataclasses
@@ -150,14 +144,14 @@ print(json.dumps({"rows": rows, "batches": batches, "value_bytes": value_bytes,
 
 
 def measure(bootstrap: str, topic: str, end: int, fetch_bytes: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, os.path.join(ROOT, "src"), bootstrap, topic, str(end),
+    out = subprocess.run([sys.executable, "-c", CHILD, bootstrap, topic, str(end),
                           str(fetch_bytes)], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run(gb: float = 2.0, fetch_bytes: int = 8 << 20, log=print) -> dict:
     """Fill a Tansu partition with ``gb`` GB and measure one read of it; returns the figures."""
-    from brokers import TansuBroker
+    from tests.support.brokers import TansuBroker
 
     broker = TansuBroker()
     try:

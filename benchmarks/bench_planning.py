@@ -8,11 +8,8 @@ many partitions. No Spark: ``KafkaBatchReader.partitions()`` is what the driver 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 
 def main():
@@ -21,8 +18,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
 
-    from brokers import MockCluster, produce_confluent
     from kafka_ds.source import KafkaDataSource
+    from tests.support.brokers import MockCluster, produce_confluent
 
     with MockCluster() as cluster:
         topic = cluster.unique_topic("plan")

@@ -25,26 +25,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 
 import pyarrow as pa
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from confluent_kafka.schema_registry import Schema  # noqa: E402
-from confluent_kafka.schema_registry.json_schema import (JSONDeserializer,  # noqa: E402
+from confluent_kafka.schema_registry import Schema
+from confluent_kafka.schema_registry.json_schema import (JSONDeserializer,
                                                          JSONSerializer)
-from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,  # noqa: E402
+from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
                                                       ProtobufSerializer)
-from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
+from confluent_kafka.serialization import MessageField, SerializationContext
 
-from kafka_ds.formats.json_format import JsonCodec  # noqa: E402
-from kafka_ds.formats.protobuf import ProtobufCodec  # noqa: E402
-from registry_fixtures import (MockLookup, MockSchemaRegistryClient, file_proto,  # noqa: E402
-                               message_classes)
+from kafka_ds.formats.json_format import JsonCodec
+from kafka_ds.formats.protobuf import ProtobufCodec
+from tests.support.registry_fixtures import (MockLookup, MockSchemaRegistryClient, file_proto,
+                                             message_classes)
 
 CTX = SerializationContext("bench", MessageField.VALUE)
 FIELDS = [("id", "int64"), ("ts", "int64"), ("user", "string"), ("country", "string"),

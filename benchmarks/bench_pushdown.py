@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import struct
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 BASE_TS = 1_700_000_000_000
 
@@ -128,12 +125,12 @@ def main():
 
     from pyspark.sql.datasource import GreaterThanOrEqual
 
-    from brokers import start_broker
     from kafka_ds.client import KafkaClient
     from kafka_ds.options import parse_read_options
     from kafka_ds.compat import PUSHDOWN_CONF
     from kafka_ds.reader import KafkaPushdownReader
     from kafka_ds.reader import KafkaBatchReader
+    from tests.support.brokers import start_broker
 
     counter = FetchCounter(KafkaClient)
     with start_broker(args.broker) as broker:
@@ -182,7 +179,7 @@ def main():
               f"planning + read {pushed[1][0] + pushed[3][0]:.2f} s against "
               f"{unfiltered[1][0] + unfiltered[3][0]:.2f} s unfiltered")
         if args.spark:
-            from spark_support import make_spark
+            from tests.support.spark_support import make_spark
             spark = make_spark("bench_pushdown")
             spark.conf.set(PUSHDOWN_CONF, "true")
             for push in ("false", "true", "false", "true"):

@@ -25,16 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "src"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-
-import pyarrow as pa  # noqa: E402
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 PARTITIONS = 32
 VALUE_SIZE = 100
@@ -289,9 +284,9 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
 
 
 def start_spark():
-    """A local[2] session (tests/spark_support.py) with pykafka and the ceiling source."""
+    """A local[2] session (tests/support/spark_support.py) with pykafka and the ceiling source."""
     from pyspark import cloudpickle
-    from spark_support import make_spark
+    from tests.support.spark_support import make_spark
 
     # The Python workers cannot import benchmarks/: ship the ceiling source by value.
     if __name__ != "__main__":
@@ -304,7 +299,7 @@ def start_spark():
 def start(broker: str = "mock"):
     """(spark, cluster) for :func:`measure`: the librdkafka mock cluster (3 brokers; it
     keeps ~5 MiB per partition) or Tansu (one node, memory storage, no size cap)."""
-    from brokers import MockCluster, TansuBroker
+    from tests.support.brokers import MockCluster, TansuBroker
 
     cluster = MockCluster(3) if broker == "mock" else TansuBroker()
     return start_spark(), cluster

@@ -5,7 +5,7 @@
 
 For each format: registers the schema of a flat 10-field record (``bench_avro.py``'s
 order: two longs, two ints, two doubles, two strings, a boolean, a nullable string) under
-``<topic>-value`` in the test suite's fake Schema Registry (``tests/schema_registry.py``,
+``<topic>-value`` in the test suite's fake Schema Registry (``tests/support/schema_registry.py``,
 real HTTP on 127.0.0.1), encodes N records with it (Confluent framing: magic byte, schema
 id, Protobuf message indexes), fills a topic of the librdkafka mock cluster (3 brokers, 32
 partitions as ``bench_read.py``; more where the values would pass ~4 MB a partition, as
@@ -29,18 +29,13 @@ import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-sys.path.insert(0, os.path.join(HERE, ".."))
-sys.path.insert(0, HERE)
+import pyarrow as pa
 
-import pyarrow as pa  # noqa: E402
-
-from bench_avro import SCHEMA as AVRO_SCHEMA  # noqa: E402
-from bench_avro import make_records  # noqa: E402
-from bench_read import PARTITIONS, fill_topic  # noqa: E402
-from kafka_ds.registry.schema import RegisteredSchema  # noqa: E402
-from registry_fixtures import file_proto  # noqa: E402
+from bench_avro import SCHEMA as AVRO_SCHEMA
+from bench_avro import make_records
+from bench_read import PARTITIONS, fill_topic
+from kafka_ds.registry.schema import RegisteredSchema
+from tests.support.registry_fixtures import file_proto
 
 FORMATS = ("avro", "protobuf", "json")
 TARGET = 0.5
@@ -171,9 +166,9 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown formats {sorted(unknown)}; choose from {FORMATS}")
 
-    from brokers import MockCluster
-    from schema_registry import start_registry
-    from spark_support import make_spark
+    from tests.support.brokers import MockCluster
+    from tests.support.schema_registry import start_registry
+    from tests.support.spark_support import make_spark
 
     load_before = os.getloadavg()
     registry = start_registry()

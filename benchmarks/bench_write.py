@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_write.py --broker tansu --records 10000000   # the #22 target
     .venv/bin/python benchmarks/bench_write.py --broker tansu --exactly-once       # EOS vs ALO
 
-Starts its own broker (tests/brokers.py: the librdkafka mock cluster with 3 brokers,
+Starts its own broker (tests/support/brokers.py: the librdkafka mock cluster with 3 brokers,
 or one Tansu node), then writes the same N rows (10-byte key ``key-000042``, 100-byte
 value) to fresh topics of ``--partitions`` partitions (6 on the mock, 8 on Tansu), in
 the same run:
@@ -42,14 +42,9 @@ the machine's cores), the Spark JVM and its Python workers (kafka_ds), or this p
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-
-from brokers import MockCluster, TansuBroker  # noqa: E402
-from cpu_use import Timed  # noqa: E402
+from cpu_use import Timed
+from tests.support.brokers import MockCluster, TansuBroker
 
 VALUE_SQL = "cast(rpad(concat('{\"id\":', id, ',\"kind\":\"bench\"}'), 100, ' ') AS binary)"
 KEY_SQL = "cast(concat('key-', lpad(cast(id % 1000000 AS string), 6, '0')) AS binary)"
@@ -200,7 +195,7 @@ def main():
     args = parser.parse_args()
     partitions = args.partitions or (8 if args.broker == "tansu" else 6)
 
-    from spark_support import make_spark
+    from tests.support.spark_support import make_spark
 
     broker = MockCluster() if args.broker == "mock" else TansuBroker()
     spark = make_spark("kafka_ds-bench-write", driver_memory=args.driver_memory)

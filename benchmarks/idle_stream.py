@@ -3,8 +3,8 @@
     python benchmarks/idle_stream.py                  # 3 topics x 4 partitions, 30 s
     python benchmarks/idle_stream.py --topics 10 --seconds 60 --pattern --idle-poll-ms 100
 
-Starts the librdkafka mock cluster (3 brokers, tests/brokers.py) behind the TCP fault
-proxy (tests/faultproxy.py, which counts requests per API key at the broker side),
+Starts the librdkafka mock cluster (3 brokers, tests/support/brokers.py) behind the TCP fault
+proxy (tests/support/faultproxy.py, which counts requests per API key at the broker side),
 fills every partition with a few records, runs
 ``spark.readStream.format("pykafka")`` (``subscribe`` or ``subscribePattern``, default
 trigger: Spark asks the source for new data every ~10 ms when idle) into the ``noop``
@@ -23,11 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
              9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions"}
@@ -57,9 +53,9 @@ def main(argv=None):
 
     import psutil
 
-    from brokers import MockCluster, produce_confluent
-    from faultproxy import FaultProxy
-    from spark_support import make_spark
+    from tests.support.brokers import MockCluster, produce_confluent
+    from tests.support.faultproxy import FaultProxy
+    from tests.support.spark_support import make_spark
 
     cluster = MockCluster()
     proxy = None

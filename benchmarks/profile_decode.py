@@ -28,19 +28,13 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import pstats
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "src"))
+import bench_decode as bd
 
-import bench_decode as bd  # noqa: E402
-
-from kafka_ds.protocol import records, records_layout, records_v2  # noqa: E402
-from kafka_ds.protocol.compression import codec_id  # noqa: E402
+from kafka_ds.protocol import records, records_layout, records_v2
+from kafka_ds.protocol.compression import codec_id
 
 STAGES = [
     ("CRC-32C", "crc"),

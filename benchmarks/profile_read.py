@@ -23,17 +23,10 @@ Prints one Markdown table of ns/row per stage and the share of the total.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "src"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-
-import bench_read as br  # noqa: E402
-import profile_decode as pdm  # noqa: E402
+import bench_read as br
+import profile_decode as pdm
 
 
 def python_read(bootstrap: str, topic: str, records: int) -> dict:
@@ -161,7 +154,7 @@ def main(argv=None):
     ap.add_argument("--no-spark", action="store_true")
     args = ap.parse_args(argv)
 
-    from brokers import MockCluster
+    from tests.support.brokers import MockCluster
 
     cluster = MockCluster(3)
     spark = None

@@ -3,7 +3,7 @@
     python benchmarks/soak.py                      # ~10-15 min on 2 busy cores: 3 kills, faults every ~3 s
     python benchmarks/soak.py --kills 8 --rate 1000 --down-max 30
 
-On the librdkafka mock cluster (3 brokers; tests/brokers.py):
+On the librdkafka mock cluster (3 brokers; tests/support/brokers.py):
 
 * a producer thread (confluent-kafka, acks=all) writes ``--rate`` records/s into a
   6-partition source topic for the whole run, remembering every acknowledged
@@ -40,7 +40,6 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 PARTITIONS = 6
 FETCH, LIST_OFFSETS, METADATA, PRODUCE = 1, 2, 3, 0
@@ -164,7 +163,7 @@ def main(argv=None):
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
 
-    from brokers import MockCluster, consume_confluent
+    from tests.support.brokers import MockCluster, consume_confluent
 
     work = tempfile.mkdtemp(prefix="kafka_ds-soak-")
     cluster = MockCluster()

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/stream_latency.py                      # ~6 min
     .venv/bin/python benchmarks/stream_latency.py --seconds 20 --ramp-max 60000   # quick look
 
-Starts Tansu (memory storage, tests/brokers.py) with an input and an output topic of
+Starts Tansu (memory storage, tests/support/brokers.py) with an input and an output topic of
 ``--partitions`` partitions, and a Spark ``local[2]`` session running
 
     spark.readStream.format("pykafka").option("subscribe", IN) ... .load()
@@ -54,7 +54,6 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 # phase (u16), sequence number (u64), produce time in ns since the epoch (i64)
 STAMP = struct.Struct(">HQq")
@@ -202,7 +201,7 @@ class CpuMeter:
 class Bench:
     def __init__(self, args):
         self.args = args
-        from brokers import TansuBroker
+        from tests.support.brokers import TansuBroker
 
         self.broker = TansuBroker()
         self.in_topic = self.broker.create_topic(self.broker.unique_topic("lat-in"),
@@ -226,7 +225,7 @@ class Bench:
         self.phase = WARMUP_PHASE
 
     def start_query(self):
-        from spark_support import make_spark
+        from tests.support.spark_support import make_spark
 
         self.spark = make_spark("kafka_ds-stream-latency")
         self.spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
@@ -487,7 +486,6 @@ def main(argv=None):
                   + ("" if not last["sustained"] else " (the ramp reached --ramp-max)")]
     print("\n" + "\n\n".join(parts))
     if args.write_results:
-        sys.path.insert(0, HERE)
         from run_all import machine, replace_section
 
         path = os.path.join(HERE, "results.md")

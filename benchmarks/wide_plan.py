@@ -9,7 +9,7 @@ cluster (3 brokers), one record in every partition, and plans
 ``spark.read`` (``KafkaBatchReader.partitions()``: Metadata, ListOffsets earliest and
 latest, offset ranges, Spark input partitions) and the way a streaming trigger does
 (``KafkaStreamReader.latestOffset``), in this process, no Spark. Requests are counted
-per API at the broker side by the TCP fault proxy (tests/faultproxy.py). Memory:
+per API at the broker side by the TCP fault proxy (tests/support/faultproxy.py). Memory:
 ``tracemalloc`` peak of one planning, and the process's peak RSS.
 
 Prints one JSON object and a Markdown line.
@@ -20,12 +20,8 @@ import argparse
 import json
 import os
 import resource
-import sys
 import time
 import tracemalloc
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 API_NAMES = {1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions"}
 
@@ -37,14 +33,14 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
 
-    from brokers import MockCluster
-    from faultproxy import FaultProxy
     from kafka_ds.client import KafkaClient
     from kafka_ds.options import parse_read_options
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records_encode import encode_record_batch
     from kafka_ds.reader import KafkaBatchReader
     from kafka_ds.stream import KafkaStreamReader
+    from tests.support.brokers import MockCluster
+    from tests.support.faultproxy import FaultProxy
 
     cluster = MockCluster()
     proxy = None

@@ -18,24 +18,22 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tests.support import jvm_options, spark_home
+from tests.support.brokers import BROKER_CLASSES, BrokerError
 
-import jvm_options  # noqa: E402
-import spark_home  # noqa: E402
-from brokers import BROKER_CLASSES, BrokerError  # noqa: E402
-
-# Spark's Python workers import pyspark from site-packages, not from a zip (tests/spark_home.py).
+# Spark's Python workers import pyspark from site-packages, not from a zip
+# (tests/support/spark_home.py).
 spark_home.install()
 
 # Every JVM the suite starts runs C1-only with the serial collector and maps Spark's classes
-# from a shared archive (tests/jvm_options.py: half the CPU of a Spark session's start).
+# from a shared archive (tests/support/jvm_options.py: half the CPU of a Spark session's start).
 _SPARK_CLASS_ARCHIVE = jvm_options.install()
 
 ALL_BROKERS = ("mock", "tansu")
 
 # Modules whose module-scoped fixtures must run once: the wheel is built once, and the other
 # pyspark releases are installed into one shared folder (.venv-spark).
-ONE_WORKER_MODULES = ("tests/test_wheel.py", "tests/test_spark_versions.py")
+ONE_WORKER_MODULES = ("tests/spark/test_wheel.py", "tests/spark/test_spark_versions.py")
 _BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic"}
 
 
@@ -154,13 +152,13 @@ def enabled_broker_names(request):
 
 @pytest.fixture(scope="session")
 def mock_cluster(_brokers):
-    """librdkafka mock cluster, 3 brokers (tests.brokers.MockCluster)."""
+    """librdkafka mock cluster, 3 brokers (tests.support.brokers.MockCluster)."""
     return _brokers.get("mock")
 
 
 @pytest.fixture(scope="session")
 def tansu_broker(_brokers):
-    """Single Tansu node, memory storage (tests.brokers.TansuBroker)."""
+    """Single Tansu node, memory storage (tests.support.brokers.TansuBroker)."""
     return _brokers.get("tansu")
 
 

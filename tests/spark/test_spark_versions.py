@@ -1,0 +1,135 @@
+"""The smoke set (tests/support/smoke_job.py: registration with no register call, batch write,
+batch read, streaming restart from a checkpoint) on every other pyspark minor release
+with the Python Data Source API; the full suite runs on the pyspark of the test venv.
+
+Each release gets a venv under ``.venv-spark/<version>`` (kept, so a second run in the
+same checkout installs nothing): pyspark from the package index installed into it, the
+test venv's other packages and this checkout visible through a path entry (a ``.pth``
+line), so the code under test is the checkout. The installs of all releases run at once,
+when the first test of this module needs one. Set ``KAFKA_DS_SPARK_VERSIONS`` (comma
+separated, e.g. ``4.0.5``; empty: none) to choose others.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.spark.test_wheel import ROOT, clean_env, run_smoke
+
+pytestmark = pytest.mark.heavy
+
+# The latest patch of each other minor release (the test venv has 4.3).
+DEFAULT_VERSIONS = ["4.0.5", "4.1.4", "4.2.1"]
+VERSIONS = [v for v in os.environ.get("KAFKA_DS_SPARK_VERSIONS",
+                                      ",".join(DEFAULT_VERSIONS)).split(",") if v.strip()]
+HOME = ROOT / ".venv-spark"
+
+
+def _venv(version: str) -> tuple[Path, Path]:
+    venv = HOME / version
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                       timeout=120)
+    site = Path(subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True).stdout.strip())
+    return python, site
+
+
+@pytest.fixture(scope="module")
+def spark_venvs():
+    """{version: (python, install_seconds | None, error)}, installing what is missing in
+    parallel."""
+    running = {}
+    result = {}
+    for version in VERSIONS:
+        python, site = _venv(version)
+        done = site / f"pyspark-{version}.dist-info"
+        if done.exists():
+            result[version] = (python, None, None)
+            continue
+        running[version] = (python, site, time.monotonic(), subprocess.Popen(
+            # --no-compile: byte-compiling pyspark's thousands of modules costs more CPU
+            # than the smoke set imports back
+            [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--upgrade", "--no-compile",
+             "--target", str(site), f"pyspark=={version}"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for version, (python, site, began, proc) in running.items():
+        out, _ = proc.communicate(timeout=1800)
+        took = round(time.monotonic() - began, 1)
+        error = None if proc.returncode == 0 else out[-3000:]
+        result[version] = (python, took, error)
+    for version in VERSIONS:
+        python, site = _venv(version)
+        # The test venv's packages after this venv's own pyspark, and this checkout.
+        Path(site, "kafka-ds-tests.pth").write_text(
+            sysconfig.get_paths()["purelib"] + "\n" + str(ROOT) + "\n")
+    return result
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(2400)
+@pytest.mark.parametrize("version", VERSIONS)
+def test_smoke_set_on_other_pyspark_releases(spark_venvs, version, tansu_broker, tmp_path):
+    python, install_seconds, error = spark_venvs[version]
+    assert error is None, f"installing pyspark=={version} failed:\n{error}"
+    print(f"pyspark {version}: install {install_seconds} s (None: already installed)")
+    topic = tansu_broker.unique_topic(f"v{version.replace('.', '')}")
+    tansu_broker.create_topic(topic, partitions=3)
+    try:
+        seen = run_smoke(python, tansu_broker.bootstrap_servers, topic, cwd=tmp_path,
+                         timeout=1200)
+    finally:
+        tansu_broker.delete_topic(topic)
+    assert seen["pyspark"] == version and seen["spark"] == version, seen
+    assert seen["kafka_ds"] == str(ROOT / "kafka_ds"), seen
+    print(f"pyspark {version}: smoke {seen['seconds']}")
+
+
+NEEDS_42 = """
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+try:
+    q = (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", sys.argv[1])
+         .option("subscribe", sys.argv[2]).option("maxOffsetsPerTrigger", "10").load()
+         .writeStream.format("memory").queryName("q").start())
+    q.awaitTermination(120)
+    print("EXCEPTION", q.exception())
+except Exception as exc:
+    print("EXCEPTION", exc)
+finally:
+    spark.stop()
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(1200)
+def test_admission_control_before_42_fails_naming_the_release(spark_venvs, tansu_broker,
+                                                              tmp_path):
+    older = [v for v in VERSIONS if tuple(map(int, v.split(".")[:2])) < (4, 2)]
+    if not older:
+        pytest.skip("no pyspark < 4.2 selected (KAFKA_DS_SPARK_VERSIONS)")
+    version = older[0]
+    python, _took, error = spark_venvs[version]
+    assert error is None, error
+    topic = tansu_broker.unique_topic("ac")
+    tansu_broker.create_topic(topic, partitions=1)
+    try:
+        run = subprocess.run([str(python), "-c", NEEDS_42, tansu_broker.bootstrap_servers, topic],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                             env=clean_env())
+    finally:
+        tansu_broker.delete_topic(topic)
+    assert "EXCEPTION" in run.stdout, run.stderr[-3000:]
+    assert (f"Option 'maxOffsetsPerTrigger' (admission control) needs pyspark >= 4.2"
+            in run.stdout), run.stdout[-3000:]
+    assert f"this is pyspark {version}" in run.stdout, run.stdout[-3000:]

@@ -1,0 +1,44 @@
+"""A Spark home for the suite's JVMs without ``python/lib/pyspark.zip`` on the workers' path.
+
+Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python worker's
+``PYTHONPATH``, ahead of the venv's site-packages, where pip installed the same pyspark with
+compiled bytecode. Imports from a zip are compiled again in each process, and each task's
+``importlib.invalidate_caches()`` (pyspark's ``setup_spark_files``) re-reads the zip's
+directory. Profiled on the suite, that was about half of the Python workers' CPU: every
+data-source planning step runs in a fresh fork that imports its pyspark module.
+
+This home links everything of the pip pyspark except ``python/``, so the path Spark adds
+names no file and the workers import pyspark from site-packages, the same code. Created once
+per pyspark installation in the temp folder; a Spark job started with another pyspark (other
+venvs of tests/spark/test_spark_versions.py and tests/spark/test_wheel.py) must drop
+``SPARK_HOME`` from its environment (``clean_env``).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+
+
+def install() -> str | None:
+    """Point ``SPARK_HOME`` of this process and its children at the linked home, unless it
+    is set already. The home's path, or None."""
+    if "SPARK_HOME" in os.environ:
+        return None
+    import pyspark
+    real = os.path.dirname(os.path.abspath(pyspark.__file__))
+    key = hashlib.sha1(f"{real}|{pyspark.__version__}".encode()).hexdigest()[:12]
+    home = os.path.join(tempfile.gettempdir(), f"kafka_ds-tests-spark-home-{key}")
+    if not os.path.isdir(home):
+        partial = tempfile.mkdtemp(prefix=os.path.basename(home) + ".", dir=tempfile.gettempdir())
+        for name in os.listdir(real):
+            if name != "python":
+                os.symlink(os.path.join(real, name), os.path.join(partial, name))
+        try:
+            os.rename(partial, home)   # atomic: parallel workers never see a half-made home
+        except OSError:                # another process made it first
+            for name in os.listdir(partial):
+                os.unlink(os.path.join(partial, name))
+            os.rmdir(partial)
+    os.environ["SPARK_HOME"] = home
+    return home
