@@ -4,6 +4,7 @@ exception classes themselves).
 
     python docs/generate.py           # rewrite what changed
     python docs/generate.py --check   # exit 1, naming the pages, when one is out of date
+    python docs/generate.py --docs DIR [--check]   # the same for the pages in DIR
 """
 from __future__ import annotations
 
@@ -111,31 +112,36 @@ def _with_section(text: str, markers, section: str) -> str:
     return text[:start] + section + text[stop:]
 
 
-def pages() -> dict:
-    """{path: the text it should have}."""
+def pages(docs: pathlib.Path = DOCS) -> dict:
+    """{path: the text it should have}, for the pages in ``docs``."""
     from kafka_ds.options.tables import (
         OPTIONS_MARKERS, SECURITY_MARKERS, options_section, security_section,
     )
-    options, security = DOCS / "options.md", DOCS / "security.md"
+    options, security = docs / "options.md", docs / "security.md"
     return {
         options: _with_section(options.read_text(), OPTIONS_MARKERS, options_section()),
         security: _with_section(security.read_text(), SECURITY_MARKERS, security_section()),
-        DOCS / "errors.md": errors_page(),
+        docs / "errors.md": errors_page(),
     }
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    stale = [path for path, text in pages().items()
+    import argparse
+    parser = argparse.ArgumentParser(description="Write the generated parts of the docs.")
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 1 when a page is out of date")
+    parser.add_argument("--docs", type=pathlib.Path, default=DOCS, help="the docs folder")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    wanted = pages(args.docs)
+    stale = [path for path, text in wanted.items()
              if not path.exists() or path.read_text() != text]
-    if "--check" in argv:
+    if args.check:
         for path in stale:
             print(f"{path} is out of date: run python docs/generate.py", file=sys.stderr)
         return 1 if stale else 0
-    for path, text in pages().items():
-        if path in stale:
-            path.write_text(text)
-            print(f"{path}: updated")
+    for path in stale:
+        path.write_text(wanted[path])
+        print(f"{path}: updated")
     return 0
 
 

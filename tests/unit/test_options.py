@@ -22,7 +22,7 @@ from kafka_ds.options.core import (
 )
 from kafka_ds.options.registry import FORBIDDEN, OPTIONS, default_of
 from kafka_ds.options import ReadOptions, parse_read_options, parse_write_options
-from kafka_ds.options.readme import main, options_markdown, readme_section
+from kafka_ds.options.tables import main, options_markdown, options_section, security_section
 from kafka_ds.errors import ConfigurationError
 from kafka_ds.read.ranges import OffsetRange
 from kafka_ds.read.planner import split_ranges
@@ -178,9 +178,11 @@ def test_defaults_are_stated_once_in_the_client_settings():
     read = parse_read_options({**BS, "subscribe": "t"}, streaming=False)
     write = parse_write_options(BS)
     assert read.client == ClientConfig()
-    # A write's metadata and InitProducerId calls retry within the write's budget.
+    # A write's metadata and InitProducerId calls retry within the write's budget, and an
+    # error at its end names the option that sets it.
     assert write.client == ClientConfig(
-        default_api_timeout_ms=ProducerConfig().delivery_timeout_ms)
+        default_api_timeout_ms=ProducerConfig().delivery_timeout_ms,
+        api_timeout_option="kafka.delivery.timeout.ms")
     assert write.producer == ProducerConfig()
     # the option objects' own defaults are the declared ones
     assert read == ReadOptions(read.bootstrap_servers, read.subscription, read.starting,
@@ -206,7 +208,8 @@ def test_kafka_settings_reach_the_client_settings_built_on_the_driver():
     assert write.client == ClientConfig(client_id="me", request_timeout_ms=1234, retries=2,
                                         retry_backoff_ms=7, metadata_max_age_ms=60000,
                                         connect_timeout_ms=999,
-                                        default_api_timeout_ms=120000)
+                                        default_api_timeout_ms=120000,
+                                        api_timeout_option="kafka.delivery.timeout.ms")
     assert (write.producer.request_timeout_ms, write.producer.retries,
             write.producer.retry_backoff_ms) == (1234, 2, 7)
     # What executors get is a pickled copy of the driver's objects, used as is.
@@ -293,20 +296,20 @@ def test_bad_bootstrap_fails_the_same_on_driver_and_client(servers):
         KafkaClient(" , ")
 
 
-def test_readme_option_tables_are_generated_from_the_declarations(tmp_path, capsys):
+def test_option_tables_are_generated_from_the_declarations(capsys):
+    """The docs' option page holds the tables made from the declarations (regenerating a
+    stale one: tests/unit/test_docs.py), and python -m kafka_ds.options prints them."""
     import pathlib
-    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
-    assert readme_section() in readme, "regenerate with python -m kafka_ds.options --write-readme"
-    assert options_markdown() in readme_section()
+    page = (pathlib.Path(__file__).parents[2] / "docs" / "options.md").read_text()
+    assert options_section() in page, "regenerate with python docs/generate.py"
+    assert options_markdown() in options_section()
     for option in OPTIONS:
-        assert f"| `{option.name}` |" in readme
+        assert f"| `{option.name}` |" in page
     for forbidden in FORBIDDEN:
-        assert f"| `{forbidden.name}` |" in readme
-    # the regeneration command rewrites a stale table
-    stale = tmp_path / "README.md"
-    stale.write_text(readme.replace("| `kafka.acks` | write | `all` |", "| `kafka.acks` | write | `1` |"))
-    assert main(["--write-readme", str(stale)]) == 0
-    assert stale.read_text() == readme and "updated" in capsys.readouterr().out
+        assert f"| `{forbidden.name}` |" in page
+    assert main([]) == 0
+    printed = capsys.readouterr().out
+    assert options_section() in printed and security_section() in printed
 
 
 # --- splitting, as Spark's KafkaOffsetRangeCalculator does ------------------------------

@@ -197,9 +197,9 @@ def test_settings_pickle_and_never_show_secrets():
         assert pickle.loads(pickle.dumps(opts)).client.security.password == SECRET
 
 
-# --- README -------------------------------------------------------------------------------
+# --- docs ---------------------------------------------------------------------------------
 
-def test_readme_has_the_security_option_table():
-    from kafka_ds.options.readme import security_section
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
-    assert security_section() in readme, "regenerate with python -m kafka_ds.options --write-readme"
+def test_security_page_has_the_security_option_table():
+    from kafka_ds.options.tables import security_section
+    page = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "security.md")).read()
+    assert security_section() in page, "regenerate with python docs/generate.py"
