@@ -146,9 +146,9 @@ class RetryPolicy:
                 # The last attempt comes at the deadline, not a back-off before it.
                 pause = min(pause, deadline - now)
                 if failures == 1:
-                    # Said once, so a wait for brokers that are down is not silent.
-                    log.warning("%s failed (%s); retrying for up to %g s%s", what, exc,
-                                self.budget_ms / 1000.0,
+                    # Said once at WARNING, so a wait for brokers that are down is not silent.
+                    log.warning("%s failed (%s); retry %d in %.2f s, retrying for up to %g s%s",
+                                what, exc, failures, pause, self.budget_ms / 1000.0,
                                 f" ('{self.budget_option}')" if self.budget_option else "")
                 else:
                     log.info("%s failed (%s); retry %d in %.2f s", what, exc, failures, pause)

@@ -198,3 +198,25 @@ def test_client_policy_follows_the_client_settings():
     fetch = client.retry_policy(120000, "kafkaConsumer.pollTimeoutMs")
     assert fetch.budget_ms == 120000 and fetch.budget_option == "kafkaConsumer.pollTimeoutMs"
     assert KafkaClient("127.0.0.1:9").retry_policy().max_attempts is None
+
+
+def test_the_first_failure_is_logged_with_the_budget_and_a_connection_error_says_how_to_fail_sooner(
+        caplog):
+    """A wait for brokers that are down is not silent: the first failed attempt is logged at
+    WARNING with the time kafka_ds will keep trying and the option that sets it; the rest at
+    INFO. When the budget runs out on a connection failure, the error says how to fail
+    sooner."""
+    import logging
+    caplog.set_level(logging.INFO, logger="kafka_ds.client.retry")
+    fake = FakeTime()
+    limited = policy(fake, budget_ms=3000, budget_option="kafka.default.api.timeout.ms")
+    errors = [KafkaConnectionError("cannot reach any broker")] * 100
+    with pytest.raises(KafkaConnectionError) as caught:
+        limited.run(failing(errors, fake=fake), "Metadata")
+    first, *rest = [r for r in caplog.records if "Metadata failed" in r.getMessage()]
+    assert first.levelno == logging.WARNING
+    assert "retrying for up to 3 s ('kafka.default.api.timeout.ms')" in first.getMessage()
+    assert rest and all(r.levelno == logging.INFO for r in rest)
+    assert str(caught.value).endswith(
+        "Check that the brokers are up and reachable from Spark's driver and executors, or "
+        "set 'kafka.default.api.timeout.ms' lower to fail sooner")
