@@ -34,7 +34,7 @@ from tests.support.brokers import TansuBroker
 
 FORMATS = ("avro", "protobuf", "json")
 VALUE_SQL = ("named_struct('order_id', id + 1000000000, 'quantity', cast(id % 20 AS int), "
-             "'price', id * 0.25, 'sku', concat('EU-WEST-', lpad(cast(id % 100000 AS string), 8, '0')), "
+             "'price', cast(id AS double) * 0.25, 'sku', concat('EU-WEST-', lpad(cast(id % 100000 AS string), 8, '0')), "
              "'note', CASE WHEN id % 2 = 0 THEN NULL ELSE concat('leave at door ', id) END)")
 KEY_SQL = "cast(concat('key-', lpad(cast(id % 1000000 AS string), 6, '0')) AS binary)"
 

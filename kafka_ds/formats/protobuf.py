@@ -12,20 +12,28 @@ import pyarrow as pa
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
-from . import DecodedColumn
 from kafka_ds.formats.framing import frame_header, split_frames
 from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
-from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
-                                              decode_message_indexes, encode_message_indexes,
-                                              indexes_of, message_at, message_types)
+from kafka_ds.formats.protobuf_encode import build_message_encoder
+from kafka_ds.formats.protobuf_schema import (
+    ProtobufSchemaError,
+    build_pool,
+    decode_message_indexes,
+    encode_message_indexes,
+    indexes_of,
+    message_at,
+    message_types,
+)
 from kafka_ds.registry.schema import RegisteredSchema
+
+from . import DecodedColumn
 
 _READER_FILE = "kafka_ds_reader.proto"
 
 
 class _Writer:
     """One writer message type and its plan onto the reader type (or why it has none)."""
-    __slots__ = ("parse", "build", "error")
+    __slots__ = ("build", "error", "parse")
 
     def __init__(self, parse=None, build=None, error=None):
         self.parse, self.build, self.error = parse, build, error
@@ -47,10 +55,11 @@ class ProtobufCodec:
         self._reader_class = None
         self._writer_files = {}    # schema id -> FileDescriptor (or the exception)
         self._writers = {}         # (schema id, indexes) -> _Writer
+        self._encoders = {}        # Arrow type of the written column -> FlatMessageEncoder / None
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for name in ("_reader_desc", "_reader_class", "_writer_files", "_writers"):
+        for name in ("_reader_desc", "_reader_class", "_writer_files", "_writers", "_encoders"):
             del state[name]
         return state
 
@@ -246,6 +255,13 @@ class ProtobufCodec:
 
     # -- encode -------------------------------------------------------------------------------
 
+    def _column_encoder(self, arrow_type):
+        """The column-wise encoder of ``arrow_type`` columns (None: the general path, a
+        message object per row)."""
+        if arrow_type not in self._encoders:
+            self._encoders[arrow_type] = build_message_encoder(self._reader(), arrow_type)
+        return self._encoders[arrow_type]
+
     def encode(self, array: pa.Array) -> pa.BinaryArray:
         desc = self._reader()
         if self.framed:
@@ -254,6 +270,11 @@ class ProtobufCodec:
             prefix = frame_header(self.schema_id) + encode_message_indexes(indexes_of(desc))
         else:
             prefix = b""
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        encoder = self._column_encoder(array.type)
+        if encoder is not None:
+            return encoder.encode(array, prefix)
         message_class = self._reader_class
         out = []
         for row, value in enumerate(array.to_pylist()):
