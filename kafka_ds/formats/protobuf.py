@@ -12,28 +12,21 @@ import pyarrow as pa
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
+from . import DecodedColumn
 from kafka_ds.formats.framing import frame_header, split_frames
 from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
 from kafka_ds.formats.protobuf_encode import build_message_encoder
-from kafka_ds.formats.protobuf_schema import (
-    ProtobufSchemaError,
-    build_pool,
-    decode_message_indexes,
-    encode_message_indexes,
-    indexes_of,
-    message_at,
-    message_types,
-)
+from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
+                                              decode_message_indexes, encode_message_indexes,
+                                              indexes_of, message_at, message_types)
 from kafka_ds.registry.schema import RegisteredSchema
-
-from . import DecodedColumn
 
 _READER_FILE = "kafka_ds_reader.proto"
 
 
 class _Writer:
     """One writer message type and its plan onto the reader type (or why it has none)."""
-    __slots__ = ("build", "error", "parse")
+    __slots__ = ("parse", "build", "error")
 
     def __init__(self, parse=None, build=None, error=None):
         self.parse, self.build, self.error = parse, build, error
