@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError
 from . import DecodedColumn
 from kafka_ds.formats.framing import frame_header, split_frames
 from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
+from kafka_ds.formats.protobuf_columns import NeedsRuntime, build_message_decoder
 from kafka_ds.formats.protobuf_encode import build_message_encoder
 from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
                                               decode_message_indexes, encode_message_indexes,
@@ -26,10 +27,11 @@ _READER_FILE = "kafka_ds_reader.proto"
 
 class _Writer:
     """One writer message type and its plan onto the reader type (or why it has none)."""
-    __slots__ = ("parse", "build", "error")
+    __slots__ = ("parse", "build", "error", "columns")
 
-    def __init__(self, parse=None, build=None, error=None):
+    def __init__(self, parse=None, build=None, error=None, columns=None):
         self.parse, self.build, self.error = parse, build, error
+        self.columns = columns     # the column-wise decoder of flat messages, or None
 
 
 class ProtobufCodec:
@@ -131,7 +133,13 @@ class ProtobufCodec:
             build = struct_builder(desc, reader_desc)
         except ProtobufSchemaError as exc:
             return _Writer(error=f"cannot be resolved to the reader schema: {exc}")
-        return _Writer(message_factory.GetMessageClass(desc).FromString, build)
+        return _Writer(message_factory.GetMessageClass(desc).FromString, build,
+                       columns=self._column_decoder(desc, reader_desc))
+
+    def _column_decoder(self, writer_desc, reader_desc):
+        """The column-wise decoder of the pair (None: the general path, the runtime
+        parses each record)."""
+        return build_message_decoder(writer_desc, reader_desc, self.arrow_type)
 
     # -- decode -------------------------------------------------------------------------------
 
@@ -184,8 +192,12 @@ class ProtobufCodec:
                 for row in rows:
                     bad(row, writer.error, schema_id)
                 continue
-            parse = writer.parse
             rows.sort()   # a group may mix rows found at once and rows read one by one
+            if writer.columns is not None and self._decode_columns(
+                    writer.columns, frames.data, starts, ends, rows, schema_id, pieces,
+                    piece_rows, bad):
+                continue
+            parse = writer.parse
             row_starts = starts[rows].tolist()
             row_ends = ends[rows].tolist()
             try:   # all good: one comprehension; else row by row, naming the bad ones
@@ -216,6 +228,21 @@ class ProtobufCodec:
             bad_rows=np.asarray(bad_rows, dtype=np.int64)[order],
             reasons=[reasons[i] for i in order.tolist()],
             schema_ids=np.asarray(bad_ids, dtype=np.int32)[order])
+
+    @staticmethod
+    def _decode_columns(decoder, data, starts, ends, rows, schema_id, pieces, piece_rows, bad):
+        """Decode a group's rows column-wise; False when they need the runtime."""
+        rows = np.asarray(rows, dtype=np.int64)
+        try:
+            array, is_bad, why = decoder.decode(data, starts[rows], ends[rows])
+        except NeedsRuntime:
+            return False
+        for row, reason in zip(rows[is_bad].tolist(), why[is_bad].tolist()):
+            bad(row, reason, schema_id)
+        if not is_bad.all():
+            pieces.append(array.filter(pa.array(~is_bad)) if is_bad.any() else array)
+            piece_rows.append(rows[~is_bad].tolist())
+        return True
 
     @staticmethod
     def _build_row_by_row(writer, messages, rows, schema_id, pieces, piece_rows, bad):
