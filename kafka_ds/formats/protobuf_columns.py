@@ -62,70 +62,135 @@ class FlatMessageDecoder:
         self.fields = fields                  # field number -> _Field
         self.arrow_type = arrow_type
         self.by_output = {f.output: f for f in fields.values()}
+        self.slot = {number: i for i, number in enumerate(fields)}   # row of the 2-D stores
+        top = max(fields, default=0)
+        # per wire type: field number -> slot of the field read with it, -1: skipped
+        self.slots_by_wire = {}
+        for wire_type in (_VARINT, _FIXED64, _LENGTH, _FIXED32):
+            table = np.full(top + 2, -1, np.int64)
+            for number, f in fields.items():
+                if f.wire_type == wire_type:
+                    table[number] = self.slot[number]
+            self.slots_by_wire[wire_type] = table
+        self.is_string = np.array([fields[number].desc.type == _T.TYPE_STRING
+                                   for number in fields], bool)
+
+    def _in_number_order(self, rows, seen, values, begins) -> np.ndarray:
+        """Reads the rows that hold the writer's fields in number order, each at most once
+        and nothing else (what the runtimes write), a field at a time: the rows whose
+        next tag is that field's read its value. Returns the other rows (their stores are
+        to be reset), and makes no row bad."""
+        data, pos, ends = rows.data, rows.pos, rows.ends
+        going = np.ones(len(pos), bool)
+        for number, f in sorted(self.fields.items()):
+            tag = _varint_bytes(number << 3 | f.wire_type)
+            candidates = np.flatnonzero(going & (pos + len(tag) < ends))   # tag + a byte
+            if not candidates.size:
+                continue
+            if len(tag) == 1:
+                match = data.take(pos[candidates], mode="clip") == tag[0]
+            else:
+                got = data.take(pos[candidates, None] + np.arange(len(tag)), mode="clip")
+                match = (got == np.frombuffer(tag, np.uint8)).all(axis=1)
+            lanes = candidates[match]
+            if not lanes.size:
+                continue
+            start = pos[lanes] + len(tag)
+            slot = self.slot[number]
+            if f.wire_type in (_FIXED32, _FIXED64):
+                width = 4 if f.wire_type == _FIXED32 else 8
+                raw = data.take(start[:, None] + np.arange(width), mode="clip")
+                value = raw.view(np.uint64 if width == 8 else np.uint32).reshape(len(lanes))
+                size = np.full(len(lanes), width, np.int64)
+            else:
+                value, size = _peek_varint(data, start)
+            end = start + size
+            fits = (end <= ends[lanes]) & (size > 0)
+            if f.wire_type == _LENGTH:
+                room = np.maximum(ends[lanes] - end, 0).astype(np.uint64)
+                fits &= value <= room
+                begins[slot][lanes] = end
+                end = end + np.where(fits, value, 0).astype(np.int64)
+            if len(lanes) == len(pos) and fits.all():   # every row has it: no gathers
+                values[slot] = value
+                seen[slot] = True
+                pos[:] = end
+                continue
+            going[lanes[~fits]] = False
+            lanes, value, end = lanes[fits], value[fits], end[fits]
+            values[slot][lanes] = value
+            seen[slot][lanes] = True
+            pos[lanes] = end
+        return np.flatnonzero(~going | (pos != ends))
 
     def decode(self, data: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         """``(struct array, bad bool[n], reasons object[n])`` for the messages
         ``data[starts:ends]``."""
         n = len(starts)
         rows = _Rows(data, starts, ends)
-        seen = {number: np.zeros(n, bool) for number in self.fields}
-        values = {number: np.zeros(n, np.uint64) for number in self.fields}
-        begins = {number: np.zeros(n, np.int64) for number, f in self.fields.items()
-                  if f.wire_type == _LENGTH}
-        strings = {number: [] for number, f in self.fields.items()
-                   if f.desc.type == _T.TYPE_STRING}    # every occurrence is checked
-        active = rows.unfinished()
+        count = len(self.fields)
+        seen = np.zeros((count, n), bool)
+        values = np.zeros((count, n), np.uint64)      # lengths for length-delimited fields
+        begins = np.zeros((count, n), np.int64)
+        replaced = []        # earlier occurrences of string fields: their UTF-8 is checked too
+        irregular = self._in_number_order(rows, seen, values, begins)
+        if irregular.size:   # the rest, from their start, tag by tag
+            seen[:, irregular] = False
+            rows.pos[irregular] = starts[irregular]
+        active = irregular[rows.pos[irregular] < rows.ends[irregular]]
         while active.size:
             tag = rows.varint(active, "tag")
-            active = active[~rows.bad[active]]
             tag = tag[~rows.bad_lanes]
+            active = active[~rows.bad_lanes]
             wire = (tag & np.uint64(7)).astype(np.int64)
-            number = (tag >> np.uint64(3)).astype(np.int64)
+            number = tag >> np.uint64(3)
             rows.fail(active[(number == 0) | (tag > np.uint64(0xFFFFFFFF))],
                       "invalid Protobuf payload: invalid tag")
             rows.fail(active[(wire == 6) | (wire == 7)], "invalid Protobuf payload: invalid wire type")
             if np.any(((wire == _START_GROUP) | (wire == _END_GROUP)) & ~rows.bad[active]):
                 raise NeedsRuntime("groups")
-            for wire_type in (_VARINT, _FIXED64, _LENGTH, _FIXED32):
-                lanes = active[(wire == wire_type) & ~rows.bad[active]]
+            for wire_type, table in self.slots_by_wire.items():
+                picked = (wire == wire_type) & ~rows.bad[active]
+                lanes = active[picked]
                 if not lanes.size:
                     continue
-                lane_numbers = number[np.searchsorted(active, lanes)]
+                lane_numbers = np.minimum(number[picked], np.uint64(len(table) - 1)).astype(np.int64)
                 if wire_type == _VARINT:
                     read = rows.varint(lanes, "a varint")
                 elif wire_type == _LENGTH:
                     read = rows.length_delimited(lanes)
                 else:
                     read = rows.fixed(lanes, 8 if wire_type == _FIXED64 else 4)
-                ok = ~rows.bad[lanes]
-                for field_number, f in self.fields.items():
-                    if f.wire_type != wire_type:
-                        continue
-                    mine = ok & (lane_numbers == field_number)
-                    if not mine.any():
-                        continue
-                    at = lanes[mine]
-                    seen[field_number][at] = True
-                    if wire_type == _LENGTH:
-                        begins[field_number][at] = read[0][mine]
-                        values[field_number][at] = read[1][mine].astype(np.uint64)
-                        if field_number in strings:
-                            strings[field_number].append((at, read[0][mine], read[1][mine]))
-                    else:
-                        values[field_number][at] = read[mine]
+                slots = table[lane_numbers]
+                keep = (slots >= 0) & ~rows.bad[lanes]
+                if not keep.any():
+                    continue
+                slots, at = slots[keep], lanes[keep]
+                if wire_type == _LENGTH:
+                    again = seen[slots, at] & self.is_string[slots]
+                    if again.any():
+                        replaced.append((slots[again], at[again], begins[slots[again], at[again]],
+                                         values[slots[again], at[again]].astype(np.int64)))
+                    begins[slots, at] = read[0][keep]
+                    values[slots, at] = read[1][keep].astype(np.uint64)
+                else:
+                    values[slots, at] = read[keep]
+                seen[slots, at] = True
             active = rows.unfinished()
-        for field_number, occurrences in strings.items():
-            for at, where, length in occurrences:
-                rows.check_utf8(at, where, length, self.fields[field_number].desc.name)
+        numbers = list(self.fields)
+        for slots, at, where, length in replaced:
+            for slot in np.unique(slots).tolist():
+                mine = slots == slot
+                rows.check_utf8(at[mine], where[mine], length[mine],
+                                self.fields[numbers[slot]].desc.name)
         children = []
         for index, field in enumerate(self.arrow_type):
             f = self.by_output.get(index)
             if f is None:
                 children.append(pa.nulls(n, field.type))
                 continue
-            number = f.desc.number
-            children.append(_column(f, field.type, seen[number], values[number],
-                                    begins.get(number), rows))
+            slot = self.slot[f.desc.number]
+            children.append(_column(f, field.type, seen[slot], values[slot], begins[slot], rows))
         mask = pa.array(rows.bad) if rows.bad.any() else None
         struct = pa.StructArray.from_arrays(children, fields=list(self.arrow_type), mask=mask)
         return struct, rows.bad, rows.reasons
@@ -146,9 +211,20 @@ def _column(f, arrow_type, seen, raw, begins, rows) -> pa.Array:
             raise NeedsRuntime("strings of more than 2 GiB in one batch")
         body = rows.data[slice_positions(starts, lengths)]
         column_type = pa.string() if kind == _T.TYPE_STRING else pa.binary()
-        return pa.Array.from_buffers(column_type, len(lengths), [
+        array = pa.Array.from_buffers(column_type, len(lengths), [
             _validity(valid), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)],
             null_count=int((~valid).sum()))
+        if kind == _T.TYPE_STRING:
+            try:
+                array.validate(full=True)
+            except pa.ArrowInvalid:
+                checked = np.flatnonzero(seen & ~rows.bad)
+                before = int(rows.bad.sum())
+                rows.check_utf8(checked, starts[checked], lengths[checked], f.desc.name)
+                if int(rows.bad.sum()) == before:
+                    raise NeedsRuntime("Arrow refused a string the UTF-8 check accepted")
+                return _column(f, arrow_type, seen, np.where(rows.bad, 0, raw), begins, rows)
+        return array
     if kind == _T.TYPE_BOOL:
         values = raw != 0
         array = pa.Array.from_buffers(pa.bool_(), len(values), [
@@ -173,6 +249,35 @@ def _column(f, arrow_type, seen, raw, begins, rows) -> pa.Array:
             _validity(valid), pa.py_buffer(np.ascontiguousarray(values))],
             null_count=int((~valid).sum()))
     return array if array.type == arrow_type else array.cast(arrow_type)
+
+
+def _peek_varint(data, at):
+    """``(value uint64, size)`` of the varints at ``at``; size 0 where longer than 10 bytes
+    (the caller leaves such rows to the careful reading)."""
+    byte = data.take(at, mode="clip")
+    value = (byte & 0x7F).astype(np.uint64)
+    size = np.ones(len(at), np.int64)
+    going = np.flatnonzero(byte >= 0x80)
+    k = 1
+    while going.size:
+        if k >= _MAX_VARINT:
+            size[going] = 0
+            break
+        byte = data.take(at[going] + k, mode="clip")
+        value[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        size[going] += 1
+        going = going[byte >= 0x80]
+        k += 1
+    return value, size
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _validity(valid):
