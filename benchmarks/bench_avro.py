@@ -148,10 +148,11 @@ def encode_benchmark(args):
     assert codec._column_encoder(codec.arrow_type) is not None, "not the column-wise path"
     # the same bytes both ways
     check = min(1000, args.records)
-    assert codec.encode(batches[0]).to_pylist()[:check] == \
-        [serializer(r, ctx) for r in records[:check]]
-    size = len(first)
-    print(f"{args.records} records, ~{size} B each framed, Arrow batches of {args.batch}")
+    encoded = codec.encode(batches[0])
+    assert encoded.to_pylist()[:check] == [serializer(r, ctx) for r in records[:check]]
+    size = len(encoded.buffers()[2]) / len(encoded)
+    print(f"{args.records} records, {size:.1f} B each framed (first batch), Arrow batches "
+          f"of {args.batch}")
 
     def ours():
         for batch in batches:

@@ -8,22 +8,20 @@ per row).
 
 Each property's JSON text is made for all rows at once by Arrow kernels (integers cast to
 text, booleans and nulls as constants, strings quoted; the rare string that needs escapes
-goes through ``json.dumps``) -- only numbers take Python's ``float.__repr__``, value by
-value, since JSON text of a double must be Python's shortest repr to equal the general
-path. The texts and the constant pieces between them (``{"name":``, ``,"next":``, ``}``)
-are put together by :mod:`kafka_ds.formats.wire_columns`. The result is byte for byte
+goes through ``json.dumps``; numbers take Arrow's shortest round-trip text, set in
+Python's notation). One ``binary_join_element_wise`` puts the texts and the constant
+pieces between them (``{"name":``, ``,"next":``, ``}``) together. The result is byte for byte
 ``json.dumps(row, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``.
 """
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .wire_columns import RowBytes, valid_mask
+from .wire_columns import valid_mask
 
 _INTEGERS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _ACCEPTS = {
@@ -57,18 +55,22 @@ class FlatObjectEncoder:
     def encode(self, array: pa.Array, prefix: bytes = b"") -> pa.BinaryArray:
         """Every row's JSON text (UTF-8) with ``prefix`` in front; null rows stay null."""
         present = valid_mask(array)
-        rows = RowBytes(present)
-        opening = prefix + b"{"
+        pieces = []          # constant bytes and text columns, joined row by row at the end
+        constant = prefix + b"{"
         for index, (name, kind, child) in enumerate(self.properties):
-            key = (b"," if index else b"") + _dumps(name).encode("utf-8") + b":"
+            constant += (b"," if index else b"") + _dumps(name).encode("utf-8") + b":"
             if child is None:
-                opening += key + b"null"
+                constant += b"null"
                 continue
-            rows.constant(opening + key)
-            opening = b""
-            rows.value(self._text(array.field(child), kind, present))
-        rows.constant(opening + b"}")
-        return rows.finish()
+            pieces.append(pa.scalar(constant, pa.binary()))
+            pieces.append(self._text(array.field(child), kind, present).view(pa.binary()))
+            constant = b""
+        pieces.append(pa.scalar(constant + b"}", pa.binary()))
+        nothing = pa.scalar(None, pa.binary())
+        if len(pieces) == 1:                       # no property in the column: one text
+            return pc.if_else(pa.array(present), pieces[0], nothing)
+        joined = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.binary()))
+        return joined if present.all() else pc.if_else(pa.array(present), joined, nothing)
 
     @staticmethod
     def _text(column: pa.Array, kind: str, present: np.ndarray) -> pa.Array:
@@ -84,9 +86,7 @@ class FlatObjectEncoder:
                 row = int(np.flatnonzero(~finite)[0])
                 raise NotJsonCompliant(row, f"Out of range float values are not JSON "
                                             f"compliant: {values[row]!r}")
-            text = pa.array([None if math.isnan(v) else float.__repr__(v)
-                             for v in values.tolist()], pa.string())
-            text = pc.if_else(valid_mask(column), text, pa.scalar(None, pa.string()))
+            text = _repr_texts(column.cast(pa.float64()), values, valid_mask(column) & present)
         else:
             text = pc.binary_join_element_wise("", column.cast(pa.string()), "", '"')
             escaped = pc.match_substring_regex(column, _NEEDS_ESCAPE)
@@ -97,6 +97,30 @@ class FlatObjectEncoder:
                     replaced[row] = _dumps(value)
                 text = pa.array(replaced, pa.string())
         return text.fill_null("null")
+
+
+def _repr_texts(column: pa.Array, values: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """``float.__repr__`` of every value (null where not ``valid``), column-wise.
+
+    Arrow's cast writes the same shortest round-trip digits as Python, but chooses
+    positional or exponent notation by other rules and drops ".0": where both write
+    positional (Python: 1e-4 up to 1e16) or both exponent (Python: 1e16 and up; two
+    exponent digits or more), Arrow's text plus ".0" where it has neither "." nor "e" is
+    Python's; the other values (rare) are written by Python one by one."""
+    magnitude = np.abs(values)
+    text = column.cast(pa.string())
+    exponent = pc.match_substring(text, "e").fill_null(False).to_numpy(zero_copy_only=False)
+    positional = (magnitude >= 1e-4) & (magnitude < 1e15)
+    same = (positional & ~exponent) | ((magnitude >= 1e16) & exponent) | (values == 0)
+    text = pc.if_else(pc.match_substring_regex(text, "[.e]"), text,
+                      pc.binary_join_element_wise(text, ".0", ""))
+    other = np.flatnonzero(valid & ~same)
+    if other.size:
+        texts = text.to_pylist()
+        for row in other.tolist():
+            texts[row] = float.__repr__(float(values[row]))
+        text = pa.array(texts, pa.string())
+    return pc.if_else(pa.array(valid), text, pa.scalar(None, pa.string()))
 
 
 def build_object_encoder(root, arrow_type: pa.DataType) -> FlatObjectEncoder | None:

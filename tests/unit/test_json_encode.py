@@ -148,3 +148,23 @@ def test_generated_flat_objects_equal_json_dumps(case, cut):
     encoded = fast.encode(array).to_pylist()
     assert encoded == general.encode(array).to_pylist()
     assert fast.encode(array.slice(min(cut, len(rows)))).to_pylist() == encoded[cut:]
+
+
+BOUNDARIES = [0.0, -0.0, 1e-4, 9.999999999999999e-05, -1e-4, 1e15, 9.999999999999998e14,
+              999999999999999.9, 1e16, 9999999999999998.0, 5e-324, 2.2250738585072014e-308,
+              1.7976931348623157e308, 123456789012345.6, 1e22, 1e-7, 2.5e-7, 0.1 + 0.2, 3.0]
+
+
+@pytest.mark.parametrize("value", BOUNDARIES + [-v for v in BOUNDARIES])
+def test_numbers_at_notation_boundaries_are_pythons_repr(value):
+    fast, _general = codecs(schema(x="number"))
+    text = fast.encode(pa.array([{"x": value}], fast.arrow_type)).to_pylist()[0]
+    assert text == json.dumps({"x": value}, separators=(",", ":")).encode()
+
+
+@FAST
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=30))
+def test_generated_numbers_are_pythons_repr(values):
+    fast, _general = codecs(schema(x="number"))
+    texts = fast.encode(pa.array([{"x": v} for v in values], fast.arrow_type)).to_pylist()
+    assert texts == [json.dumps({"x": v}, separators=(",", ":")).encode() for v in values]
