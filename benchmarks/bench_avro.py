@@ -1,7 +1,9 @@
-"""Confluent-framed Avro decode into Arrow: kafka_ds's AvroCodec vs confluent-kafka's AvroDeserializer.
+"""Confluent-framed Avro decode into Arrow: kafka_ds's AvroCodec vs confluent-kafka's AvroDeserializer
+(and, with ``--encode``, Arrow into Confluent-framed Avro: AvroCodec.encode vs AvroSerializer).
 
     python benchmarks/bench_avro.py                    # 1M records, batches of 50k
     python benchmarks/bench_avro.py --records 200000   # quick run
+    python benchmarks/bench_avro.py --encode --batch 10000   # the encode benchmark
 
 Builds N records of a 10-field flat Avro record (~100 B: longs, ints, doubles, strings, a
 boolean, a nullable string), serialized and framed by confluent-kafka's own AvroSerializer
@@ -12,6 +14,12 @@ boolean, a nullable string), serialized and framed by confluent-kafka's own Avro
   ``--general`` times the per-record fastavro path as well);
 * confluent-kafka: ``AvroDeserializer(message, ctx)`` on every message -> one dict each
   (its default: the writer schema fetched from the registry client and cached).
+
+``--encode`` times the other direction on the same core and records: kafka_ds's
+``AvroCodec.encode`` on Arrow struct batches (built beforehand, as Spark hands them to the
+writer; the column-wise path of ``kafka_ds.formats.avro_encode``; ``--general`` adds the
+fastavro-per-row path) against ``AvroSerializer(record, ctx)`` on every record's dict
+(built beforehand), after checking both give the same bytes.
 
 Best of ``--repeat`` for each. Prints records/s for each and the ratio.
 """
@@ -65,9 +73,13 @@ def main():
     parser.add_argument("--batch", type=int, default=50_000, help="records per decode call")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--general", action="store_true", help="also time the per-record path")
+    parser.add_argument("--encode", action="store_true",
+                        help="time encoding (AvroCodec.encode vs AvroSerializer) instead")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
+    if args.encode:
+        return encode_benchmark(args)
 
     from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
@@ -116,6 +128,56 @@ def main():
         general = GeneralPathCodec(reader, framed=True, lookup=MockLookup(client))
         general_s = best_of(1, lambda: [general.decode(b) for b in batches])
         print(f"kafka_ds general path (fastavro per record): {general_s:7.3f} s  "
+              f"{n / general_s / 1e6:6.2f} M records/s")
+
+
+def encode_benchmark(args):
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    client = MockSchemaRegistryClient({"url": "mock://bench-avro-encode"})
+    ctx = SerializationContext("orders", MessageField.VALUE)
+    serializer = AvroSerializer(client, json.dumps(SCHEMA))
+    records = list(make_records(args.records))
+    first = serializer(records[0], ctx)
+    schema_id = int.from_bytes(first[1:5], "big")
+    writer = RegisteredSchema("AVRO", json.dumps(SCHEMA), schema_id=schema_id)
+    codec = AvroCodec(writer, framed=True, schema_id=schema_id)
+    batches = [pa.array(records[i:i + args.batch], type=codec.arrow_type)
+               for i in range(0, len(records), args.batch)]
+    assert codec._column_encoder(codec.arrow_type) is not None, "not the column-wise path"
+    # the same bytes both ways
+    check = min(1000, args.records)
+    encoded = codec.encode(batches[0])
+    assert encoded.to_pylist()[:check] == [serializer(r, ctx) for r in records[:check]]
+    size = len(encoded.buffers()[2]) / len(encoded)
+    print(f"{args.records} records, {size:.1f} B each framed (first batch), Arrow batches "
+          f"of {args.batch}")
+
+    def ours():
+        for batch in batches:
+            codec.encode(batch)
+
+    def theirs():
+        for r in records:
+            serializer(r, ctx)
+
+    load = os.getloadavg()[0]
+    ours_s = best_of(args.repeat, ours)
+    theirs_s = best_of(max(1, args.repeat - 1), theirs)
+    n = args.records
+    print(f"kafka_ds AvroCodec.encode (column-wise): {ours_s:7.3f} s  {n / ours_s / 1e6:6.2f} M records/s")
+    print(f"confluent-kafka AvroSerializer:          {theirs_s:7.3f} s  {n / theirs_s / 1e6:6.2f} M records/s")
+    print(f"ratio: {theirs_s / ours_s:.1f}x (target >= 5x); load average {load:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after")
+    if args.general:
+        class GeneralEncodeCodec(AvroCodec):
+            def _column_encoder(self, arrow_type):
+                return None     # every column through fastavro per row
+
+        general = GeneralEncodeCodec(writer, framed=True, schema_id=schema_id)
+        general_s = best_of(1, lambda: [general.encode(b) for b in batches])
+        print(f"kafka_ds general path (fastavro per row): {general_s:7.3f} s  "
               f"{n / general_s / 1e6:6.2f} M records/s")
 
 

@@ -18,10 +18,11 @@ import pyarrow as pa
 
 from . import DecodedColumn
 from .avro_columns import ResolutionError, build_plan
+from .avro_encode import NullInRequiredField, build_encoder
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
     simple_string, spark_to_arrow
 from .avro_values import arrow_converter, avro_converter, strip_logical_types
-from .framing import frame, split_frames
+from .framing import frame, frame_header, split_frames
 
 _PLAIN = object()     # the decoder key of unframed values (writer schema = reader schema)
 
@@ -184,11 +185,12 @@ class AvroCodec:
         self._lock = threading.Lock()
         self._schemas = {}       # schema id -> _Schema, or the exception it failed with
         self._decoders = {}      # schema id (or _PLAIN) -> FlatPlan / _GeneralDecoder / _Failed
+        self._encoders = {}      # Arrow type of the written column -> FlatEncoder or None
         self._reader_schema = None
 
     def __getstate__(self):
         state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("_lock", "_schemas", "_decoders", "_reader_schema")}
+                 if k not in ("_lock", "_schemas", "_decoders", "_encoders", "_reader_schema")}
         return state
 
     def __setstate__(self, state):
@@ -244,6 +246,13 @@ class AvroCodec:
         """The column-wise decode plan from ``writer`` to ``reader`` (None: the schema
         takes the general path, fastavro per record)."""
         return build_plan(writer.node, reader.node)
+
+    def _column_encoder(self, arrow_type):
+        """The column-wise encoder of ``arrow_type`` columns (None: the general path,
+        fastavro per row)."""
+        if arrow_type not in self._encoders:
+            self._encoders[arrow_type] = build_encoder(self._reader().node, arrow_type)
+        return self._encoders[arrow_type]
 
     # -- decode --------------------------------------------------------------------------
 
@@ -307,9 +316,23 @@ class AvroCodec:
     def encode(self, array) -> pa.BinaryArray:
         """Avro binary of every row of ``array`` (of ``arrow_type``, or anything whose
         ``to_pylist`` fastavro accepts for the reader schema); null rows stay null; framed
-        with ``schema_id`` when given (else, when ``framed``, the reader schema's id)."""
+        with ``schema_id`` when given (else, when ``framed``, the reader schema's id).
+        Flat records whose column types map one to one take the column-wise path
+        (:mod:`kafka_ds.formats.avro_encode`), the rest fastavro per row."""
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
+        schema_id = self.schema_id
+        if schema_id is None and self.framed:
+            schema_id = self.reader_schema.schema_id
+            if schema_id is None:
+                raise ValueError("a framed Avro codec needs a schema id to encode with")
+        encoder = self._column_encoder(array.type)
+        if encoder is not None:
+            try:
+                return encoder.encode(array, b"" if schema_id is None else frame_header(schema_id))
+            except NullInRequiredField as exc:
+                raise ValueError(f"row {exc.row} cannot be written as Avro {self.spark_type}: "
+                                 f"{exc}") from exc
         schema = self._reader()
         convert = avro_converter(schema.node)
         write = fastavro.schemaless_writer
@@ -326,9 +349,4 @@ class AvroCodec:
                                  f"{self.spark_type}: {type(exc).__name__}: {exc}") from exc
             out.append(stream.getvalue())
         payloads = pa.array(out, type=pa.binary())
-        schema_id = self.schema_id
-        if schema_id is None and self.framed:
-            schema_id = self.reader_schema.schema_id
-            if schema_id is None:
-                raise ValueError("a framed Avro codec needs a schema id to encode with")
         return payloads if schema_id is None else frame(schema_id, payloads)

@@ -18,6 +18,7 @@ import pyarrow.json as pa_json
 
 from . import DecodedColumn
 from kafka_ds.formats.framing import HEADER_SIZE, frame_header, split_frames
+from kafka_ds.formats.json_encode import NotJsonCompliant, build_object_encoder
 from kafka_ds.formats.json_schema import (Mismatch, Node, coerce, compile_schema, parse,
                                           to_json_value)
 from kafka_ds.registry.schema import RegisteredSchema
@@ -43,11 +44,13 @@ class JsonCodec:
             else Node("string")
         self._parse_options = self._make_parse_options()
         self._writer_errors = {}
+        self._encoders = {}    # Arrow type of the written column -> FlatObjectEncoder / None
 
     def __getstate__(self):
         state = self.__dict__.copy()
         del state["_parse_options"]
         state["_writer_errors"] = {}
+        state["_encoders"] = {}
         return state
 
     def __setstate__(self, state):
@@ -232,6 +235,15 @@ class JsonCodec:
 
     # -- encode -------------------------------------------------------------------------------
 
+    def _column_encoder(self, arrow_type):
+        """The column-wise encoder of ``arrow_type`` columns (None: the general path,
+        ``json.dumps`` per row)."""
+        if self.reader_schema is None:
+            return None
+        if arrow_type not in self._encoders:
+            self._encoders[arrow_type] = build_object_encoder(self.root, arrow_type)
+        return self._encoders[arrow_type]
+
     def encode(self, array: pa.Array) -> pa.BinaryArray:
         if self.framed:
             if self.schema_id is None:
@@ -239,6 +251,14 @@ class JsonCodec:
             prefix = frame_header(self.schema_id)
         else:
             prefix = b""
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        encoder = self._column_encoder(array.type)
+        if encoder is not None:
+            try:
+                return encoder.encode(array, prefix)
+            except NotJsonCompliant as exc:
+                raise ValueError(f"row {exc.row}: cannot encode as JSON: {exc}") from exc
         root = self.root
         out = []
         for row, value in enumerate(array.to_pylist()):

@@ -15,6 +15,8 @@ from google.protobuf.message import DecodeError
 from . import DecodedColumn
 from kafka_ds.formats.framing import frame_header, split_frames
 from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
+from kafka_ds.formats.protobuf_columns import NeedsRuntime, build_message_decoder
+from kafka_ds.formats.protobuf_encode import build_message_encoder
 from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
                                               decode_message_indexes, encode_message_indexes,
                                               indexes_of, message_at, message_types)
@@ -25,10 +27,11 @@ _READER_FILE = "kafka_ds_reader.proto"
 
 class _Writer:
     """One writer message type and its plan onto the reader type (or why it has none)."""
-    __slots__ = ("parse", "build", "error")
+    __slots__ = ("parse", "build", "error", "columns")
 
-    def __init__(self, parse=None, build=None, error=None):
+    def __init__(self, parse=None, build=None, error=None, columns=None):
         self.parse, self.build, self.error = parse, build, error
+        self.columns = columns     # the column-wise decoder of flat messages, or None
 
 
 class ProtobufCodec:
@@ -47,10 +50,11 @@ class ProtobufCodec:
         self._reader_class = None
         self._writer_files = {}    # schema id -> FileDescriptor (or the exception)
         self._writers = {}         # (schema id, indexes) -> _Writer
+        self._encoders = {}        # Arrow type of the written column -> FlatMessageEncoder / None
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for name in ("_reader_desc", "_reader_class", "_writer_files", "_writers"):
+        for name in ("_reader_desc", "_reader_class", "_writer_files", "_writers", "_encoders"):
             del state[name]
         return state
 
@@ -129,7 +133,13 @@ class ProtobufCodec:
             build = struct_builder(desc, reader_desc)
         except ProtobufSchemaError as exc:
             return _Writer(error=f"cannot be resolved to the reader schema: {exc}")
-        return _Writer(message_factory.GetMessageClass(desc).FromString, build)
+        return _Writer(message_factory.GetMessageClass(desc).FromString, build,
+                       columns=self._column_decoder(desc, reader_desc))
+
+    def _column_decoder(self, writer_desc, reader_desc):
+        """The column-wise decoder of the pair (None: the general path, the runtime
+        parses each record)."""
+        return build_message_decoder(writer_desc, reader_desc, self.arrow_type)
 
     # -- decode -------------------------------------------------------------------------------
 
@@ -182,8 +192,12 @@ class ProtobufCodec:
                 for row in rows:
                     bad(row, writer.error, schema_id)
                 continue
-            parse = writer.parse
             rows.sort()   # a group may mix rows found at once and rows read one by one
+            if writer.columns is not None and self._decode_columns(
+                    writer.columns, frames.data, starts, ends, rows, schema_id, pieces,
+                    piece_rows, bad):
+                continue
+            parse = writer.parse
             row_starts = starts[rows].tolist()
             row_ends = ends[rows].tolist()
             try:   # all good: one comprehension; else row by row, naming the bad ones
@@ -216,6 +230,21 @@ class ProtobufCodec:
             schema_ids=np.asarray(bad_ids, dtype=np.int32)[order])
 
     @staticmethod
+    def _decode_columns(decoder, data, starts, ends, rows, schema_id, pieces, piece_rows, bad):
+        """Decode a group's rows column-wise; False when they need the runtime."""
+        rows = np.asarray(rows, dtype=np.int64)
+        try:
+            array, is_bad, why = decoder.decode(data, starts[rows], ends[rows])
+        except NeedsRuntime:
+            return False
+        for row, reason in zip(rows[is_bad].tolist(), why[is_bad].tolist()):
+            bad(row, reason, schema_id)
+        if not is_bad.all():
+            pieces.append(array.filter(pa.array(~is_bad)) if is_bad.any() else array)
+            piece_rows.append(rows[~is_bad].tolist())
+        return True
+
+    @staticmethod
     def _build_row_by_row(writer, messages, rows, schema_id, pieces, piece_rows, bad):
         """The slow path when a group's columns cannot be built: find the rows at fault."""
         built, good = [], []
@@ -246,6 +275,13 @@ class ProtobufCodec:
 
     # -- encode -------------------------------------------------------------------------------
 
+    def _column_encoder(self, arrow_type):
+        """The column-wise encoder of ``arrow_type`` columns (None: the general path, a
+        message object per row)."""
+        if arrow_type not in self._encoders:
+            self._encoders[arrow_type] = build_message_encoder(self._reader(), arrow_type)
+        return self._encoders[arrow_type]
+
     def encode(self, array: pa.Array) -> pa.BinaryArray:
         desc = self._reader()
         if self.framed:
@@ -254,6 +290,11 @@ class ProtobufCodec:
             prefix = frame_header(self.schema_id) + encode_message_indexes(indexes_of(desc))
         else:
             prefix = b""
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        encoder = self._column_encoder(array.type)
+        if encoder is not None:
+            return encoder.encode(array, prefix)
         message_class = self._reader_class
         out = []
         for row, value in enumerate(array.to_pylist()):

@@ -1,0 +1,129 @@
+"""End-to-end typed write: ``valueFormat=avro|protobuf|json`` against writing the same rows as binary.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_typed_write.py                  # 1M rows, Tansu
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_typed_write.py --records 200000 --formats avro
+
+Starts one Tansu node (tests/support/brokers.py) and the test suite's fake Schema Registry
+(tests/support/schema_registry.py, real HTTP on 127.0.0.1), a Spark ``local[2]`` session,
+and for each format, in the same run:
+
+* **typed**: a DataFrame of N rows ``key`` (binary, 10 B) and ``value`` a flat 5-field
+  struct (``order_id`` bigint, ``quantity`` int, ``price`` double, ``sku`` string,
+  ``note`` string, null in every other row), made once and cached in the JVM's memory,
+  written with ``df.write.format("pykafka").option("valueFormat", fmt)`` and the registry
+  (the schema derived from the Spark type and registered at planning; every row encoded
+  and framed in the Python workers);
+* **binary**: the same rows as binary values -- the typed write's own output read back as
+  binary (the same framed bytes) and cached -- written without ``valueFormat``.
+
+Topics of ``--partitions`` (8) partitions, ``--tasks`` (2) write tasks, acks=all. Each
+written topic is checked to hold N records, then dropped. The two writes alternate,
+``--repeat`` (2) times after a warm-up; the best of each is compared. Prints rows/s, the
+ratio typed / binary and the load average before and after (the machine is shared).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from bench_write import count_records
+
+from tests.support.brokers import TansuBroker
+
+FORMATS = ("avro", "protobuf", "json")
+VALUE_SQL = ("named_struct('order_id', id + 1000000000, 'quantity', cast(id % 20 AS int), "
+             "'price', cast(id AS double) * 0.25, 'sku', concat('EU-WEST-', lpad(cast(id % 100000 AS string), 8, '0')), "
+             "'note', CASE WHEN id % 2 = 0 THEN NULL ELSE concat('leave at door ', id) END)")
+KEY_SQL = "cast(concat('key-', lpad(cast(id % 1000000 AS string), 6, '0')) AS binary)"
+
+
+def cached(df, rows):
+    from pyspark import StorageLevel
+
+    df = df.persist(StorageLevel.MEMORY_ONLY)
+    if df.count() != rows:
+        raise AssertionError("the cached DataFrame lost rows")
+    return df
+
+
+def write(df, broker, topic, registry_url=None, fmt=None):
+    writer = (df.write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+              .option("topic", topic).mode("append"))
+    if fmt:
+        writer = writer.option("valueFormat", fmt).option("schema.registry.url", registry_url)
+    started = time.perf_counter()
+    writer.save()
+    return time.perf_counter() - started
+
+
+def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, log):
+    typed = cached(spark.range(0, rows, 1, tasks).selectExpr(f"{KEY_SQL} AS key",
+                                                             f"{VALUE_SQL} AS value"), rows)
+    first = broker.unique_topic(f"bench-typed-{fmt}")
+    broker.create_topic(first, partitions=partitions)
+    write(typed, broker, first, registry_url, fmt)            # warm-up, and the binary rows
+    binary = (spark.read.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+              .option("subscribe", first).load().select("key", "value"))
+    binary = cached(binary.repartition(tasks), rows)
+    size = binary.selectExpr("avg(length(value))").first()[0]
+    broker.delete_topic(first, wait=False)
+    times = {"binary": [], "typed": []}
+    for _ in range(repeat):
+        for kind, df, options in (("binary", binary, ()), ("typed", typed, (registry_url, fmt))):
+            topic = broker.unique_topic(f"bench-{kind}-{fmt}")
+            broker.create_topic(topic, partitions=partitions)
+            times[kind].append(write(df, broker, topic, *options))
+            found = count_records(broker, topic)
+            if found != rows:
+                raise AssertionError(f"{kind} {fmt} wrote {found:,} records, expected {rows:,}")
+            broker.delete_topic(topic, wait=False)
+        log(f"{fmt}: binary {times['binary'][-1]:.2f} s, typed {times['typed'][-1]:.2f} s")
+    typed.unpersist()
+    binary.unpersist()
+    return {"format": fmt, "size": size, "binary": rows / min(times["binary"]),
+            "typed": rows / min(times["typed"])}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--formats", default=",".join(FORMATS))
+    args = parser.parse_args(argv)
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+
+    from tests.support.schema_registry import start_registry
+    from tests.support.spark_support import make_spark
+
+    load_before = os.getloadavg()
+    registry = start_registry()
+    broker = TansuBroker()
+    spark = make_spark("kafka_ds bench_typed_write", driver_memory="4g")
+    try:
+        where = spark.sparkContext.parallelize([0], 1).map(
+            lambda _: __import__("kafka_ds").__file__).first()
+        print(f"kafka_ds in the Python workers: {where}", file=sys.stderr)
+        results = [measure(spark, broker, registry.url, fmt, args.records, args.tasks,
+                           args.partitions, args.repeat, lambda s: print(s, file=sys.stderr))
+                   for fmt in formats]
+    finally:
+        spark.stop()
+        broker.stop()
+        registry.stop()
+    load_after = os.getloadavg()
+    print(f"\nTyped write, {args.records:,} rows of a flat 5-field struct, Tansu, "
+          f"{args.partitions} partitions, {args.tasks} tasks, local[2], best of {args.repeat}; "
+          f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n")
+    print("| valueFormat | value (framed) | binary rows/s | typed rows/s | typed / binary |")
+    print("|---|---:|---:|---:|---:|")
+    for r in results:
+        print(f"| {r['format']} | {r['size']:.0f} B | {r['binary']:,.0f} | {r['typed']:,.0f} | "
+              f"{r['typed'] / r['binary']:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The write fast path: flat Avro records encoded field by field across all rows at once.
+
+The reverse of :mod:`kafka_ds.formats.avro_columns`. A :class:`FlatEncoder` is built once
+per (Avro schema, Arrow type of the written column) when the schema is a flat record (or a
+single flat type) whose every field the column holds with an Arrow type that maps to it
+one to one (the pairs below); anything else (nested types, enums, decimals, unions of
+several types, fields left to their defaults, int64 columns for Avro ``int``, ...) takes
+the general path, fastavro per row.
+
+Encoding writes no Python object per row: every field is written for all rows at once
+into the slot matrix of :mod:`kafka_ds.formats.wire_columns` (union branch indexes, zigzag
+varints, string lengths, floats, booleans; the Confluent header as the first bytes), and
+strings and bytes are put between them by one Arrow take. The result is byte for byte
+what ``fastavro.schemaless_writer`` (and so confluent-kafka's ``AvroSerializer``) writes
+for the same values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .avro_columns import FlatType, flat_type
+from .wire_columns import (
+    RowBytes,
+    binary_lengths,
+    boolean_values,
+    fixed_values,
+    valid_mask,
+)
+
+
+class NullInRequiredField(ValueError):
+    """A row has a null where the Avro type has no null branch (``row``: its index)."""
+
+    def __init__(self, row: int, field: str, avro_type: str):
+        super().__init__(f"{field} is null and Avro {avro_type} has no null branch")
+        self.row = row
+
+
+def _accepts(ft: FlatType, arrow_type: pa.DataType) -> bool:
+    """True when every value of ``arrow_type`` is written for ``ft`` exactly as fastavro
+    writes the value ``to_pylist`` gives (the Spark type spark-avro pairs with it)."""
+    t = arrow_type
+    if ft.logical == "date":
+        return pa.types.is_date32(t) or t in (pa.int8(), pa.int16(), pa.int32())
+    if ft.logical in ("timestamp-millis", "timestamp-micros"):
+        return t == pa.int64() or (pa.types.is_timestamp(t) and t.unit == "us" and t.tz is not None)
+    if ft.logical in ("local-timestamp-millis", "local-timestamp-micros"):
+        return t == pa.int64() or (pa.types.is_timestamp(t) and t.unit == "us" and t.tz is None)
+    if ft.base == "int":
+        return t in (pa.int8(), pa.int16(), pa.int32())
+    if ft.base == "long":
+        return t in (pa.int8(), pa.int16(), pa.int32(), pa.int64())
+    if ft.base == "float":
+        return t == pa.float32()
+    if ft.base == "double":
+        return t in (pa.float32(), pa.float64())
+    if ft.base == "boolean":
+        return t == pa.bool_()
+    if ft.base == "string":
+        return pa.types.is_string(t) or pa.types.is_large_string(t)
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)      # bytes
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str            # as named in messages
+    avro_type: str       # for messages
+    flat: FlatType
+    child: int | None    # index of the struct child, None: the column itself
+    millis: bool         # an Arrow timestamp (microseconds) written as milliseconds
+
+
+class FlatEncoder:
+    """Encodes columns of one Arrow type with one flat Avro schema, column-wise."""
+
+    def __init__(self, fields: list[_Field]):
+        self.fields = fields
+
+    def encode(self, array: pa.Array, header: bytes = b"") -> pa.BinaryArray:
+        """Every row's Avro binary with ``header`` in front (b"": unframed); null rows stay
+        null. Raises :class:`NullInRequiredField` for the first row that has a null where
+        the schema has none."""
+        present = valid_mask(array)
+        rows = RowBytes(present)
+        rows.constant(header)
+        for f in self.fields:
+            column = array if f.child is None else array.field(f.child)
+            valid = valid_mask(column) & present
+            if f.flat.null_index is None:
+                missing = present & ~valid
+                if missing.any():
+                    raise NullInRequiredField(int(np.flatnonzero(missing)[0]), f.name, f.avro_type)
+            else:
+                # a union's branch index, zigzag-encoded: 0 -> 0x00, 1 -> 0x02
+                value_branch = 1 - f.flat.null_index
+                rows.byte(np.where(valid, 2 * value_branch, 2 * f.flat.null_index), present)
+            base = f.flat.base
+            if base in ("string", "bytes"):
+                lengths = binary_lengths(column)
+                rows.varint(lengths.astype(np.uint64) << np.uint64(1), valid)
+                rows.value(column)
+            elif base == "boolean":
+                rows.byte(boolean_values(column), valid)
+            elif base in ("float", "double"):
+                rows.fixed(fixed_values(column).astype(
+                    np.float32 if base == "float" else np.float64, copy=False), valid)
+            else:                                       # int / long, dates, timestamps
+                values = fixed_values(column).astype(np.int64, copy=False)
+                if f.millis:
+                    values = values // 1000             # fastavro floors to milliseconds
+                zigzag = (values << 1) ^ (values >> 63)
+                rows.varint(zigzag.view(np.uint64), valid)
+        return rows.finish()
+
+
+def _describe(node: dict) -> str:
+    if node["type"] == "union":
+        return "[" + ", ".join(b["type"] for b in node["branches"]) + "]"
+    return node["type"]
+
+
+def build_encoder(node: dict, arrow_type: pa.DataType) -> FlatEncoder | None:
+    """A FlatEncoder writing columns of ``arrow_type`` with the parsed Avro schema
+    ``node``, or None when the pair takes the general path."""
+    if node["type"] != "record":
+        ft = flat_type(node)
+        if ft is None or not _accepts(ft, arrow_type):
+            return None
+        return FlatEncoder([_field("value", node, ft, None, arrow_type)])
+    if not pa.types.is_struct(arrow_type):
+        return None
+    children = {arrow_type.field(i).name: i for i in range(arrow_type.num_fields)}
+    if len(children) != arrow_type.num_fields:
+        return None                                 # duplicate names: which one is meant?
+    fields = []
+    for avro_field in node["fields"]:
+        ft = flat_type(avro_field["type"])
+        child = children.get(avro_field["name"])
+        if ft is None or child is None:
+            return None                             # a field left to its default: general path
+        child_type = arrow_type.field(child).type
+        if not _accepts(ft, child_type):
+            return None
+        fields.append(_field(avro_field["name"], avro_field["type"], ft, child, child_type))
+    return FlatEncoder(fields)
+
+
+def _field(name, node, ft, child, arrow_type) -> _Field:
+    millis = ft.logical in ("timestamp-millis", "local-timestamp-millis") and \
+        pa.types.is_timestamp(arrow_type)
+    return _Field(name, _describe(node), ft, child, millis)
+
+
+__all__ = ["FlatEncoder", "NullInRequiredField", "build_encoder"]

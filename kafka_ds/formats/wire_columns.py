@@ -1,0 +1,163 @@
+"""Every row's bytes built column-wise: the slot matrix, and one take over pieces.
+
+Used by the column-wise encoders (:mod:`kafka_ds.formats.avro_encode`,
+:mod:`kafka_ds.formats.protobuf_encode`). Small parts of every row (headers, tags, union
+branch indexes, varints, fixed-width numbers) go a byte plane at a time into a
+(rows, width) uint8 slot matrix, one block of columns per part, as wide as that part's
+longest encoding; a boolean mask of the same shape marks the bytes each row really uses,
+and one boolean compress (row-major) yields every row's bytes back to back. Variable-size
+values (strings, bytes) are not copied into the matrix: the matrix is cut at each of them
+into "runs", and one Arrow take over the interleaved pieces (run 0 of row 0, value 1 of
+row 0, run 1 of row 0, ..., run 0 of row 1, ...) concatenates everything, as
+:mod:`kafka_ds.protocol.records_encode` assembles record batches.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def valid_mask(array: pa.Array) -> np.ndarray:
+    """bool per row: not null."""
+    if array.null_count == 0:
+        return np.ones(len(array), bool)
+    if pa.types.is_null(array.type):
+        return np.zeros(len(array), bool)
+    return array.is_valid().to_numpy(zero_copy_only=False)
+
+
+def fixed_values(column: pa.Array) -> np.ndarray:
+    """The values buffer of a fixed-width column as numpy (garbage under nulls); dates
+    and timestamps as their integers."""
+    t = column.type
+    if pa.types.is_timestamp(t) or pa.types.is_date32(t):
+        t = pa.int64() if pa.types.is_timestamp(t) else pa.int32()
+    dtype = t.to_pandas_dtype()
+    buffer = column.buffers()[1]
+    if buffer is None:
+        return np.zeros(len(column), dtype)
+    return np.frombuffer(buffer, dtype, count=column.offset + len(column))[column.offset:]
+
+
+def boolean_values(column: pa.Array) -> np.ndarray:
+    """uint8 0/1 per row of a boolean column (garbage under nulls)."""
+    n = len(column)
+    if not n:
+        return np.zeros(0, np.uint8)
+    bits = np.frombuffer(column.buffers()[1], np.uint8)
+    return np.unpackbits(bits, bitorder="little", count=column.offset + n)[column.offset:]
+
+
+def binary_lengths(column: pa.Array) -> np.ndarray:
+    """int64 byte length per row of a binary/string column (garbage under nulls)."""
+    offset_type = np.int64 if (pa.types.is_large_binary(column.type)
+                               or pa.types.is_large_string(column.type)) else np.int32
+    n = len(column)
+    buffer = column.buffers()[1]
+    if buffer is None:
+        return np.zeros(n, np.int64)
+    offsets = np.frombuffer(buffer, offset_type, count=column.offset + n + 1)[column.offset:]
+    return np.diff(offsets).astype(np.int64, copy=False)
+
+
+def as_binary(column: pa.Array) -> pa.Array:
+    """A string/binary column as ``binary`` (32-bit offsets), zero copy where it can."""
+    if pa.types.is_string(column.type):
+        return column.view(pa.binary())
+    if pa.types.is_binary(column.type):
+        return column
+    return column.cast(pa.binary())
+
+
+def varint_widths(u: np.ndarray, used: np.ndarray) -> int:
+    """Bytes of the longest unsigned LEB128 varint of ``u[used]``."""
+    top = int(u[used].max()) if used.any() else 0
+    return max(1, (top.bit_length() + 6) // 7)
+
+
+class RowBytes:
+    """The slot matrix of the current run, and the runs and values cut so far."""
+
+    def __init__(self, present: np.ndarray):
+        self.n = len(present)
+        self.present = present            # rows that get bytes (the others stay null)
+        self.blocks = []                  # (uint8 (n, w), bool (n, w) or None: all present)
+        self.parts = []                   # binary arrays of n rows, in row order of bytes
+
+    def constant(self, data: bytes, used: np.ndarray | None = None):
+        """The same bytes in every row ``used`` (None: every present row)."""
+        if not data:
+            return
+        block = np.broadcast_to(np.frombuffer(data, np.uint8), (self.n, len(data)))
+        self.blocks.append((block, None if used is None
+                            else np.broadcast_to(used[:, None], block.shape)))
+
+    def byte(self, values: np.ndarray, used: np.ndarray):
+        self.blocks.append((values.astype(np.uint8, copy=False).reshape(self.n, 1),
+                            used.reshape(self.n, 1)))
+
+    def fixed(self, values: np.ndarray, used: np.ndarray):
+        """Little-endian bytes of a fixed-width numpy column."""
+        raw = np.ascontiguousarray(values).view(np.uint8).reshape(self.n, values.dtype.itemsize)
+        self.blocks.append((raw, np.broadcast_to(used[:, None], raw.shape)))
+
+    def varint(self, u: np.ndarray, used: np.ndarray):
+        """Unsigned LEB128 of ``u`` (uint64) in the rows ``used``."""
+        width = varint_widths(u, used)
+        block = np.empty((self.n, width), np.uint8)
+        sizes = np.ones(self.n, np.int64)
+        for k in range(width):
+            group = (u >> np.uint64(7 * k)) & np.uint64(0x7F)
+            if k + 1 < width:
+                longer = u >= np.uint64(1 << (7 * (k + 1)))
+                sizes += longer
+                group |= longer.astype(np.uint64) << np.uint64(7)
+            block[:, k] = group
+        mask = np.arange(width) < sizes[:, None]
+        mask &= used[:, None]
+        self.blocks.append((block, mask))
+
+    def value(self, column: pa.Array):
+        """A string/binary column's bytes, after the run so far (rows where it is null
+        take nothing)."""
+        self._cut()
+        self.parts.append(as_binary(column))
+
+    def _cut(self):
+        blocks, self.blocks = self.blocks, []
+        if not blocks:
+            return
+        matrix = np.concatenate([b for b, _ in blocks], axis=1)
+        mask = np.concatenate([np.broadcast_to(self.present[:, None], b.shape) if m is None
+                               else m for b, m in blocks], axis=1)
+        data = matrix[mask]
+        offsets = np.zeros(self.n + 1, np.int32)
+        np.cumsum(mask.sum(axis=1), out=offsets[1:])
+        self.parts.append(pa.Array.from_buffers(pa.binary(), self.n,
+                                                [None, pa.py_buffer(offsets), pa.py_buffer(data)]))
+
+    def finish(self) -> pa.BinaryArray:
+        """Every row's bytes; rows not ``present`` are null."""
+        self._cut()
+        n, present, parts = self.n, self.present, self.parts
+        if not parts:                                   # nothing written: empty rows
+            return _binary(n, present, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b""))
+        if len(parts) == 1 and parts[0].null_count == 0:
+            run = parts[0]                              # one run: already every row's bytes
+            return _binary(n, present, run.buffers()[1], run.buffers()[2])
+        count = len(parts)
+        order = (np.arange(count, dtype=np.int64)[None, :] * n + np.arange(n)[:, None]).ravel()
+        combined = pa.concat_arrays(parts)
+        # absent rows take nothing: a value column may hold bytes under a null row
+        order_mask = None if present.all() else np.repeat(~present, count)
+        taken = pc.take(combined, pa.array(order, mask=order_mask), boundscheck=False)
+        offsets = np.frombuffer(taken.buffers()[1], np.int32, count=len(taken) + 1)
+        row_offsets = np.ascontiguousarray(offsets[::count])
+        return _binary(n, present, pa.py_buffer(row_offsets), taken.buffers()[2])
+
+
+def _binary(n, present, offsets, data) -> pa.BinaryArray:
+    nulls = int(n - present.sum())
+    validity = None if nulls == 0 else pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(pa.binary(), n, [validity, offsets, data], null_count=nulls)
