@@ -95,6 +95,9 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
                 subject, spec.version, fmt="serialized" if spec.format == "protobuf" else None)
         except (SubjectNotFoundError, VersionNotFoundError):
             current = None
+        if current is not None and spec.format == "avro" and current.schema_type == "AVRO":
+            from ..formats.avro_references import self_contained
+            current = self_contained(current, client)   # references resolved here, once
         # The schema's type first: a fit check cannot read a schema of another format.
         if current is None:
             problem = "the subject has no schema"

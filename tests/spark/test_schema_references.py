@@ -1,0 +1,146 @@
+"""Schema references through Spark (#30), on both brokers, against the fake registry,
+cross-checked with confluent-kafka's serializers byte for byte:
+
+* Confluent's "several event types in one topic": ``events-value`` a union of references
+  to one subject per record type, records written by ``AvroSerializer`` (latest version,
+  no auto-registration; and default registration) read as one struct with a field per
+  type, and such a struct written by kafka_ds read back by ``AvroDeserializer``;
+* a record field whose named type comes from another subject.
+"""
+import json
+
+import pytest
+from chispa import assert_df_equality
+from confluent_kafka.schema_registry import Schema, SchemaReference
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tests.spark.test_typed_registry import confluent_registry, consume_raw, read
+from tests.support.brokers import produce_confluent
+from tests.support.schema_registry import schema_registry  # noqa: F401  (fixture)
+from tests.support.spark_support import spark  # noqa: F401  (fixture)
+
+ORDER = {"type": "record", "name": "Order", "namespace": "com.acme", "fields": [
+    {"name": "order_id", "type": "long"}, {"name": "total", "type": "double"},
+    {"name": "note", "type": ["null", "string"], "default": None}]}
+PAYMENT = {"type": "record", "name": "Payment", "namespace": "com.acme", "fields": [
+    {"name": "payment_id", "type": "string"}, {"name": "amount", "type": "double"}]}
+EVENTS_TYPE = ("struct<member0:struct<order_id:bigint,total:double,note:string>,"
+               "member1:struct<payment_id:string,amount:double>>")
+
+
+def register_event_types(client, subject):
+    """Confluent's recipe: one subject per record type, and the topic's subject a union
+    of references to them. Returns the union's Schema (with its references)."""
+    client.register_schema("com.acme.Order", Schema(json.dumps(ORDER), "AVRO"))
+    client.register_schema("com.acme.Payment", Schema(json.dumps(PAYMENT), "AVRO"))
+    union = Schema(json.dumps(["com.acme.Order", "com.acme.Payment"]), "AVRO", [
+        SchemaReference("com.acme.Order", "com.acme.Order", 1),
+        SchemaReference("com.acme.Payment", "com.acme.Payment", 1)])
+    client.register_schema(subject, union)
+    return union
+
+
+def events(count):
+    return [{"order_id": i, "total": i * 2.5, "note": None if i % 3 else f"n{i}"} if i % 2 == 0
+            else {"payment_id": f"p{i}", "amount": i / 4} for i in range(count)]
+
+
+def as_row(event):
+    if "order_id" in event:
+        return ((event["order_id"], event["total"], event["note"]), None)
+    return (None, (event["payment_id"], event["amount"]))
+
+
+@pytest.mark.parametrize("registration", ["latest version, no auto-registration",
+                                          "default registration"])
+def test_union_of_referenced_records_read_as_confluent_reads_it(spark, broker, new_topic,
+                                                                 schema_registry, registration):
+    topic = new_topic(partitions=2)
+    client = confluent_registry(schema_registry)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    if registration == "default registration":
+        # the serializer registers the union (with its references) under <topic>-value
+        client.register_schema("com.acme.Order", Schema(json.dumps(ORDER), "AVRO"))
+        client.register_schema("com.acme.Payment", Schema(json.dumps(PAYMENT), "AVRO"))
+        serializer = AvroSerializer(client, Schema(
+            json.dumps(["com.acme.Order", "com.acme.Payment"]), "AVRO",
+            [SchemaReference("com.acme.Order", "com.acme.Order", 1),
+             SchemaReference("com.acme.Payment", "com.acme.Payment", 1)]))
+    else:
+        register_event_types(client, f"{topic}-value")
+        serializer = AvroSerializer(client, None, conf={"use.latest.version": True,
+                                                        "auto.register.schemas": False})
+    written = events(20)
+    raw = [serializer(event, ctx) for event in written]
+    produce_confluent(broker.bootstrap_servers, topic,
+                      [{"value": value, "partition": i % 2} for i, value in enumerate(raw)])
+
+    df = read(spark, broker, topic, valueFormat="avro",
+              **{"schema.registry.url": schema_registry.url})
+    assert df.schema["value"].dataType.simpleString() == EVENTS_TYPE
+    # what confluent-kafka's deserializer returns, as one struct field per type
+    deserializer = AvroDeserializer(client)
+    expected = [(i, as_row(deserializer(value, ctx))) for i, value in enumerate(raw)]
+    assert [event for _, event in expected] == [as_row(e) for e in written]
+    # offsets: record i went to partition i % 2 at offset i // 2
+    got = df.selectExpr("CAST(offset * 2 + partition AS INT) AS i", "value")
+    assert_df_equality(got, spark.createDataFrame(expected, got.schema), ignore_row_order=True)
+
+    # one type selected the documented way
+    orders = df.where("value.member0 IS NOT NULL").select("value.member0.*")
+    assert sorted(r.order_id for r in orders.collect()) == list(range(0, 20, 2))
+
+
+def test_record_field_of_a_type_from_another_subject(spark, broker, new_topic,
+                                                     schema_registry):
+    topic = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    client.register_schema("com.acme.Order", Schema(json.dumps(ORDER), "AVRO"))
+    shipment = {"type": "record", "name": "Shipment", "namespace": "com.acme.shipping",
+                "fields": [{"name": "order", "type": "com.acme.Order"},
+                           {"name": "returns", "type": {"type": "array",
+                                                        "items": "com.acme.Order"}}]}
+    client.register_schema(f"{topic}-value", Schema(json.dumps(shipment), "AVRO", [
+        SchemaReference("com.acme.Order", "com.acme.Order", 1)]))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    serializer = AvroSerializer(client, None, conf={"use.latest.version": True,
+                                                    "auto.register.schemas": False})
+    order = {"order_id": 7, "total": 1.5, "note": "x"}
+    values = [{"order": {**order, "order_id": i}, "returns": [order] * (i % 3)}
+              for i in range(6)]
+    produce_confluent(broker.bootstrap_servers, topic, [serializer(v, ctx) for v in values])
+
+    df = read(spark, broker, topic, valueFormat="avro",
+              **{"schema.registry.url": schema_registry.url})
+    got = sorted(df.select("value").collect(), key=lambda r: r.value.order.order_id)
+    assert [r.value.asDict(recursive=True) for r in got] == values
+
+
+def test_union_struct_written_by_kafka_ds_read_by_confluent(spark, broker, new_topic,
+                                                            schema_registry):
+    topic = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    register_event_types(client, f"{topic}-value")
+    written = events(12)
+    source = spark.createDataFrame([as_row(e) for e in written],
+                                   "member0 struct<order_id:bigint,total:double,note:string>, "
+                                   "member1 struct<payment_id:string,amount:double>")
+    (source.selectExpr("struct(member0, member1) AS value")
+     .write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+     .option("topic", topic).option("valueFormat", "avro")
+     .option("schema.registry.url", schema_registry.url)
+     .option("schema.registry.auto.register.schemas", "false").mode("append").save())
+
+    union_id = client.get_latest_version(f"{topic}-value").schema_id
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    deserializer = AvroDeserializer(client)
+    serializer = AvroSerializer(client, None, conf={"use.latest.version": True,
+                                                    "auto.register.schemas": False})
+    raw = [value for _, _, _, value in consume_raw(broker.bootstrap_servers, topic, 12)]
+    assert {int.from_bytes(value[1:5], "big") for value in raw} == {union_id}
+    # byte for byte what confluent-kafka's serializer writes for the same events
+    assert sorted(raw) == sorted(serializer(e, ctx) for e in written)
+    got = [deserializer(value, ctx) for value in raw]
+    key = json.dumps
+    assert sorted(map(key, got)) == sorted(map(key, written))

@@ -1,0 +1,139 @@
+"""Avro schema references (#30) in the codec, no broker, no Spark: the fake registry (real
+HTTP) and confluent-kafka's serializers give the bytes.
+
+* a top-level union of referenced records decodes (fastavro alone cannot: UnknownType) and
+  encodes to confluent-kafka's bytes;
+* references of references, a type in the null namespace used inside a namespaced
+  record, a name used twice (defined once);
+* referenced subjects are fetched once per process, however many codecs use them.
+"""
+import json
+
+import fastavro
+import pyarrow as pa
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import SchemaReference as ConfluentReference
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from kafka_ds.formats.avro import AvroCodec
+from kafka_ds.formats.avro_references import inline_references, self_contained
+from kafka_ds.registry.client import SchemaRegistry
+from kafka_ds.registry.settings import RegistrySettings
+from tests.support.schema_registry import schema_registry  # noqa: F401  (fixture)
+
+ADDRESS = {"type": "record", "name": "Address", "namespace": "com.acme.geo",
+           "fields": [{"name": "city", "type": "string"}]}
+ORDER = {"type": "record", "name": "Order", "namespace": "com.acme", "fields": [
+    {"name": "order_id", "type": "long"}, {"name": "ship_to", "type": "com.acme.geo.Address"},
+    {"name": "bill_to", "type": ["null", "com.acme.geo.Address"], "default": None}]}
+CURRENCY = {"type": "enum", "name": "Currency", "namespace": "com.acme.money",
+            "symbols": ["EUR", "USD"]}
+PAYMENT = {"type": "record", "name": "Payment", "namespace": "com.acme", "fields": [
+    {"name": "payment_id", "type": "string"},
+    {"name": "currency", "type": "com.acme.money.Currency"}]}
+
+
+def ref(name, version=1):
+    return ConfluentReference(name, name, version)
+
+
+@pytest.fixture
+def events(schema_registry):  # noqa: F811
+    """``events-value`` = [Order, Payment]; Order references Address and Payment
+    Currency (references of references)."""
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    client.register_schema("com.acme.geo.Address", Schema(json.dumps(ADDRESS), "AVRO"))
+    client.register_schema("com.acme.money.Currency", Schema(json.dumps(CURRENCY), "AVRO"))
+    client.register_schema("com.acme.Order", Schema(json.dumps(ORDER), "AVRO",
+                                                    [ref("com.acme.geo.Address")]))
+    client.register_schema("com.acme.Payment", Schema(json.dumps(PAYMENT), "AVRO",
+                                                      [ref("com.acme.money.Currency")]))
+    client.register_schema("events-value", Schema(
+        json.dumps(["com.acme.Order", "com.acme.Payment"]), "AVRO",
+        [ref("com.acme.Order"), ref("com.acme.Payment")]))
+    return client
+
+
+def lookup_for(registry):
+    # a client of its own (not registry_for's per-process one): the fetch count is this test's
+    return SchemaRegistry(RegistrySettings.from_options({"schema.registry.url": registry.url}))
+
+
+EVENTS = [{"order_id": 1, "ship_to": {"city": "Oslo"}, "bill_to": None},
+          {"payment_id": "p1", "currency": "USD"},
+          {"order_id": 2, "ship_to": {"city": "Rome"}, "bill_to": {"city": "Pisa"}}]
+ROWS = [{"member0": EVENTS[0], "member1": None}, {"member0": None, "member1": EVENTS[1]},
+        {"member0": EVENTS[2], "member1": None}]
+
+
+def test_union_of_references_decodes_and_encodes_as_confluent(events, schema_registry):  # noqa: F811
+    ctx = SerializationContext("events", MessageField.VALUE)
+    serializer = AvroSerializer(events, None, conf={"use.latest.version": True,
+                                                    "auto.register.schemas": False})
+    raw = [serializer(e, ctx) for e in EVENTS]
+    assert [AvroDeserializer(events)(r, ctx) for r in raw] == EVENTS
+
+    lookup = lookup_for(schema_registry)
+    codec = AvroCodec(lookup.schema_version("events-value", "latest"), framed=True,
+                      lookup=lookup)
+    assert codec.spark_type == (
+        "struct<member0:struct<order_id:bigint,ship_to:struct<city:string>,"
+        "bill_to:struct<city:string>>,member1:struct<payment_id:string,currency:string>>")
+    decoded = codec.decode(pa.array(raw))
+    assert decoded.reasons == []
+    assert decoded.array.to_pylist() == ROWS
+    assert codec.encode(decoded.array).to_pylist() == raw
+
+
+def test_referenced_subjects_are_fetched_once_per_client(events, schema_registry):  # noqa: F811
+    ctx = SerializationContext("events", MessageField.VALUE)
+    serializer = AvroSerializer(events, None, conf={"use.latest.version": True,
+                                                    "auto.register.schemas": False})
+    raw = pa.array([serializer(e, ctx) for e in EVENTS])
+    lookup = lookup_for(schema_registry)
+    reader = lookup.schema_version("events-value", "latest")
+    before = len(schema_registry.requests)
+    for _ in range(3):          # three codecs (three tasks) in one process
+        assert AvroCodec(reader, framed=True, lookup=lookup).decode(raw).reasons == []
+    fetched = [r.path for r in schema_registry.requests[before:]]
+    # the writer schema by id once, each of the four referenced versions once
+    assert sorted(fetched) == sorted(
+        ["/schemas/ids/5"] + [f"/subjects/{s}/versions/1" for s in (
+            "com.acme.geo.Address", "com.acme.money.Currency", "com.acme.Order", "com.acme.Payment")]), fetched
+
+
+def test_inlining_defines_each_name_once_where_first_used():
+    referenced = [ADDRESS, CURRENCY, ORDER, PAYMENT]
+    inlined = inline_references(["com.acme.Order", "com.acme.Payment"], referenced)
+    order, payment = inlined
+    assert order["fields"][1]["type"]["name"] == "Address"            # defined at first use
+    assert order["fields"][2]["type"] == ["null", "com.acme.geo.Address"]   # then named
+    assert payment["fields"][1]["type"] == CURRENCY
+    fastavro.parse_schema(inlined)       # no table of names needed
+    # a type of the null namespace named (bare) inside com.acme keeps its name there
+    plain = {"type": "enum", "name": "Plain", "symbols": ["A"]}
+    wrap = {"type": "record", "name": "Wrap", "namespace": "com.acme", "fields": [
+        {"name": "p", "type": "Plain"}]}
+    inlined = inline_references(wrap, [plain])
+    assert inlined["fields"][0]["type"] == {**plain, "namespace": ""}
+    parsed = fastavro.parse_schema(inlined)
+    assert "Plain" in parsed["__named_schemas"]
+    # nothing referenced: the schema itself
+    assert inline_references(ORDER, []) is ORDER
+
+
+def test_self_contained_keeps_the_id_and_drops_the_references(events, schema_registry):  # noqa: F811
+    lookup = lookup_for(schema_registry)
+    registered = lookup.schema_version("events-value", "latest")
+    contained = self_contained(registered, lookup)
+    assert contained.references == () and contained.schema_id == registered.schema_id
+    # a codec without a registry encodes with it (the writer's tasks do)
+    codec = AvroCodec(contained, framed=True, schema_id=contained.schema_id)
+    assert codec.encode(pa.array(ROWS, type=codec.arrow_type)).to_pylist() == [
+        AvroSerializer(events, None, conf={"use.latest.version": True,
+                                           "auto.register.schemas": False})(
+            e, SerializationContext("events", MessageField.VALUE)) for e in EVENTS]
+    with pytest.raises(Exception, match="no registry to fetch it from"):
+        AvroCodec(registered, framed=True)
