@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from . import DecodedColumn
 from .avro_columns import ResolutionError, build_plan
+from .avro_members import member_plan, tag_member
 from .avro_references import inline_references, referenced_json
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
     simple_string, spark_to_arrow
@@ -224,12 +225,14 @@ class AvroCodec:
         if plan is not None:
             return plan
         same = writer is reader or writer.fastavro == reader.fastavro
-        return _GeneralDecoder(writer, None if same else reader, self.arrow_type)
+        return tag_member(_GeneralDecoder(writer, None if same else reader, self.arrow_type),
+                          writer.node, reader.node)
 
     def _column_plan(self, writer, reader):
         """The column-wise decode plan from ``writer`` to ``reader`` (None: the schema
         takes the general path, fastavro per record)."""
-        return build_plan(writer.node, reader.node)
+        return (member_plan(writer.node, reader.node, self.arrow_type)   # one type of several
+                or build_plan(writer.node, reader.node))
 
     # -- decode --------------------------------------------------------------------------
 

@@ -190,6 +190,9 @@ def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
     from ..registry.schema import RegisteredSchema
     if spec.inline_schema is not None:
         return RegisteredSchema(SCHEMA_TYPES[spec.format], spec.inline_schema)
+    if spec.subjects is not None:           # several record types, one subject each
+        from ..formats.avro_subjects import union_reader_schema
+        return union_reader_schema(registry_for(registry_settings), spec)
     subject = spec.subject or f"{topic_of(spec, topics)}-{spec.column}"
     fmt = "serialized" if spec.format == "protobuf" else None
     found = registry_for(registry_settings).schema_version(subject, spec.version, fmt=fmt)

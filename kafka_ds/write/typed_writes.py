@@ -168,7 +168,50 @@ def resolve_for_write(spec: TypedColumnsSpec, topic: str | None, fields: dict):
                     f"col('{field.name}').cast('string')")
             codecs[column_spec.column] = None
             continue
+        if column_spec.subjects is not None:
+            codecs[column_spec.column] = several_subjects_encoder(column_spec, spec, field)
+            continue
         schema, schema_id = writer_schema(column_spec, spec, topic, field.dataType)
         codecs[column_spec.column] = make_codec(
             column_spec, schema, framed=schema_id is not None, lookup=None, schema_id=schema_id)
     return TypedWriteColumns(codecs)
+
+
+def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, field):
+    """``valueSubjects`` on write: field i of the struct column is written with subject i's
+    latest schema (framed with its id); each field's type must fit its subject's schema."""
+    from ..formats.avro_references import self_contained
+    from ..formats.avro_subjects import SeveralSubjectsEncoder, subject_schemas
+    from ..formats.avro_types import spark_type_misfit
+    from ..registry.errors import SchemaRegistryError
+    option = spec.option("Subjects")
+    if typed.registry is None:
+        raise ConfigurationError(f"Option '{option}' needs 'schema.registry.url'")
+    client = registry_for(typed.registry)
+    try:
+        listed = subject_schemas(client, spec)
+        members = list(getattr(field.dataType, "fields", None) or ())
+        if len(members) != len(listed):
+            raise ConfigurationError(
+                f"Option '{option}' names {len(listed)} subjects "
+                f"({', '.join(s for s, _, _ in listed)}), so column '{field.name}' must be a "
+                f"struct of as many fields, one per subject in that order (it is "
+                f"{field.dataType.simpleString()})")
+        codecs = []
+        for member, (subject, _name, schema) in zip(members, listed):
+            schema = self_contained(schema, client)
+            problem = spark_type_misfit(member.dataType, schema.schema_str,
+                                        f"{field.name}.{member.name}")
+            if problem is not None:
+                raise ConfigurationError(
+                    f"Field '{field.name}.{member.name}' does not fit subject '{subject}' "
+                    f"version {schema.version}: {problem}. '{option}' writes each field with "
+                    "its subject's latest schema: make the field's type match it")
+            codecs.append(make_codec(spec, schema, framed=True, lookup=None,
+                                     schema_id=schema.schema_id))
+    except SchemaRegistryError as exc:
+        if isinstance(exc, ConfigurationError):
+            raise
+        raise ConfigurationError(
+            f"The subjects of '{option}' could not be resolved for writing: {exc}") from exc
+    return SeveralSubjectsEncoder(codecs, [s for s, _, _ in listed], spec.column)

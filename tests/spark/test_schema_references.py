@@ -144,3 +144,101 @@ def test_union_struct_written_by_kafka_ds_read_by_confluent(spark, broker, new_t
     got = [deserializer(value, ctx) for value in raw]
     key = json.dumps
     assert sorted(map(key, got)) == sorted(map(key, written))
+
+
+# --- one subject per record type (RecordNameStrategy, TopicRecordNameStrategy) ---------------
+
+REFUND = {"type": "record", "name": "Refund", "namespace": "com.acme", "fields": [
+    {"name": "refund_id", "type": "long"}]}
+
+
+def serializer_for(client, schema, strategy):
+    return AvroSerializer(client, json.dumps(schema), conf={"subject.name.strategy": strategy})
+
+
+@pytest.mark.parametrize("strategy", ["RecordNameStrategy", "TopicRecordNameStrategy"])
+def test_one_subject_per_type_read_with_value_subjects(spark, broker, new_topic,
+                                                       schema_registry, strategy):
+    from confluent_kafka.schema_registry import (record_subject_name_strategy,
+                                                 topic_record_subject_name_strategy)
+    topic = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    name_strategy = (record_subject_name_strategy if strategy == "RecordNameStrategy"
+                     else topic_record_subject_name_strategy)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    by_type = {"order_id": serializer_for(client, ORDER, name_strategy),
+               "payment_id": serializer_for(client, PAYMENT, name_strategy)}
+    written = events(10)
+    raw = [next(s for k, s in by_type.items() if k in e)(e, ctx) for e in written]
+    refund = serializer_for(client, REFUND, name_strategy)({"refund_id": 99}, ctx)
+    produce_confluent(broker.bootstrap_servers, topic, raw + [refund])
+    subjects = ("com.acme.Order,com.acme.Payment" if strategy == "RecordNameStrategy"
+                else f"{topic}-com.acme.Order,{topic}-com.acme.Payment")
+    registry = {"schema.registry.url": schema_registry.url}
+
+    # the types asked for, by name: the refund (a third type) is a bad record, not dropped
+    with pytest.raises(Exception) as caught:
+        read(spark, broker, topic, valueFormat="avro", valueSubjects=subjects,
+             **registry).collect()
+    assert "at offset 10" in str(caught.value) and \
+        "type com.acme.Refund is none of the types read" in str(caught.value), \
+        str(caught.value)[-1500:]
+    df = read(spark, broker, topic, valueFormat="avro", valueSubjects=subjects,
+              mode="PERMISSIVE", **registry)
+    assert df.schema["value"].dataType.simpleString() == EVENTS_TYPE
+    got = {r.offset: r for r in df.select("offset", "value", "valueError").collect()}
+    assert [tuple(got[i].value) if got[i].value else None for i in range(11)] == \
+        [as_row(e) for e in written] + [None]
+    assert got[10].valueError.raw == refund
+    assert got[10].valueError.schemaId == int.from_bytes(refund[1:5], "big")
+    assert all(got[i].valueError is None for i in range(10))
+
+    if strategy == "TopicRecordNameStrategy":
+        # every subject of the topic (sorted: Order, Payment, Refund)
+        everything = read(spark, broker, topic, valueFormat="avro",
+                          valueSubjects=f"{topic}-*", **registry)
+        assert everything.schema["value"].dataType.simpleString() == \
+            EVENTS_TYPE[:-1] + ",member2:struct<refund_id:bigint>>"
+        assert everything.where("value.member2 IS NOT NULL").count() == 1
+
+
+def test_one_subject_per_type_written_row_by_row_subject(spark, broker, new_topic,
+                                                         schema_registry):
+    from confluent_kafka.schema_registry import record_subject_name_strategy
+    topic = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    ids = {subject: client.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+           for subject, schema in (("com.acme.Order", ORDER), ("com.acme.Payment", PAYMENT))}
+    written = events(12)
+    source = spark.createDataFrame(
+        [as_row(e) for e in written],
+        "order struct<order_id:bigint,total:double,note:string>, "
+        "payment struct<payment_id:string,amount:double>")
+
+    def write(df):
+        (df.selectExpr("struct(order, payment) AS value").write.format("pykafka")
+         .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("topic", topic)
+         .option("valueFormat", "avro").option("valueSubjects", "com.acme.Order,com.acme.Payment")
+         .option("schema.registry.url", schema_registry.url).mode("append").save())
+    write(source)
+
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    raw = [value for _, _, _, value in consume_raw(broker.bootstrap_servers, topic, 12)]
+    # byte for byte what confluent-kafka's serializers write with RecordNameStrategy
+    serializers = {"order_id": serializer_for(client, ORDER, record_subject_name_strategy),
+                   "payment_id": serializer_for(client, PAYMENT, record_subject_name_strategy)}
+    # (Spark writes the rows in any order)
+    assert sorted(raw) == sorted(next(s for k, s in serializers.items() if k in e)(e, ctx)
+                                 for e in written)
+    for value in raw:
+        event = AvroDeserializer(client)(value, ctx)
+        assert event in written
+        assert int.from_bytes(value[1:5], "big") == ids[
+            "com.acme.Order" if "order_id" in event else "com.acme.Payment"]
+
+    # a row with both fields set has no one subject: the write fails naming the option
+    with pytest.raises(Exception) as caught:
+        write(spark.createDataFrame(
+            [((1, 1.0, None), ("p", 2.0))], source.schema))
+    assert "has 2 of its fields set; with 'valueSubjects' exactly one must be" in \
+        str(caught.value), str(caught.value)[-1500:]

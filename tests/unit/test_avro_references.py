@@ -137,3 +137,81 @@ def test_self_contained_keeps_the_id_and_drops_the_references(events, schema_reg
             e, SerializationContext("events", MessageField.VALUE)) for e in EVENTS]
     with pytest.raises(Exception, match="no registry to fetch it from"):
         AvroCodec(registered, framed=True)
+
+
+# --- one subject per type (valueSubjects): a writer record read into its union member --------
+
+def test_writer_records_fill_their_member_column_wise_or_record_by_record(schema_registry):  # noqa: F811
+    from kafka_ds.formats.avro import _GeneralDecoder
+    from kafka_ds.formats.avro_members import MemberPlan
+    from kafka_ds.formats.avro_subjects import union_reader_schema
+    from kafka_ds.options.formats import ColumnFormatSpec
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    flat = {"type": "record", "name": "Flat", "namespace": "t", "fields": [
+        {"name": "a", "type": "long"}, {"name": "b", "type": ["null", "string"]}]}
+    nested = {"type": "record", "name": "Nested", "namespace": "t", "fields": [
+        {"name": "xs", "type": {"type": "array", "items": "int"}}]}
+    other = {"type": "record", "name": "Other", "namespace": "t", "fields": [
+        {"name": "z", "type": "int"}]}
+    ctx = SerializationContext("t", MessageField.VALUE)
+    from confluent_kafka.schema_registry import record_subject_name_strategy
+    serialize = {name: AvroSerializer(client, json.dumps(schema),
+                                      conf={"subject.name.strategy": record_subject_name_strategy})
+                 for name, schema in (("flat", flat), ("nested", nested), ("other", other))}
+    raw = [serialize["flat"]({"a": 1, "b": None}, ctx), serialize["nested"]({"xs": [1, 2]}, ctx),
+           serialize["flat"]({"a": 2, "b": "x"}, ctx), serialize["other"]({"z": 3}, ctx)]
+    truncated = raw[2][:-1]
+
+    lookup = lookup_for(schema_registry)
+    spec = ColumnFormatSpec("value", "avro", subjects=("t.Flat", "t.Nested"))
+    codec = AvroCodec(union_reader_schema(lookup, spec), framed=True, lookup=lookup)
+    assert codec.spark_type == "struct<member0:struct<a:bigint,b:string>,member1:struct<xs:array<int>>>"
+    result = codec.decode(pa.array(raw + [truncated]))
+    assert result.array.to_pylist() == [
+        {"member0": {"a": 1, "b": None}, "member1": None},
+        {"member0": None, "member1": {"xs": [1, 2]}},
+        {"member0": {"a": 2, "b": "x"}, "member1": None}, None, None]
+    assert result.bad_rows.tolist() == [3, 4]
+    assert "type t.Other is none of the types read (t.Flat, t.Nested)" in result.reasons[0]
+    assert result.reasons[1].startswith("truncated")
+    # the flat type column-wise, the nested one through fastavro
+    kinds = {type(d).__name__ for d in codec._decoders.values()}
+    assert kinds == {MemberPlan.__name__, _GeneralDecoder.__name__, "_Failed"}
+
+
+def test_value_subjects_errors_name_the_option(schema_registry):  # noqa: F811
+    from kafka_ds.errors import ConfigurationError
+    from kafka_ds.formats.avro_subjects import union_reader_schema
+    from kafka_ds.options.formats import ColumnFormatSpec
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    client.register_schema("c.A", Schema(json.dumps(ADDRESS), "AVRO"))
+    client.register_schema("c.B", Schema(json.dumps(ADDRESS), "AVRO"))
+    client.register_schema("c.S", Schema('"string"', "AVRO"))
+    lookup = lookup_for(schema_registry)
+
+    def fails(subjects, match):
+        with pytest.raises(ConfigurationError, match=match):
+            union_reader_schema(lookup, ColumnFormatSpec("value", "avro", subjects=subjects))
+    fails(("c.A", "c.B"), "'valueSubjects': subjects 'c.A' and 'c.B' both hold type "
+                          "com.acme.geo.Address")
+    fails(("c.A", "c.S"), "subject 'c.S' version 1 is not a named Avro type")
+    fails(("nope-*",), "no subject of the registry starts with 'nope-'")
+    fails(("c.A",), "names one subject .*use 'valueSubject'")
+
+
+def test_value_subjects_option_conflicts_name_both_options():
+    from kafka_ds.errors import ConfigurationError
+    from kafka_ds.options.core import READ
+    from kafka_ds.options.formats import parse_typed_columns
+    base = {"schema.registry.url": "http://registry:8081", "valueformat": "avro"}
+    read = READ
+    spec = parse_typed_columns({**base, "valuesubjects": " a.A, b.B "}, read)
+    assert spec.value.subjects == ("a.A", "b.B")
+    for extra, match in (({"valueformat": "protobuf"}, "applies to valueFormat=avro only"),
+                         ({"valuesubject": "x"}, "'valueSubjects' and 'valueSubject' both"),
+                         ({"valueschemaversion": "2"}, "'valueSubjects' and 'valueSchemaVersion'"),
+                         ({"valuesubjects": "a,,b"}, "valueSubjects"),
+                         ({"valueformat": "binary"}, "has no effect while 'valueFormat'")):
+        options = {**base, "valuesubjects": "a.A,b.B", **extra}
+        with pytest.raises(ConfigurationError, match=match):
+            parse_typed_columns(options, read)

@@ -1,0 +1,83 @@
+"""Several record types in one column: a writer record read with a reader union of records.
+
+Confluent's "several event types in one topic" reads as spark-avro's
+``struct<member0, member1, ...>``, one field per type of the reader union, the taken one
+set. Each writer schema is one of those types (a record written alone with
+RecordNameStrategy, or a union of references whose every record is one type): the writer
+record names its member, so a batch of one writer schema fills one member, decoded
+column-wise by that member's flat plan when it has one. A writer record of a type the
+union lacks is a bad record naming the types read, never dropped.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from .avro_columns import ResolutionError, build_plan
+from .avro_types import NAMED, union_parts
+
+
+def member_of(writer: dict, reader: dict) -> int | None:
+    """The member (index among the reader union's non-null branches) a named writer type
+    is read into; None when the pair is not a named writer type read with a union of
+    several named types. ResolutionError when the union has no branch of its name."""
+    if reader["type"] != "union" or writer["type"] not in NAMED:
+        return None
+    branches, _has_null = union_parts(reader)
+    if len(branches) < 2 or any(b["type"] not in NAMED for b in branches):
+        return None
+    same_kind = [(i, b) for i, b in enumerate(branches) if b["type"] == writer["type"]]
+    for index, branch in same_kind:
+        if branch["name"] == writer["name"]:
+            return index
+    # Avro's resolution matches named types by unqualified name (or alias) too
+    short = writer["name"].rpartition(".")[2]
+    for index, branch in same_kind:
+        if short in [n.rpartition(".")[2] for n in [branch["name"], *branch.get("aliases", ())]]:
+            return index
+    names = ", ".join(b["name"] for b in branches)
+    raise ResolutionError(f"the writer schema's type {writer['name']} is none of the types "
+                          f"read ({names})")
+
+
+class MemberPlan:
+    """Decodes records of one writer record into one member of the reader's union struct,
+    column-wise (a FlatPlan of writer and member), the other members null."""
+
+    def __init__(self, plan, member: int, arrow_type: pa.StructType):
+        self.plan = plan
+        self.member = member
+        self.arrow_type = arrow_type
+
+    def decode(self, data, starts, ends):
+        array, bad, reasons = self.plan.decode(data, starts, ends)
+        n = len(starts)
+        children = [array if i == self.member else pa.nulls(n, field.type)
+                    for i, field in enumerate(self.arrow_type)]
+        struct = pa.StructArray.from_arrays(children, fields=list(self.arrow_type),
+                                            mask=pa.array(np.asarray(bad, bool)))
+        return struct, bad, reasons
+
+
+def member_plan(writer: dict, reader: dict, arrow_type) -> MemberPlan | None:
+    """The column-wise plan of a writer record read into its member of a reader union, or
+    None (not such a pair, or the member is not flat: the general path decodes it)."""
+    member = member_of(writer, reader)
+    if member is None:
+        return None
+    branch = union_parts(reader)[0][member]
+    plan = build_plan(writer, branch)
+    return None if plan is None else MemberPlan(plan, member, arrow_type)
+
+
+def tag_member(decoder, writer: dict, reader: dict):
+    """``decoder`` (the general path's) for a writer record read into its member of a
+    reader union: fastavro returns such a record bare, and the union's converter tells
+    branches apart by ``(branch name, value)``, so the record is tagged with its member."""
+    member = member_of(writer, reader)
+    if member is None:
+        return decoder
+    name = union_parts(reader)[0][member]["name"]
+    convert = decoder.convert
+    decoder.convert = lambda value: convert((name, value))
+    return decoder
