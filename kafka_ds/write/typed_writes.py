@@ -95,9 +95,13 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
                 subject, spec.version, fmt="serialized" if spec.format == "protobuf" else None)
         except (SubjectNotFoundError, VersionNotFoundError):
             current = None
+        # references resolved here, once: the fit check and the tasks need no registry
         if current is not None and spec.format == "avro" and current.schema_type == "AVRO":
             from ..formats.avro_references import self_contained
-            current = self_contained(current, client)   # references resolved here, once
+            current = self_contained(current, client)
+        elif current is not None and spec.format == "json" and current.schema_type == "JSON":
+            from ..formats.json_references import self_contained as json_self_contained
+            current = json_self_contained(current, client)
         # The schema's type first: a fit check cannot read a schema of another format.
         if current is None:
             problem = "the subject has no schema"
@@ -172,8 +176,11 @@ def resolve_for_write(spec: TypedColumnsSpec, topic: str | None, fields: dict):
             codecs[column_spec.column] = several_subjects_encoder(column_spec, spec, field)
             continue
         schema, schema_id = writer_schema(column_spec, spec, topic, field.dataType)
+        # Protobuf imports stay references (Avro and JSON ones were resolved above): the
+        # tasks' codec builds its pool through the registry, once per executor process
+        lookup = registry_for(spec.registry) if schema.references else None
         codecs[column_spec.column] = make_codec(
-            column_spec, schema, framed=schema_id is not None, lookup=None, schema_id=schema_id)
+            column_spec, schema, framed=schema_id is not None, lookup=lookup, schema_id=schema_id)
     return TypedWriteColumns(codecs)
 
 

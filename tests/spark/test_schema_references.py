@@ -7,6 +7,7 @@ cross-checked with confluent-kafka's serializers byte for byte:
   type, and such a struct written by kafka_ds read back by ``AvroDeserializer``;
 * a record field whose named type comes from another subject.
 """
+import datetime as dt
 import json
 
 import pytest
@@ -242,3 +243,139 @@ def test_one_subject_per_type_written_row_by_row_subject(spark, broker, new_topi
             [((1, 1.0, None), ("p", 2.0))], source.schema))
     assert "has 2 of its fields set; with 'valueSubjects' exactly one must be" in \
         str(caught.value), str(caught.value)[-1500:]
+
+
+# --- Protobuf imports and JSON Schema $refs registered as references -------------------------
+
+def shop_protos():
+    """order.proto imports line.proto, which imports money.proto (three levels), plus the
+    well-known timestamp and wrappers files (never registered)."""
+    from tests.support.registry_fixtures import file_proto, message_classes
+    money = file_proto("shop/money.proto", {"Money": [("units", "int64"),
+                                                      ("currency", "string")]},
+                       package="shop.common")
+    line = file_proto("shop/line.proto", {"Line": [
+        ("sku", "string"), ("price", ".shop.common.Money"),
+        ("qty", ".google.protobuf.Int32Value")]}, package="shop.lines",
+        deps=["shop/money.proto", "google/protobuf/wrappers.proto"])
+    order = file_proto("shop/order.proto", {"Order": [
+        ("id", "int64"), ("first", ".shop.lines.Line"), ("at", ".google.protobuf.Timestamp"),
+        ("total", ".shop.common.Money")]}, package="shop",
+        deps=["shop/line.proto", "shop/money.proto", "google/protobuf/timestamp.proto"])
+    return message_classes(money, line, order)
+
+
+@pytest.mark.parametrize("registration", ["default registration",
+                                          "latest version, no auto-registration"])
+def test_protobuf_imports_as_references_read_and_written_as_confluent(
+        spark, broker, new_topic, schema_registry, registration):
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    classes = shop_protos()
+    Order, Line, Money = classes["shop.Order"], classes["shop.lines.Line"], \
+        classes["shop.common.Money"]
+    topic = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    if registration != "default registration":
+        ProtobufSerializer(Order, client, conf)(Order(), ctx)    # registers it all once
+        conf = {**conf, "use.latest.version": True, "auto.register.schemas": False}
+    serializer = ProtobufSerializer(Order, client, conf)
+    orders = []
+    for i in range(6):
+        order = Order(id=i, first=Line(sku=f"s{i}", price=Money(units=i, currency="EUR")),
+                      total=Money(units=10 * i, currency="USD"))
+        if i % 2:
+            order.first.qty.value = i
+        order.at.FromSeconds(1_700_000_000 + i)
+        orders.append(order)
+    raw = [serializer(o, ctx) for o in orders]
+    registered = client.get_latest_version(f"{topic}-value").schema
+    assert [r.name for r in registered.references] == ["shop/line.proto", "shop/money.proto"]
+    produce_confluent(broker.bootstrap_servers, topic, raw)
+
+    df = read(spark, broker, topic, valueFormat="protobuf",
+              **{"schema.registry.url": schema_registry.url})
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,first:struct<sku:string,price:struct<units:bigint,currency:string>,"
+        "qty:int>,at:timestamp,total:struct<units:bigint,currency:string>>")
+    utc = dt.timezone.utc
+    expected = [(o.id, (o.first.sku, (o.first.price.units, o.first.price.currency),
+                        o.first.qty.value if o.first.HasField("qty") else None),
+                 o.at.ToDatetime(tzinfo=utc), (o.total.units, o.total.currency))
+                for o in orders]
+    got = df.select("value.*")
+    assert_df_equality(got, spark.createDataFrame(expected, got.schema), ignore_row_order=True)
+
+    # written back with the subject's schema (references and all): bytes as confluent's
+    out = new_topic(partitions=1)
+    client.register_schema(f"{out}-value", registered)
+    (got.selectExpr("struct(*) AS value").write.format("pykafka")
+     .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("topic", out)
+     .option("valueFormat", "protobuf").option("schema.registry.url", schema_registry.url)
+     .option("schema.registry.auto.register.schemas", "false").mode("append").save())
+    out_ctx = SerializationContext(out, MessageField.VALUE)
+    back = [value for *_, value in consume_raw(broker.bootstrap_servers, out, len(orders))]
+    reserialize = ProtobufSerializer(Order, client, {"use.deprecated.format": False,
+                                                     "use.latest.version": True,
+                                                     "auto.register.schemas": False})
+    assert sorted(back) == sorted(reserialize(o, out_ctx) for o in orders)
+    deserializer = ProtobufDeserializer(Order, {"use.deprecated.format": False}, client)
+    assert sorted(deserializer(v, out_ctx).SerializeToString(deterministic=True)
+                  for v in back) == sorted(o.SerializeToString(deterministic=True)
+                                           for o in orders)
+
+
+JSON_DRAFT = "http://json-schema.org/draft-07/schema#"
+CITY = {"$schema": JSON_DRAFT, "type": "object", "properties": {"name": {"type": "string"}}}
+ADDRESS = {"$schema": JSON_DRAFT, "type": "object", "properties": {
+    "street": {"type": "string"}, "city": {"$ref": "city.json"}}}
+CUSTOMER = {"$schema": JSON_DRAFT, "title": "Customer", "type": "object", "properties": {
+    "id": {"type": "integer"}, "home": {"$ref": "address.json"},
+    "work": {"oneOf": [{"type": "null"}, {"$ref": "address.json"}]},
+    "tags": {"$ref": "#/definitions/Tags"}},
+    "definitions": {"Tags": {"type": "array", "items": {"type": "string"}}}}
+
+
+def test_json_schema_ref_to_other_subjects_read_and_written_as_confluent(
+        spark, broker, new_topic, schema_registry):
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+    topic = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    client.register_schema("city", Schema(json.dumps(CITY), "JSON"))
+    client.register_schema("address", Schema(json.dumps(ADDRESS), "JSON",
+                                             [SchemaReference("city.json", "city", 1)]))
+    customer = Schema(json.dumps(CUSTOMER), "JSON",
+                      [SchemaReference("address.json", "address", 1)])
+    client.register_schema(f"{topic}-value", customer)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    serializer = JSONSerializer(None, client, conf={"use.latest.version": True,
+                                                    "auto.register.schemas": False})
+    values = [{"id": i, "home": {"street": f"s{i}", "city": {"name": f"c{i}"}},
+               "work": None if i % 2 else {"street": "w", "city": {"name": "Pisa"}},
+               "tags": [f"t{j}" for j in range(i % 3)]} for i in range(6)]
+    raw = [serializer(v, ctx) for v in values]   # (the serializer validates against it all)
+    produce_confluent(broker.bootstrap_servers, topic, raw)
+
+    df = read(spark, broker, topic, valueFormat="json",
+              **{"schema.registry.url": schema_registry.url})
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,home:struct<street:string,city:struct<name:string>>,"
+        "work:struct<street:string,city:struct<name:string>>,tags:array<string>>")
+    deserializer = JSONDeserializer(None, schema_registry_client=client)
+    got = sorted((r.value.asDict(recursive=True) for r in df.select("value").collect()),
+                 key=lambda v: v["id"])
+    assert got == [deserializer(v, ctx) for v in raw] == values
+
+    # written with the subject's schema; confluent's deserializer (validating) reads it back
+    out = new_topic(partitions=1)
+    client.register_schema(f"{out}-value", customer)
+    (df.select("value").write.format("pykafka")
+     .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("topic", out)
+     .option("valueFormat", "json").option("schema.registry.url", schema_registry.url)
+     .option("schema.registry.auto.register.schemas", "false").mode("append").save())
+    out_ctx = SerializationContext(out, MessageField.VALUE)
+    back = [value for *_, value in consume_raw(broker.bootstrap_servers, out, len(values))]
+    assert {int.from_bytes(v[1:5], "big") for v in back} == {
+        client.get_latest_version(f"{out}-value").schema_id}
+    assert sorted((deserializer(v, out_ctx) for v in back), key=lambda v: v["id"]) == values
