@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from .avro_columns import ResolutionError, build_plan
-from .avro_types import NAMED, union_parts
+from .avro_types import NAMED, avro_to_spark, simple_string, union_parts
 
 
 def member_of(writer: dict, reader: dict) -> int | None:
@@ -81,3 +81,31 @@ def tag_member(decoder, writer: dict, reader: dict):
     convert = decoder.convert
     decoder.convert = lambda value: convert((name, value))
     return decoder
+
+
+def type_member_names(node: dict) -> tuple[str, ...] | None:
+    """The fields of a union of several named types named by type (``Order``; the full name
+    with ``_`` for dots where two types share a name), or None: not such a union."""
+    if node["type"] != "union":
+        return None
+    branches, _has_null = union_parts(node)
+    if len(branches) < 2 or any(b["type"] not in NAMED for b in branches):
+        return None
+    short = [b["name"].rpartition(".")[2] for b in branches]
+    return tuple(name if short.count(name) == 1 else b["name"].replace(".", "_")
+                 for name, b in zip(short, branches))
+
+
+def renamed_spark_type(node: dict, names) -> str:
+    """The Spark type (simpleString) of the union ``node`` with its fields named ``names``."""
+    (_kind, fields), _nullable = avro_to_spark(node)
+    return simple_string(("struct", tuple((name, kind, nullable)
+                                          for name, (_, kind, nullable) in zip(names, fields))))
+
+
+def renamed(array, names):
+    """``array`` (a struct array) with its fields named ``names``, sharing its buffers."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return pa.StructArray.from_arrays([array.field(i) for i in range(array.type.num_fields)],
+                                      names=list(names), mask=array.is_null())

@@ -60,6 +60,13 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
                  "record. On write each row's one set field picks its subject "
                  "([Several types in one topic](typed-values.md#several-types-in-one-topic)).",
                  _subject_list, example="com.acme.Order,com.acme.Payment"),
+    *_per_column("MemberNames",
+                 "Avro: how the fields of the struct a union of several record types reads as "
+                 "(several event types in one topic, also with `COLUMNSubjects`) are named: "
+                 "`position` as spark-avro (`member0`, `member1`, ...), or `type`, each type's "
+                 "name (`Order`, `Payment`; the full name with `_` for dots where two share a "
+                 "name). Writes take the fields by position either way.",
+                 choice({"position": "position", "type": "type"}), "position"),
     *_per_column("SchemaVersion",
                  "Version of the subject to read or write with (`latest` or a number).",
                  _version, "latest"),

@@ -28,6 +28,8 @@ from ..registry.client import registry_for
 class TypedWriteColumns:
     #: column name ("key"/"value") -> codec; None for ``string`` (UTF-8 as is)
     codecs: dict
+    #: columns written with ``<column>MemberNames=type``: renamed to member0, ... to encode
+    by_position: frozenset = frozenset()
 
     def encode(self, name: str, array):
         """The Kafka bytes of one column of an Arrow batch."""
@@ -37,6 +39,9 @@ class TypedWriteColumns:
             array = array.combine_chunks()
         if codec is None:
             return array.cast(pa.binary())
+        if name in self.by_position:       # a union struct: its fields taken by position
+            from ..formats.avro_members import renamed
+            array = renamed(array, [f"member{i}" for i in range(array.type.num_fields)])
         return codec.encode(array)
 
 
@@ -102,6 +107,9 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
         elif current is not None and spec.format == "json" and current.schema_type == "JSON":
             from ..formats.json_references import self_contained as json_self_contained
             current = json_self_contained(current, client)
+        elif current is not None and current.references and current.schema_type == "PROTOBUF":
+            from functools import partial
+            misfit = partial(misfit, imported=_imported_files(client, current))
         # The schema's type first: a fit check cannot read a schema of another format.
         if current is None:
             problem = "the subject has no schema"
@@ -128,6 +136,19 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
         raise ConfigurationError(
             f"The {spec.column} schema of subject '{subject}' could not be resolved for "
             f"writing: {exc}") from exc
+
+
+def _imported_files(client, schema, seen=None) -> list[str]:
+    """The serialized files a Protobuf schema imports through references, transitively."""
+    seen = set() if seen is None else seen
+    out = []
+    for ref in schema.references:
+        if (ref.subject, ref.version) in seen:
+            continue
+        seen.add((ref.subject, ref.version))
+        imported = client.schema_version(ref.subject, ref.version, fmt="serialized")
+        out += _imported_files(client, imported, seen) + [imported.schema_str]
+    return out
 
 
 def _check_fit(spec, misfit, spark_type, schema, where):
@@ -181,7 +202,17 @@ def resolve_for_write(spec: TypedColumnsSpec, topic: str | None, fields: dict):
         lookup = registry_for(spec.registry) if schema.references else None
         codecs[column_spec.column] = make_codec(
             column_spec, schema, framed=schema_id is not None, lookup=lookup, schema_id=schema_id)
-    return TypedWriteColumns(codecs)
+    return TypedWriteColumns(codecs, _written_by_position(spec, codecs))
+
+
+def _written_by_position(spec: TypedColumnsSpec, codecs: dict) -> frozenset:
+    """The columns with ``<column>MemberNames=type`` written with a union of several types
+    (``<column>Subjects`` takes its fields by position anyway)."""
+    from ..formats.avro_members import type_member_names
+    return frozenset(
+        c.column for c in spec.columns
+        if c.member_names == "type" and c.subjects is None and codecs.get(c.column) is not None
+        and type_member_names(codecs[c.column]._reader().node) is not None)
 
 
 def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, field):

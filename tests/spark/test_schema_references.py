@@ -91,6 +91,14 @@ def test_union_of_referenced_records_read_as_confluent_reads_it(spark, broker, n
     # one type selected the documented way
     orders = df.where("value.member0 IS NOT NULL").select("value.member0.*")
     assert sorted(r.order_id for r in orders.collect()) == list(range(0, 20, 2))
+    # or with the fields named by type
+    by_type = read(spark, broker, topic, valueFormat="avro", valueMemberNames="type",
+                   **{"schema.registry.url": schema_registry.url})
+    assert by_type.schema["value"].dataType.simpleString() == \
+        EVENTS_TYPE.replace("member0", "Order").replace("member1", "Payment")
+    payments = by_type.where("value.Payment IS NOT NULL").select("value.Payment.*")
+    assert sorted(r.payment_id for r in payments.collect()) == \
+        sorted(f"p{i}" for i in range(1, 20, 2))
 
 
 def test_record_field_of_a_type_from_another_subject(spark, broker, new_topic,
@@ -118,18 +126,22 @@ def test_record_field_of_a_type_from_another_subject(spark, broker, new_topic,
     assert [r.value.asDict(recursive=True) for r in got] == values
 
 
+@pytest.mark.parametrize("member_names", ["position", "type"])
 def test_union_struct_written_by_kafka_ds_read_by_confluent(spark, broker, new_topic,
-                                                            schema_registry):
+                                                            schema_registry, member_names):
     topic = new_topic(partitions=1)
     client = confluent_registry(schema_registry)
     register_event_types(client, f"{topic}-value")
     written = events(12)
+    first, second = ("member0", "member1") if member_names == "position" else \
+        ("Order", "Payment")
     source = spark.createDataFrame([as_row(e) for e in written],
-                                   "member0 struct<order_id:bigint,total:double,note:string>, "
-                                   "member1 struct<payment_id:string,amount:double>")
-    (source.selectExpr("struct(member0, member1) AS value")
+                                   f"{first} struct<order_id:bigint,total:double,note:string>, "
+                                   f"{second} struct<payment_id:string,amount:double>")
+    (source.selectExpr(f"struct({first}, {second}) AS value")
      .write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
      .option("topic", topic).option("valueFormat", "avro")
+     .option("valueMemberNames", member_names)
      .option("schema.registry.url", schema_registry.url)
      .option("schema.registry.auto.register.schemas", "false").mode("append").save())
 
@@ -324,6 +336,18 @@ def test_protobuf_imports_as_references_read_and_written_as_confluent(
     assert sorted(deserializer(v, out_ctx).SerializeToString(deterministic=True)
                   for v in back) == sorted(o.SerializeToString(deterministic=True)
                                            for o in orders)
+
+    # the fit check follows the imports: a field of the imported Money that does not fit
+    bad = got.selectExpr("named_struct('id', id, 'total', named_struct('units', "
+                         "CAST(total.units AS STRING), 'currency', total.currency)) AS value")
+    with pytest.raises(Exception) as caught:
+        (bad.write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+         .option("topic", out).option("valueFormat", "protobuf")
+         .option("schema.registry.url", schema_registry.url)
+         .option("schema.registry.auto.register.schemas", "false").mode("append").save())
+    assert "value.total.units is string, the schema's field is int64" in str(caught.value) or \
+        "total.units is string, the schema's field is int64" in str(caught.value), \
+        str(caught.value)[-1500:]
 
 
 JSON_DRAFT = "http://json-schema.org/draft-07/schema#"

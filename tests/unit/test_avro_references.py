@@ -215,3 +215,34 @@ def test_value_subjects_option_conflicts_name_both_options():
         options = {**base, "valuesubjects": "a.A,b.B", **extra}
         with pytest.raises(ConfigurationError, match=match):
             parse_typed_columns(options, read)
+
+
+def test_member_names_by_type():
+    from kafka_ds.errors import ConfigurationError
+    from kafka_ds.options.core import READ
+    from kafka_ds.options.formats import parse_typed_columns
+    from kafka_ds.read.typed_columns import decode_column, resolve_for_read
+    a = {"type": "record", "name": "Order", "namespace": "x", "fields": [
+        {"name": "n", "type": "int"}]}
+    b = {**a, "namespace": "y"}                                  # the same short name
+    c = {"type": "record", "name": "Payment", "fields": [{"name": "s", "type": "string"}]}
+    options = {"valueformat": "avro", "valueschema": json.dumps(["null", a, b, c]),
+               "valuemembernames": "type"}
+    typed = resolve_for_read(parse_typed_columns(options, READ), ["t"]).columns[0]
+    assert typed.spark_type == ("struct<x_Order:struct<n:int>,y_Order:struct<n:int>,"
+                                "Payment:struct<s:string>>")
+    # branch 2 (y.Order) n=3; null; branch 3 (Payment) s="x"
+    array, bad, _reasons, _ids = decode_column(typed, pa.array([b"\x04\x06", None,
+                                                                b"\x06\x02x"]))
+    assert bad.tolist() == []
+    assert array.type.names == ["x_Order", "y_Order", "Payment"]
+    assert array.to_pylist() == [{"x_Order": None, "y_Order": {"n": 3}, "Payment": None}, None,
+                                 {"x_Order": None, "y_Order": None, "Payment": {"s": "x"}}]
+    with pytest.raises(ConfigurationError, match="'valueMemberNames'='type' names the fields "
+                                                 "of a union of several record types"):
+        resolve_for_read(parse_typed_columns({**options, "valueschema": json.dumps(a)}, READ),
+                         ["t"])
+    with pytest.raises(ConfigurationError, match="'valueMemberNames' applies to "
+                                                 "valueFormat=avro only"):
+        parse_typed_columns({"valueformat": "json", "valueschema": "{}",
+                             "valuemembernames": "type"}, READ)
