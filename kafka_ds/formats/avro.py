@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from . import DecodedColumn
 from .avro_columns import ResolutionError, build_plan
-from .avro_members import member_plan, tag_member
+from .avro_members import member_plan, tag_member, union_plan
 from .avro_references import inline_references, referenced_json
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
     simple_string, spark_to_arrow
@@ -232,6 +232,7 @@ class AvroCodec:
         """The column-wise decode plan from ``writer`` to ``reader`` (None: the schema
         takes the general path, fastavro per record)."""
         return (member_plan(writer.node, reader.node, self.arrow_type)   # one type of several
+                or union_plan(writer.node, reader.node, self.arrow_type)    # a union of them
                 or build_plan(writer.node, reader.node))
 
     # -- decode --------------------------------------------------------------------------

@@ -109,3 +109,95 @@ def renamed(array, names):
         array = array.combine_chunks()
     return pa.StructArray.from_arrays([array.field(i) for i in range(array.type.num_fields)],
                                       names=list(names), mask=array.is_null())
+
+
+class UnionPlan:
+    """Column-wise decode of a writer union of named types (Confluent's union of references)
+    into the reader's union struct: each record's branch index is read for all rows at once,
+    then each branch's rows are decoded by that branch's flat plan into its member."""
+
+    def __init__(self, branch_plans: dict, null_branches: frozenset, arrow_type,
+                 failed_branches: dict):
+        self.branch_plans = branch_plans     # writer branch index -> (member, FlatPlan)
+        self.null_branches = null_branches   # writer branch indexes of "null"
+        self.arrow_type = arrow_type
+        self.failed_branches = failed_branches   # writer branch index -> reason
+
+    def decode(self, data, starts, ends):
+        n = len(starts)
+        bad = np.zeros(n, bool)
+        reasons = np.empty(n, dtype=object)
+        # one byte holds the zigzag varint of indexes 0..63; anything else is no branch here
+        first = data.take(starts, mode="clip") if data.size else np.zeros(n, np.uint8)
+        empty = starts >= ends
+        branch = np.where((first & 0x81) == 0, first >> 1, -1).astype(np.int64)
+        branch[empty] = -1
+        for index, reason in self.failed_branches.items():
+            rows = np.flatnonzero(branch == index)
+            bad[rows] = True
+            reasons[rows] = reason
+        known = np.isin(branch, list(self.branch_plans) + list(self.null_branches)
+                        + list(self.failed_branches))
+        unknown = np.flatnonzero(~known)
+        bad[unknown] = True
+        reasons[unknown] = ["truncated: no union branch" if empty[r] else
+                            f"not valid Avro: union branch byte {int(first[r])} names no "
+                            "branch of the writer schema" for r in unknown.tolist()]
+        members = [[] for _ in self.arrow_type]       # per member: (rows, decoded struct)
+        for index, (member, plan) in self.branch_plans.items():
+            rows = np.flatnonzero(branch == index)
+            if not rows.size:
+                continue
+            array, group_bad, group_reasons = plan.decode(data, starts[rows] + 1, ends[rows])
+            if group_bad.any():
+                local = np.flatnonzero(group_bad)
+                bad[rows[local]] = True
+                reasons[rows[local]] = group_reasons[local]
+            members[member].append((rows, array))
+        children = [self._member_column(n, parts, field.type)
+                    for parts, field in zip(members, self.arrow_type)]
+        is_null = bad | ~known | np.isin(branch, list(self.null_branches))
+        struct = pa.StructArray.from_arrays(children, fields=list(self.arrow_type),
+                                            mask=pa.array(is_null))
+        return struct, bad, reasons
+
+    @staticmethod
+    def _member_column(n, parts, arrow_type):
+        """One member's column in row order: its rows' values, null elsewhere."""
+        if not parts:
+            return pa.nulls(n, arrow_type)
+        covered = np.concatenate([rows for rows, _ in parts])
+        missing = np.ones(n, bool)
+        missing[covered] = False
+        rest = np.flatnonzero(missing)
+        arrays = [array for _, array in parts] + [pa.nulls(len(rest), arrow_type)]
+        position = np.empty(n, np.int64)
+        position[np.concatenate([covered, rest])] = np.arange(n)
+        return pa.concat_arrays(arrays).take(pa.array(position))
+
+
+def union_plan(writer: dict, reader: dict, arrow_type) -> UnionPlan | None:
+    """The column-wise plan of a writer union of named types read with a reader union, or
+    None (another pair, more than 64 branches, or a branch that is not flat)."""
+    if writer["type"] != "union" or reader["type"] != "union" or \
+            len(writer["branches"]) > 64 or type_member_names(reader) is None:
+        return None
+    branch_plans, null_branches, failed = {}, set(), {}
+    for index, branch in enumerate(writer["branches"]):
+        if branch["type"] == "null":
+            null_branches.add(index)
+            continue
+        try:
+            member = member_of(branch, reader)
+        except ResolutionError as exc:          # a type the reader lacks: its records only
+            failed[index] = f"cannot be resolved to the reader schema: {exc}"
+            continue
+        if member is None:
+            return None
+        plan = build_plan(branch, union_parts(reader)[0][member])
+        if plan is None:
+            return None
+        branch_plans[index] = (member, plan)
+    if null_branches and not union_parts(reader)[1]:
+        return None                              # (fastavro reports that mismatch)
+    return UnionPlan(branch_plans, frozenset(null_branches), arrow_type, failed)
