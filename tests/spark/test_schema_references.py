@@ -403,3 +403,34 @@ def test_json_schema_ref_to_other_subjects_read_and_written_as_confluent(
     assert {int.from_bytes(v[1:5], "big") for v in back} == {
         client.get_latest_version(f"{out}-value").schema_id}
     assert sorted((deserializer(v, out_ctx) for v in back), key=lambda v: v["id"]) == values
+
+
+def test_column_functions_with_references_and_several_subjects(spark, broker, new_topic,
+                                                               schema_registry):
+    from confluent_kafka.schema_registry import record_subject_name_strategy
+
+    from kafka_ds.functions import from_registry, to_registry
+    topic = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    register_event_types(client, f"{topic}-value")
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    by_type = {"order_id": serializer_for(client, ORDER, record_subject_name_strategy),
+               "payment_id": serializer_for(client, PAYMENT, record_subject_name_strategy)}
+    written = events(8)
+    produce_confluent(broker.bootstrap_servers, topic,
+                      [next(s for k, s in by_type.items() if k in e)(e, ctx) for e in written])
+    url = {"schema_registry_url": schema_registry.url}
+    raw = read(spark, broker, topic)
+    decoded = raw.select(from_registry("value", "avro", subjects="com.acme.Order,com.acme.Payment",
+                                       memberNames="type", **url).alias("event"))
+    assert decoded.schema["event"].dataType.simpleString() == \
+        EVENTS_TYPE.replace("member0", "Order").replace("member1", "Payment")
+    # encoded with the union of references (the topic's subject), as AvroSerializer does
+    encoded = decoded.select(to_registry("event", "avro", subject=f"{topic}-value",
+                                         memberNames="type", **url).alias("value"))
+    union = AvroSerializer(client, None, conf={"use.latest.version": True,
+                                               "auto.register.schemas": False})
+    assert sorted(bytes(r.value) for r in encoded.collect()) == \
+        sorted(union(e, ctx) for e in written)
+    with pytest.raises(Exception, match="to_registry writes with one subject"):
+        to_registry("event", "avro", subjects="com.acme.Order,com.acme.Payment", **url)
