@@ -6,7 +6,7 @@ Avro, Protobuf and JSON in any DataFrame, also one read with Spark's ``format("k
                             schema_registry_url="http://registry:8081").alias("order"))
 
 Options are those of the source without the column prefix (``subject``, ``version``,
-``schema``, ``messageName``, ``mode``) and the ``schema.registry.*`` ones, written either as
+``schema``, ``messageName``, ``subjects`` (from_registry), ``memberNames``, ``mode``) and the ``schema.registry.*`` ones, written either as
 ``**{"schema.registry.url": ...}`` or ``schema_registry_url=...``. The schema is looked up
 on the driver when the function is called, so the returned column has its Spark type at
 once; the executors decode whole Arrow batches (``arrow_udf``, pyspark >= 4.1).
@@ -16,7 +16,9 @@ once; the executors decode whole Arrow batches (``arrow_udf``, pyspark >= 4.1).
 from .errors import ConfigurationError, RecordDecodeError
 
 _PER_COLUMN = {"subject": "Subject", "version": "SchemaVersion", "schema": "Schema",
-               "messagename": "MessageName", "message_name": "MessageName"}
+               "messagename": "MessageName", "message_name": "MessageName",
+               "subjects": "Subjects", "membernames": "MemberNames",
+               "member_names": "MemberNames"}
 
 
 def _source_options(fmt: str, options: dict) -> dict:
@@ -33,7 +35,7 @@ def _source_options(fmt: str, options: dict) -> dict:
         else:
             raise ConfigurationError(
                 f"Unknown option '{key}' of kafka_ds.functions: use subject, version, schema, "
-                "messageName, mode or the schema.registry.* options (e.g. "
+                "messageName, subjects, memberNames, mode or the schema.registry.* options (e.g. "
                 "schema_registry_url=...)")
     return {k: str(v) for k, v in out.items()}
 
@@ -44,7 +46,8 @@ def _spec(fmt: str, options: dict, modes):
         raise ConfigurationError(
             f"kafka_ds.functions: format must be 'avro', 'protobuf' or 'json', got {fmt!r}")
     spec = parse_typed_columns(_source_options(str(fmt).lower(), options), modes)
-    if spec.value.subject is None and spec.value.inline_schema is None:
+    if spec.value.subject is None and spec.value.inline_schema is None and \
+            spec.value.subjects is None:
         raise ConfigurationError(
             "kafka_ds.functions: name the schema with subject=... (a registry subject) or "
             "schema=... (inline): a column has no topic to name the subject after")
@@ -97,6 +100,10 @@ def to_registry(col, format: str, **options):
 
     spec = _spec(format, options, frozenset({WRITE}))
     column_spec = spec.value
+    if column_spec.subjects is not None:
+        raise ConfigurationError(
+            "to_registry writes with one subject: subjects=... is for from_registry and for "
+            "the sink's valueSubjects option (each row's set field picks its subject)")
     if spec.registry is None:
         schema, schema_id = RegisteredSchema(SCHEMA_TYPES[column_spec.format],
                                              column_spec.inline_schema), None
@@ -113,10 +120,19 @@ def to_registry(col, format: str, **options):
             column_spec.subject, column_spec.version,
             fmt="serialized" if column_spec.format == "protobuf" else None)
         schema_id = schema.schema_id
-    codec = make_codec(column_spec, schema, framed=schema_id is not None, lookup=None,
+    # a schema with references resolves them through the registry (once per process)
+    lookup = registry_for(spec.registry) if schema.references else None
+    codec = make_codec(column_spec, schema, framed=schema_id is not None, lookup=lookup,
                        schema_id=schema_id)
+    by_type = None
+    if column_spec.member_names == "type":
+        from .formats.avro_members import type_member_names
+        by_type = type_member_names(codec._reader().node)
 
     def encode(values: pa.Array) -> pa.Array:
+        if by_type is not None:          # the union struct's fields, taken by position
+            from .formats.avro_members import renamed
+            values = renamed(values, [f"member{i}" for i in range(len(by_type))])
         return codec.encode(values)
 
     return arrow_udf(encode, "binary")(col)

@@ -19,6 +19,8 @@ import pyarrow as pa
 from . import DecodedColumn
 from .avro_columns import ResolutionError, build_plan
 from .avro_encode import NullInRequiredField, build_encoder
+from .avro_members import member_plan, tag_member, union_plan
+from .avro_references import inline_references, referenced_json
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
     simple_string, spark_to_arrow
 from .avro_values import arrow_converter, avro_converter, strip_logical_types
@@ -34,33 +36,18 @@ class _Schema:
         if (registered.schema_type or "AVRO").upper() != "AVRO":
             raise AvroSchemaError(f"schema {registered.schema_id} is {registered.schema_type}, "
                                   "not AVRO")
-        names, fastavro_names = {}, {}
-        for ref_json in _referenced_json(registered, lookup, set()):
+        names = {}
+        referenced = referenced_json(registered, lookup)
+        for ref_json in referenced:
             parse_schema(ref_json, names)
-            fastavro.parse_schema(strip_logical_types(ref_json), fastavro_names)
         text = load_json(registered.schema_str)
         self.node = parse_schema(text, names)
         try:
-            self.fastavro = fastavro.parse_schema(strip_logical_types(text), fastavro_names)
+            # self-contained: fastavro loses the named types of a top-level union
+            self.fastavro = fastavro.parse_schema(
+                strip_logical_types(inline_references(text, referenced)))
         except Exception as exc:        # fastavro's SchemaParseException and friends
             raise AvroSchemaError(f"invalid Avro schema: {exc}") from exc
-
-
-def _referenced_json(registered, lookup, seen):
-    """Loaded JSON of every schema ``registered`` references, dependencies first."""
-    out = []
-    for ref in registered.references or ():
-        key = (ref.subject, ref.version)
-        if key in seen:
-            continue
-        seen.add(key)
-        if lookup is None:
-            raise AvroSchemaError(f"schema references {ref.subject} version {ref.version} "
-                                  "but the codec has no registry to fetch it from")
-        referenced = lookup.schema_version(ref.subject, ref.version)
-        out += _referenced_json(referenced, lookup, seen)
-        out.append(load_json(referenced.schema_str))
-    return out
 
 
 class _GeneralDecoder:
@@ -240,12 +227,15 @@ class AvroCodec:
         if plan is not None:
             return plan
         same = writer is reader or writer.fastavro == reader.fastavro
-        return _GeneralDecoder(writer, None if same else reader, self.arrow_type)
+        return tag_member(_GeneralDecoder(writer, None if same else reader, self.arrow_type),
+                          writer.node, reader.node)
 
     def _column_plan(self, writer, reader):
         """The column-wise decode plan from ``writer`` to ``reader`` (None: the schema
         takes the general path, fastavro per record)."""
-        return build_plan(writer.node, reader.node)
+        return (member_plan(writer.node, reader.node, self.arrow_type)   # one type of several
+                or union_plan(writer.node, reader.node, self.arrow_type)    # a union of them
+                or build_plan(writer.node, reader.node))
 
     def _column_encoder(self, arrow_type):
         """The column-wise encoder of ``arrow_type`` columns (None: the general path,

@@ -19,6 +19,7 @@ import pyarrow.json as pa_json
 from . import DecodedColumn
 from kafka_ds.formats.framing import HEADER_SIZE, frame_header, split_frames
 from kafka_ds.formats.json_encode import NotJsonCompliant, build_object_encoder
+from kafka_ds.formats.json_references import self_contained
 from kafka_ds.formats.json_schema import (Mismatch, Node, coerce, compile_schema, parse,
                                           to_json_value)
 from kafka_ds.registry.schema import RegisteredSchema
@@ -34,6 +35,8 @@ class JsonCodec:
                  schema_id: int | None = None):
         if reader_schema is not None and reader_schema.schema_type.upper() != "JSON":
             raise ValueError(f"the reader schema is {reader_schema.schema_type}, not JSON")
+        if reader_schema is not None and reader_schema.references:
+            reader_schema = self_contained(reader_schema, lookup)   # $refs to other subjects
         self.reader_schema = reader_schema
         self.framed = framed
         self.lookup = lookup

@@ -5,7 +5,8 @@ nullable; ``required`` is not enforced, as Spark's from_json does not), ``object
 an ``additionalProperties`` schema -> map<string,T>, ``array``/``items`` -> array,
 ``string`` (``format: date-time`` -> timestamp, ``format: date`` -> date), ``integer`` ->
 bigint, ``number`` -> double, ``boolean``; ``["null", T]`` and ``oneOf``/``anyOf`` of
-``{"type": "null"}`` and one schema -> T; ``$ref`` within the document (``#/...``). Other
+``{"type": "null"}`` and one schema -> T; ``$ref`` within the document (``#/...``; those to
+other subjects are made so by :mod:`.json_references`). Other
 unions, recursive ``$ref`` and untyped schemas are rejected with the path they sit at.
 """
 from __future__ import annotations
@@ -81,8 +82,8 @@ def _arrow_type(node: Node, read: bool) -> pa.DataType:
 
 def _resolve_ref(document, ref: str, where: str):
     if not ref.startswith("#"):
-        raise JsonSchemaError(f"{where}: $ref {ref!r} points outside the document "
-                              "(schema references are not supported)")
+        raise JsonSchemaError(f"{where}: $ref {ref!r} points outside the document and "
+                              "the schema has no reference of that name")
     target = document
     for part in [p for p in ref[1:].split("/") if p]:
         part = part.replace("~1", "/").replace("~0", "~")

@@ -99,10 +99,19 @@ def _message_of(schema_text: str):
     return proto, proto.message_type[0]
 
 
-def descriptor_misfit(spark_type, schema_text: str) -> str | None:
+#: the well-known wrappers and the Spark type (typeName) each is read as and written from
+_WRAPPED = {f".google.protobuf.{name}": spark for name, spark in (
+    ("DoubleValue", "double"), ("FloatValue", "float"), ("Int64Value", "long"),
+    ("UInt64Value", "long"), ("Int32Value", "integer"), ("UInt32Value", "integer"),
+    ("BoolValue", "boolean"), ("StringValue", "string"), ("BytesValue", "binary"))}
+
+
+def descriptor_misfit(spark_type, schema_text: str, imported=()) -> str | None:
     """The first field of ``spark_type`` that is not a field of the schema's first message
-    (by name, with a compatible kind), or None. References to other files are not
-    followed: their messages are taken as fitting."""
+    (by name, with a compatible kind), or None. Messages of the ``imported`` files (base64
+    FileDescriptorProtos of the schema's references) are checked too; those of files not
+    given (the well-known ones) are taken as fitting."""
+    from google.protobuf import descriptor_pb2
     from pyspark.sql.types import StructType
     if not isinstance(spark_type, StructType):
         return f"the column is {spark_type.simpleString()}, a Protobuf value is a message"
@@ -114,6 +123,9 @@ def descriptor_misfit(spark_type, schema_text: str) -> str | None:
             full = f"{prefix}.{msg.name}"
             messages[full] = msg
             collect(full, msg.nested_type)
+    for text in imported:
+        other = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text))
+        collect("." + other.package if other.package else "", other.message_type)
     collect("." + proto.package if proto.package else "", proto.message_type)
     return _message_misfit(spark_type, message, messages, "")
 
@@ -151,6 +163,8 @@ def _message_misfit(struct, message, messages, path):
             if field.type_name in (".google.protobuf.Timestamp",) and \
                     element.typeName() in ("timestamp", "timestamp_ntz"):
                 continue
+            if _WRAPPED.get(field.type_name) == element.typeName():
+                continue            # a wrapper (Int32Value, ...) is written from its scalar
             return f"{where} is {element.simpleString()}, the schema's field is a message"
         wanted = _SCALARS.get(element.typeName())
         field_type = descriptor_pb2.FieldDescriptorProto.Type.Name(field.type)

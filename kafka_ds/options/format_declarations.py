@@ -34,6 +34,13 @@ def _version(raw) -> int | str:
     return number
 
 
+def _subject_list(raw) -> tuple[str, ...]:
+    subjects = tuple(s.strip() for s in str(raw).split(","))
+    if not subjects or "" in subjects:
+        raise ValueError("subjects separated by commas, none empty")
+    return subjects
+
+
 FORMAT_OPTIONS: tuple[Option, ...] = (
     *_per_column("Format",
                  "How the `COLUMN` column is decoded on read and encoded on write: `binary` "
@@ -44,6 +51,22 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
     *_per_column("Subject",
                  "Registry subject of the COLUMN schema.",
                  text, example="orders-value"),
+    *_per_column("Subjects",
+                 "Avro: several record types in the COLUMN, one subject per type "
+                 "(RecordNameStrategy, TopicRecordNameStrategy): the subjects, comma-separated; "
+                 "an entry ending in `*` is every subject with that prefix (`orders-*`, leaving "
+                 "out `orders-key`/`orders-value`). Read as `struct<member0, member1, ...>` of "
+                 "their latest versions in that order; a record of another type is a bad "
+                 "record. On write each row's one set field picks its subject "
+                 "([Several types in one topic](typed-values.md#several-types-in-one-topic)).",
+                 _subject_list, example="com.acme.Order,com.acme.Payment"),
+    *_per_column("MemberNames",
+                 "Avro: how the fields of the struct a union of several record types reads as "
+                 "(several event types in one topic, also with `COLUMNSubjects`) are named: "
+                 "`position` as spark-avro (`member0`, `member1`, ...), or `type`, each type's "
+                 "name (`Order`, `Payment`; the full name with `_` for dots where two share a "
+                 "name). Writes take the fields by position either way.",
+                 choice({"position": "position", "type": "type"}), "position"),
     *_per_column("SchemaVersion",
                  "Version of the subject to read or write with (`latest` or a number).",
                  _version, "latest"),

@@ -20,6 +20,10 @@ class ColumnFormatSpec:
     column: str                      # "key" or "value"
     format: str = "binary"           # binary | string | avro | protobuf | json
     subject: str | None = None       # None: TopicNameStrategy, "<topic>-<column>"
+    #: several record types, one subject per type (or ``prefix*``): Avro only
+    subjects: tuple | None = None
+    #: "position" (member0, ...) or "type": the field names of a union of several types
+    member_names: str = "position"
     version: int | str = "latest"
     inline_schema: str | None = None
     message_name: str | None = None
@@ -66,6 +70,8 @@ def parse_typed_columns(options: dict, modes: frozenset) -> TypedColumnsSpec | N
             column=column,
             format=_value(options, f"{column}Format", modes),
             subject=_value(options, f"{column}Subject", modes),
+            subjects=_value(options, f"{column}Subjects", modes),
+            member_names=_value(options, f"{column}MemberNames", modes),
             version=_value(options, f"{column}SchemaVersion", modes),
             inline_schema=_value(options, f"{column}Schema", modes),
             message_name=_value(options, f"{column}MessageName", modes))
@@ -107,10 +113,31 @@ def _check_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
             raise ConfigurationError(
                 f"Options '{spec.option('Schema')}' and '{spec.option('Subject')}' both name "
                 f"the {spec.column} schema: keep one")
+        if spec.subjects is not None:
+            _check_several_subjects(spec, options)
+        if spec.option("MemberNames").lower() in options and spec.format != "avro":
+            raise ConfigurationError(
+                f"Option '{spec.option('MemberNames')}' applies to {spec.option('Format')}=avro "
+                f"only (it is '{spec.format}'): remove it")
         return
-    for stem in ("Subject", "SchemaVersion", "Schema", "MessageName"):
+    for stem in ("Subject", "Subjects", "SchemaVersion", "Schema", "MessageName",
+                 "MemberNames"):
         if spec.option(stem).lower() in options:
             raise ConfigurationError(
                 f"Option '{spec.option(stem)}' has no effect while '{spec.option('Format')}' "
                 f"is '{spec.format}': set {spec.option('Format')} to avro, protobuf or json, "
                 "or remove the option")
+
+
+def _check_several_subjects(spec: ColumnFormatSpec, options: dict) -> None:
+    option = spec.option("Subjects")
+    if spec.format != "avro":
+        raise ConfigurationError(
+            f"Option '{option}' applies to {spec.option('Format')}=avro only (it is "
+            f"'{spec.format}'): name one subject with '{spec.option('Subject')}'")
+    for stem in ("Subject", "Schema", "SchemaVersion"):
+        if spec.option(stem).lower() in options:
+            raise ConfigurationError(
+                f"Options '{option}' and '{spec.option(stem)}' both choose the "
+                f"{spec.column} schema ('{option}' reads each subject's latest version): "
+                "keep one")

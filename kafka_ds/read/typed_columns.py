@@ -38,6 +38,8 @@ class TypedColumn:
     codec: object
     #: Spark type (simpleString) of the decoded column
     spark_type: str
+    #: ``valueMemberNames=type``: the union struct's field names (else the codec's)
+    field_names: tuple | None = None
 
     @property
     def name(self) -> str:
@@ -124,6 +126,9 @@ def decode_column(typed: TypedColumn, raw):
     array = result.array
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
+    if typed.field_names is not None:
+        from ..formats.avro_members import renamed
+        array = renamed(array, typed.field_names)
     return array, bad_rows, list(result.reasons), schema_ids
 
 
@@ -190,6 +195,9 @@ def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
     from ..registry.schema import RegisteredSchema
     if spec.inline_schema is not None:
         return RegisteredSchema(SCHEMA_TYPES[spec.format], spec.inline_schema)
+    if spec.subjects is not None:           # several record types, one subject each
+        from ..formats.avro_subjects import union_reader_schema
+        return union_reader_schema(registry_for(registry_settings), spec)
     subject = spec.subject or f"{topic_of(spec, topics)}-{spec.column}"
     fmt = "serialized" if spec.format == "protobuf" else None
     found = registry_for(registry_settings).schema_version(subject, spec.version, fmt=fmt)
@@ -215,6 +223,22 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumn
         codec = make_codec(column_spec, schema, framed=spec.registry is not None,
                            lookup=registry_for(spec.registry) if spec.registry else None,
                            schema_id=schema.schema_id)
-        columns.append(TypedColumn(column_spec, codec, codec.spark_type))
+        if column_spec.member_names == "type":
+            columns.append(_named_by_type(column_spec, codec))
+        else:
+            columns.append(TypedColumn(column_spec, codec, codec.spark_type))
     return TypedColumns(tuple(columns), spec.mode)
+
+
+def _named_by_type(spec: ColumnFormatSpec, codec) -> TypedColumn:
+    """``valueMemberNames=type``: the union struct's fields named by their types."""
+    from ..formats.avro_members import renamed_spark_type, type_member_names
+    node = codec._reader().node
+    names = type_member_names(node)
+    if names is None:
+        raise ConfigurationError(
+            f"Option '{spec.option('MemberNames')}'='type' names the fields of a union of "
+            f"several record types, but the {spec.column} schema is {codec.spark_type}: "
+            "remove the option")
+    return TypedColumn(spec, codec, renamed_spark_type(node, names), names)
 

@@ -28,6 +28,8 @@ from ..registry.client import registry_for
 class TypedWriteColumns:
     #: column name ("key"/"value") -> codec; None for ``string`` (UTF-8 as is)
     codecs: dict
+    #: columns written with ``<column>MemberNames=type``: renamed to member0, ... to encode
+    by_position: frozenset = frozenset()
 
     def encode(self, name: str, array):
         """The Kafka bytes of one column of an Arrow batch."""
@@ -37,6 +39,9 @@ class TypedWriteColumns:
             array = array.combine_chunks()
         if codec is None:
             return array.cast(pa.binary())
+        if name in self.by_position:       # a union struct: its fields taken by position
+            from ..formats.avro_members import renamed
+            array = renamed(array, [f"member{i}" for i in range(array.type.num_fields)])
         return codec.encode(array)
 
 
@@ -95,6 +100,16 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
                 subject, spec.version, fmt="serialized" if spec.format == "protobuf" else None)
         except (SubjectNotFoundError, VersionNotFoundError):
             current = None
+        # references resolved here, once: the fit check and the tasks need no registry
+        if current is not None and spec.format == "avro" and current.schema_type == "AVRO":
+            from ..formats.avro_references import self_contained
+            current = self_contained(current, client)
+        elif current is not None and spec.format == "json" and current.schema_type == "JSON":
+            from ..formats.json_references import self_contained as json_self_contained
+            current = json_self_contained(current, client)
+        elif current is not None and current.references and current.schema_type == "PROTOBUF":
+            from functools import partial
+            misfit = partial(misfit, imported=_imported_files(client, current))
         # The schema's type first: a fit check cannot read a schema of another format.
         if current is None:
             problem = "the subject has no schema"
@@ -121,6 +136,19 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
         raise ConfigurationError(
             f"The {spec.column} schema of subject '{subject}' could not be resolved for "
             f"writing: {exc}") from exc
+
+
+def _imported_files(client, schema, seen=None) -> list[str]:
+    """The serialized files a Protobuf schema imports through references, transitively."""
+    seen = set() if seen is None else seen
+    out = []
+    for ref in schema.references:
+        if (ref.subject, ref.version) in seen:
+            continue
+        seen.add((ref.subject, ref.version))
+        imported = client.schema_version(ref.subject, ref.version, fmt="serialized")
+        out += _imported_files(client, imported, seen) + [imported.schema_str]
+    return out
 
 
 def _check_fit(spec, misfit, spark_type, schema, where):
@@ -165,7 +193,63 @@ def resolve_for_write(spec: TypedColumnsSpec, topic: str | None, fields: dict):
                     f"col('{field.name}').cast('string')")
             codecs[column_spec.column] = None
             continue
+        if column_spec.subjects is not None:
+            codecs[column_spec.column] = several_subjects_encoder(column_spec, spec, field)
+            continue
         schema, schema_id = writer_schema(column_spec, spec, topic, field.dataType)
+        # Protobuf imports stay references (Avro and JSON ones were resolved above): the
+        # tasks' codec builds its pool through the registry, once per executor process
+        lookup = registry_for(spec.registry) if schema.references else None
         codecs[column_spec.column] = make_codec(
-            column_spec, schema, framed=schema_id is not None, lookup=None, schema_id=schema_id)
-    return TypedWriteColumns(codecs)
+            column_spec, schema, framed=schema_id is not None, lookup=lookup, schema_id=schema_id)
+    return TypedWriteColumns(codecs, _written_by_position(spec, codecs))
+
+
+def _written_by_position(spec: TypedColumnsSpec, codecs: dict) -> frozenset:
+    """The columns with ``<column>MemberNames=type`` written with a union of several types
+    (``<column>Subjects`` takes its fields by position anyway)."""
+    from ..formats.avro_members import type_member_names
+    return frozenset(
+        c.column for c in spec.columns
+        if c.member_names == "type" and c.subjects is None and codecs.get(c.column) is not None
+        and type_member_names(codecs[c.column]._reader().node) is not None)
+
+
+def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, field):
+    """``valueSubjects`` on write: field i of the struct column is written with subject i's
+    latest schema (framed with its id); each field's type must fit its subject's schema."""
+    from ..formats.avro_references import self_contained
+    from ..formats.avro_subjects import SeveralSubjectsEncoder, subject_schemas
+    from ..formats.avro_types import spark_type_misfit
+    from ..registry.errors import SchemaRegistryError
+    option = spec.option("Subjects")
+    if typed.registry is None:
+        raise ConfigurationError(f"Option '{option}' needs 'schema.registry.url'")
+    client = registry_for(typed.registry)
+    try:
+        listed = subject_schemas(client, spec)
+        members = list(getattr(field.dataType, "fields", None) or ())
+        if len(members) != len(listed):
+            raise ConfigurationError(
+                f"Option '{option}' names {len(listed)} subjects "
+                f"({', '.join(s for s, _, _ in listed)}), so column '{field.name}' must be a "
+                f"struct of as many fields, one per subject in that order (it is "
+                f"{field.dataType.simpleString()})")
+        codecs = []
+        for member, (subject, _name, schema) in zip(members, listed):
+            schema = self_contained(schema, client)
+            problem = spark_type_misfit(member.dataType, schema.schema_str,
+                                        f"{field.name}.{member.name}")
+            if problem is not None:
+                raise ConfigurationError(
+                    f"Field '{field.name}.{member.name}' does not fit subject '{subject}' "
+                    f"version {schema.version}: {problem}. '{option}' writes each field with "
+                    "its subject's latest schema: make the field's type match it")
+            codecs.append(make_codec(spec, schema, framed=True, lookup=None,
+                                     schema_id=schema.schema_id))
+    except SchemaRegistryError as exc:
+        if isinstance(exc, ConfigurationError):
+            raise
+        raise ConfigurationError(
+            f"The subjects of '{option}' could not be resolved for writing: {exc}") from exc
+    return SeveralSubjectsEncoder(codecs, [s for s, _, _ in listed], spec.column)
