@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
+from ..protocol.primitives import uvarint_bytes
 from .framing import slice_positions
 from .protobuf_schema import SCALAR_TYPES, repeated
 
@@ -83,7 +84,7 @@ class FlatMessageDecoder:
         data, pos, ends = rows.data, rows.pos, rows.ends
         going = np.ones(len(pos), bool)
         for number, f in sorted(self.fields.items()):
-            tag = _varint_bytes(number << 3 | f.wire_type)
+            tag = uvarint_bytes(number << 3 | f.wire_type)
             candidates = np.flatnonzero(going & (pos + len(tag) < ends))   # tag + a byte
             if not candidates.size:
                 continue
@@ -271,15 +272,6 @@ def _peek_varint(data, at):
     return value, size
 
 
-def _varint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _validity(valid):
     return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
 
@@ -314,22 +306,9 @@ class _Rows:
     def varint(self, lanes, what):
         """Unsigned varints at the lanes' positions; ``bad_lanes``: lanes that failed."""
         pos = self.pos[lanes]
-        ends = self.ends[lanes]
-        byte = self.data.take(pos, mode="clip")
-        value = (byte & 0x7F).astype(np.uint64)
-        size = np.ones(len(lanes), np.int64)
-        going = np.flatnonzero(byte >= 0x80)
-        k = 1
-        while going.size:
-            if k >= _MAX_VARINT:
-                self.fail(lanes[going], f"invalid Protobuf payload: {what} longer than 10 bytes")
-                break
-            byte = self.data.take(pos[going] + k, mode="clip")
-            value[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-            size[going] += 1
-            going = going[byte >= 0x80]
-            k += 1
-        over = pos + size > ends
+        value, size = _peek_varint(self.data, pos)
+        self.fail(lanes[size == 0], f"invalid Protobuf payload: {what} longer than 10 bytes")
+        over = pos + size > self.ends[lanes]
         self.fail(lanes[over], "invalid Protobuf payload (truncated or corrupt): the record "
                                f"ends inside {what}")
         self.pos[lanes] += np.where(self.bad[lanes], 0, size)

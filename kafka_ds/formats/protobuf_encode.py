@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
+from ..protocol.primitives import uvarint_bytes
 from .protobuf_schema import repeated
 from .wire_columns import (
     RowBytes,
@@ -48,15 +49,6 @@ _KINDS = {
     _T.TYPE_STRING: (2, "bytes", (pa.string(), pa.large_string())),
     _T.TYPE_BYTES: (2, "bytes", (pa.binary(), pa.large_binary())),
 }
-
-
-def _varint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 @dataclass(frozen=True)
@@ -141,7 +133,7 @@ def build_message_encoder(desc, arrow_type: pa.DataType) -> FlatMessageEncoder |
         wire_type, how, accepted = kind
         if arrow_type.field(child).type not in accepted:
             return None
-        fields.append(_Field(_varint_bytes(field.number << 3 | wire_type), how, child,
+        fields.append(_Field(uvarint_bytes(field.number << 3 | wire_type), how, child,
                              field.has_presence))
     return FlatMessageEncoder(fields)
 

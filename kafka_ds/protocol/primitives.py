@@ -103,6 +103,13 @@ def read_varint(buf, pos):
     return (raw >> 1) ^ -(raw & 1), pos
 
 
+def uvarint_bytes(value: int) -> bytes:
+    """The unsigned varint of ``value`` (>= 0), as bytes."""
+    out = bytearray()
+    write_uvarint(out, value)
+    return bytes(out)
+
+
 def write_varint(out: bytearray, value: int) -> None:
     # Zigzag for 64-bit range; Python ints are unbounded so mask explicitly.
     write_uvarint(out, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
