@@ -135,8 +135,9 @@ def avro_converter(node):
         fields = [(f["name"], avro_converter(f["type"])) for f in node["fields"]]
         if all(conv is None for _, conv in fields):
             return None
-        return lambda v: {name: (conv(v.get(name)) if conv else v.get(name))
-                          for name, conv in fields}
+        # only the fields the value has: fastavro writes the others' defaults
+        return lambda v: {name: (conv(v[name]) if conv else v[name])
+                          for name, conv in fields if name in v}
     if kind == "array":
         conv = avro_converter(node["items"])
         return None if conv is None else (lambda v: [conv(x) for x in v])

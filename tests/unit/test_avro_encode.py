@@ -310,3 +310,24 @@ def test_generated_flat_rows_equal_fastavro_and_confluent(case, cut):
         assert [None if e is None else e[5:] for e in encoded] == unframed
         confluent_framed = fast_codec(schema, arrow_type, framed=True, schema_id=schema_id)
         assert confluent_framed.encode(array).to_pylist() == messages
+
+
+def test_fields_the_column_lacks_take_their_defaults_beside_converted_fields():
+    # 'u' needs a converter on the general path (a union struct to fastavro's (name,
+    # value)); 'z' and 'tag' are not in the column and are written with their defaults,
+    # as fastavro does for a dict without them
+    schema = rec({"name": "a", "type": "long"},
+                 {"name": "u", "type": ["null", "int", "string"]},
+                 {"name": "z", "type": "int", "default": 3},
+                 {"name": "tag", "type": "string", "default": "none"})
+    arrow_type = pa.struct([("a", pa.int64()),
+                            ("u", pa.struct([("member0", pa.int32()), ("member1", pa.string())]))])
+    array = pa.array([{"a": 1, "u": {"member0": 5, "member1": None}},
+                      {"a": 2, "u": {"member0": None, "member1": "x"}},
+                      {"a": 3, "u": None}, None], arrow_type)
+    codec = AvroCodec(avro(schema), framed=False)
+    assert build_encoder(parse_schema(schema), arrow_type) is None      # the general path
+    expected = fastavro_bytes(schema, [{"a": 1, "u": ("int", 5), "z": 3, "tag": "none"},
+                                       {"a": 2, "u": ("string", "x"), "z": 3, "tag": "none"},
+                                       {"a": 3, "u": None, "z": 3, "tag": "none"}, None])
+    assert codec.encode(array).to_pylist() == expected
