@@ -106,9 +106,11 @@ _WRAPPED = {f".google.protobuf.{name}": spark for name, spark in (
     ("BoolValue", "boolean"), ("StringValue", "string"), ("BytesValue", "binary"))}
 
 
-def descriptor_misfit(spark_type, schema_text: str, imported=()) -> str | None:
-    """The first field of ``spark_type`` that is not a field of the schema's first message
-    (by name, with a compatible kind), or None. Messages of the ``imported`` files (base64
+def descriptor_misfit(spark_type, schema_text: str, imported=(),
+                      message_name: str | None = None) -> str | None:
+    """The first field of ``spark_type`` that is not a field of the message written (the
+    one ``message_name`` names, as ``<column>MessageName`` does, else the schema's first),
+    by name, with a compatible kind, or None. Messages of the ``imported`` files (base64
     FileDescriptorProtos of the schema's references) are checked too; those of files not
     given (the well-known ones) are taken as fitting."""
     from google.protobuf import descriptor_pb2
@@ -127,6 +129,13 @@ def descriptor_misfit(spark_type, schema_text: str, imported=()) -> str | None:
         other = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text))
         collect("." + other.package if other.package else "", other.message_type)
     collect("." + proto.package if proto.package else "", proto.message_type)
+    if message_name:
+        package = proto.package
+        full = message_name if not package or message_name.startswith(package + ".") \
+            else f"{package}.{message_name}"
+        message = messages.get("." + full)
+        if message is None:
+            return f"message {message_name!r} is not in the schema"
     return _message_misfit(spark_type, message, messages, "")
 
 

@@ -84,6 +84,9 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
     from ..registry.schema import RegisteredSchema
     schema_type = SCHEMA_TYPES[spec.format]
     misfit, derive = _schema_support(spec.format)
+    if spec.message_name:                # Protobuf: the message written is the one checked
+        from functools import partial
+        misfit = partial(misfit, message_name=spec.message_name)
     if typed.registry is None:       # inline Avro/JSON, written without the registry frame
         schema = RegisteredSchema(schema_type, spec.inline_schema)
         _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
@@ -212,7 +215,7 @@ def _written_by_position(spec: TypedColumnsSpec, codecs: dict) -> frozenset:
     return frozenset(
         c.column for c in spec.columns
         if c.member_names == "type" and c.subjects is None and codecs.get(c.column) is not None
-        and type_member_names(codecs[c.column]._reader().node) is not None)
+        and type_member_names(codecs[c.column].reader_node) is not None)
 
 
 def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, field):

@@ -227,6 +227,33 @@ def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
         sorted(o.SerializeToString(deterministic=True) for o in orders)
 
 
+def test_protobuf_write_of_the_second_message_is_checked_and_framed_for_it(
+        spark, broker, new_topic, schema_registry):
+    # A schema file of two messages, A first: valueMessageName=B writes (and fit-checks)
+    # B, framed with its message index, as confluent's serializer of B does
+    from confluent_kafka.schema_registry.protobuf import (
+        ProtobufDeserializer, ProtobufSerializer,
+    )
+
+    from tests.support.registry_fixtures import file_proto, message_classes
+    classes = message_classes(file_proto("two_messages.proto", {"A": [("a", "int32")],
+                                                                "B": [("b", "string")]}))
+    out = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    ctx = SerializationContext(out, MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    expected = ProtobufSerializer(classes["test.B"], client, conf)(classes["test.B"](b="one"), ctx)
+    (spark.createDataFrame([("one",), ("two",)], "b string").selectExpr("struct(b) AS value")
+     .write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
+     .option("topic", out).option("valueFormat", "protobuf").option("valueMessageName", "B")
+     .option("schema.registry.url", schema_registry.url)
+     .option("schema.registry.auto.register.schemas", "false").mode("append").save())
+    written = sorted(value for *_, value in consume_raw(broker.bootstrap_servers, out, 2))
+    assert written[0] == expected
+    deserializer = ProtobufDeserializer(classes["test.B"], conf, client)
+    assert sorted(deserializer(v, ctx).b for v in written) == ["one", "two"]
+
+
 # --- JSON ------------------------------------------------------------------------------------
 
 EVENT_SCHEMA = json.dumps({

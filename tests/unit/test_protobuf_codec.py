@@ -430,3 +430,19 @@ def test_random_messages_decode_as_their_fields_read(fields):
 
 
 PROPERTY_CLASSES = message_classes(ALL_TYPES)
+
+
+def test_the_fit_check_on_write_reads_the_message_named_by_message_name():
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    from kafka_ds.formats.protobuf_spark import descriptor_misfit
+    text = base64.b64encode(file_proto("two.proto", {"A": [("a", "int32")],
+                                                     "B": [("b", "string")]}).SerializeToString())
+    b_column = StructType([StructField("b", StringType())])
+    assert descriptor_misfit(b_column, text) is not None          # the first message is A
+    assert descriptor_misfit(b_column, text, message_name="B") is None
+    assert descriptor_misfit(b_column, text, message_name="test.B") is None
+    assert descriptor_misfit(StructType([StructField("a", IntegerType())]), text,
+                             message_name="B") is not None
+    assert descriptor_misfit(b_column, text, message_name="C") == \
+        "message 'C' is not in the schema"
