@@ -145,7 +145,15 @@ class ProtobufCodec:
 
     def decode(self, values: pa.Array) -> DecodedColumn:
         frames = split_frames(values, self.framed)
-        data = frames.data.tobytes()   # protobuf parses bytes: one copy of the buffer
+        copied = []
+
+        def data() -> bytes:
+            # the runtime parses bytes: one copy of the buffer, made only when a group
+            # takes the runtime or a row has other message indexes than [0]
+            if not copied:
+                copied.append(frames.data.tobytes())
+            return copied[0]
+
         n = len(values)
         bad_rows, reasons, bad_ids = [], [], []
 
@@ -164,7 +172,7 @@ class ProtobufCodec:
             index_at = starts[ok_rows]
             readable = index_at < frames.ends[ok_rows]
             first = np.full(len(ok_rows), 0xFF, dtype=np.uint8)
-            if len(data):
+            if len(frames.data):
                 first[readable] = frames.data[index_at[readable]]
             simple = first == 0
             starts = starts.copy()
@@ -175,7 +183,7 @@ class ProtobufCodec:
                 groups[(schema_id, (0,))] = rows
             for row in ok_rows[~simple].tolist():
                 try:
-                    indexes, starts[row] = decode_message_indexes(data, int(starts[row]),
+                    indexes, starts[row] = decode_message_indexes(data(), int(starts[row]),
                                                                   int(frames.ends[row]))
                 except ValueError as exc:
                     bad(row, f"invalid message indexes: {exc}", int(ids[row]))
@@ -198,16 +206,17 @@ class ProtobufCodec:
                     piece_rows, bad):
                 continue
             parse = writer.parse
+            buffer = data()
             row_starts = starts[rows].tolist()
             row_ends = ends[rows].tolist()
             try:   # all good: one comprehension; else row by row, naming the bad ones
-                messages = [parse(data[s:e]) for s, e in zip(row_starts, row_ends)]
+                messages = [parse(buffer[s:e]) for s, e in zip(row_starts, row_ends)]
                 good = rows
             except (DecodeError, RecursionError):
                 messages, good = [], []
                 for row, s, e in zip(rows, row_starts, row_ends):
                     try:
-                        messages.append(parse(data[s:e]))
+                        messages.append(parse(buffer[s:e]))
                         good.append(row)
                     except DecodeError as exc:
                         bad(row, f"invalid Protobuf payload (truncated or corrupt): {exc}",
