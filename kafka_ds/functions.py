@@ -127,7 +127,7 @@ def to_registry(col, format: str, **options):
     by_type = None
     if column_spec.member_names == "type":
         from .formats.avro_members import type_member_names
-        by_type = type_member_names(codec._reader().node)
+        by_type = type_member_names(codec.reader_node)
 
     def encode(values: pa.Array) -> pa.Array:
         if by_type is not None:          # the union struct's fields, taken by position

@@ -191,6 +191,12 @@ class AvroCodec:
             self._reader_schema = _Schema(self.reader_schema, self.lookup)
         return self._reader_schema
 
+    @property
+    def reader_node(self) -> dict:
+        """The reader schema parsed, its references resolved (the node ``avro_types`` and
+        ``avro_members`` read)."""
+        return self._reader().node
+
     def _decoder(self, schema_id):
         decoder = self._decoders.get(schema_id)
         if decoder is None:

@@ -233,7 +233,7 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumn
 def _named_by_type(spec: ColumnFormatSpec, codec) -> TypedColumn:
     """``valueMemberNames=type``: the union struct's fields named by their types."""
     from ..formats.avro_members import renamed_spark_type, type_member_names
-    node = codec._reader().node
+    node = codec.reader_node
     names = type_member_names(node)
     if names is None:
         raise ConfigurationError(
