@@ -257,6 +257,50 @@ def test_one_subject_per_type_written_row_by_row_subject(spark, broker, new_topi
         str(caught.value), str(caught.value)[-1500:]
 
 
+def test_key_and_value_subjects_in_a_stream(spark, broker, new_topic, schema_registry, tmp_path):
+    # RecordNameStrategy keys and values read by a streaming query: keySubjects and
+    # valueSubjects side by side, each a struct of one field per subject
+    from confluent_kafka.schema_registry import record_subject_name_strategy
+    topic = new_topic(partitions=1)
+    client = confluent_registry(schema_registry)
+    key_schemas = [{"type": "record", "name": "OrderKey", "namespace": "com.acme",
+                    "fields": [{"name": "id", "type": "long"}]},
+                   {"type": "record", "name": "PaymentKey", "namespace": "com.acme",
+                    "fields": [{"name": "ref", "type": "string"}]}]
+    value_ctx = SerializationContext(topic, MessageField.VALUE)
+    key_ctx = SerializationContext(topic, MessageField.KEY)
+    by_type = {"order_id": serializer_for(client, ORDER, record_subject_name_strategy),
+               "payment_id": serializer_for(client, PAYMENT, record_subject_name_strategy)}
+    keys = [serializer_for(client, schema, record_subject_name_strategy) for schema in key_schemas]
+    written = events(8)
+    produce_confluent(broker.bootstrap_servers, topic, [
+        {"key": keys[i % 2]({"id": i} if i % 2 == 0 else {"ref": f"r{i}"}, key_ctx),
+         "value": next(s for k, s in by_type.items() if k in e)(e, value_ctx)}
+        for i, e in enumerate(written)])
+    name = f"subjects_stream_{topic.replace('-', '_')}"
+    query = (spark.readStream.format("pykafka")
+             .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("schema.registry.url", schema_registry.url)
+             .option("keyFormat", "avro").option("keySubjects", "com.acme.OrderKey,com.acme.PaymentKey")
+             .option("valueFormat", "avro")
+             .option("valueSubjects", "com.acme.Order,com.acme.Payment").load()
+             .writeStream.format("memory").queryName(name).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not finish"
+    finally:
+        query.stop()
+    got = spark.table(name)
+    assert got.schema["key"].dataType.simpleString() == \
+        "struct<member0:struct<id:bigint>,member1:struct<ref:string>>"
+    assert got.schema["value"].dataType.simpleString() == EVENTS_TYPE
+    rows = sorted((r.offset, r.key, r.value) for r in got.collect())
+    assert [(o, tuple(k), tuple(v)) for o, k, v in rows] == \
+        [(i, ((i,), None) if i % 2 == 0 else (None, (f"r{i}",)), as_row(e))
+         for i, e in enumerate(written)]
+
+
 # --- Protobuf imports and JSON Schema $refs registered as references -------------------------
 
 def shop_protos():
