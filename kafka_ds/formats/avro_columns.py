@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..protocol.records_arrays import peek_uvarints
 from .avro_types import AvroSchemaError, avro_to_spark, logical, spark_to_arrow, union_parts
 from .framing import slice_positions
 
@@ -32,7 +33,6 @@ _PROMOTES = {"int": ("int", "long", "float", "double"), "long": ("long", "float"
              "string": ("string", "bytes"), "bytes": ("bytes", "string")}
 _NUMPY = {"int": np.int32, "long": np.int64, "float": np.float32, "double": np.float64}
 _WIDTH = {"float": 4, "double": 8}
-_MAX_VARINT = 10
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -244,21 +244,9 @@ class _Rows:
     def read_long(self, lanes, name):
         """Zigzag varints at the lanes' positions (all rows when ``lanes`` is None)."""
         pos = self.pos if lanes is None else self.pos[lanes]
-        byte = self.data.take(pos, mode="clip")
-        u = (byte & 0x7F).astype(np.uint64)
-        size = np.ones(len(pos), np.int64)
-        going = np.flatnonzero(byte >= 0x80)
-        k = 1
-        while going.size:
-            if k >= _MAX_VARINT:
-                self.fail(self._mask(lanes, np.isin(np.arange(len(pos)), going)),
-                          f"{name}: varint longer than 10 bytes")
-                break
-            byte = self.data.take(pos[going] + k, mode="clip")
-            u[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-            size[going] += 1
-            going = going[byte >= 0x80]
-            k += 1
+        u, size = peek_uvarints(self.data, pos)
+        if not size.all():
+            self.fail(self._mask(lanes, size == 0), f"{name}: varint longer than 10 bytes")
         values = (u >> np.uint64(1)).view(np.int64) ^ -(u & np.uint64(1)).view(np.int64)
         if lanes is None:
             self.pos += size

@@ -28,6 +28,7 @@ import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
 from ..protocol.primitives import uvarint_bytes
+from ..protocol.records_arrays import peek_uvarints
 from .framing import slice_positions
 from .protobuf_schema import SCALAR_TYPES, repeated
 
@@ -41,7 +42,6 @@ _WIRE_TYPE = {
     _T.TYPE_DOUBLE: _FIXED64, _T.TYPE_STRING: _LENGTH, _T.TYPE_BYTES: _LENGTH,
 }
 _WIDENS_TO = {pa.int32(): (pa.int64(), pa.float64()), pa.float32(): (pa.float64(),)}
-_MAX_VARINT = 10
 
 
 class NeedsRuntime(Exception):
@@ -104,7 +104,7 @@ class FlatMessageDecoder:
                 value = raw.view(np.uint64 if width == 8 else np.uint32).reshape(len(lanes))
                 size = np.full(len(lanes), width, np.int64)
             else:
-                value, size = _peek_varint(data, start)
+                value, size = peek_uvarints(data, start)
             end = start + size
             fits = (end <= ends[lanes]) & (size > 0)
             if f.wire_type == _LENGTH:
@@ -252,26 +252,6 @@ def _column(f, arrow_type, seen, raw, begins, rows) -> pa.Array:
     return array if array.type == arrow_type else array.cast(arrow_type)
 
 
-def _peek_varint(data, at):
-    """``(value uint64, size)`` of the varints at ``at``; size 0 where longer than 10 bytes
-    (the caller leaves such rows to the careful reading)."""
-    byte = data.take(at, mode="clip")
-    value = (byte & 0x7F).astype(np.uint64)
-    size = np.ones(len(at), np.int64)
-    going = np.flatnonzero(byte >= 0x80)
-    k = 1
-    while going.size:
-        if k >= _MAX_VARINT:
-            size[going] = 0
-            break
-        byte = data.take(at[going] + k, mode="clip")
-        value[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        size[going] += 1
-        going = going[byte >= 0x80]
-        k += 1
-    return value, size
-
-
 def _validity(valid):
     return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
 
@@ -306,7 +286,7 @@ class _Rows:
     def varint(self, lanes, what):
         """Unsigned varints at the lanes' positions; ``bad_lanes``: lanes that failed."""
         pos = self.pos[lanes]
-        value, size = _peek_varint(self.data, pos)
+        value, size = peek_uvarints(self.data, pos)
         self.fail(lanes[size == 0], f"invalid Protobuf payload: {what} longer than 10 bytes")
         over = pos + size > self.ends[lanes]
         self.fail(lanes[over], "invalid Protobuf payload (truncated or corrupt): the record "

@@ -111,6 +111,28 @@ def zigzag_encode(x):
     return ((x << 1) ^ (x >> 63)).view(np.uint64)
 
 
+def peek_uvarints(data: np.ndarray, at: np.ndarray):
+    """``(value uint64, size int64)`` of the unsigned varints starting at the positions
+    ``at`` of the uint8 buffer ``data``, all at once (reads past the end are clipped: the
+    caller checks sizes against its ends); size 0 where a varint is longer than 10 bytes.
+    One pass per byte of the longest varint, over the rows still going."""
+    byte = data.take(at, mode="clip")
+    value = (byte & 0x7F).astype(np.uint64)
+    size = np.ones(len(at), np.int64)
+    going = np.flatnonzero(byte >= 0x80)
+    k = 1
+    while going.size:
+        if k >= 10:
+            size[going] = 0
+            break
+        byte = data.take(at[going] + k, mode="clip")
+        value[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        size[going] += 1
+        going = going[byte >= 0x80]
+        k += 1
+    return value, size
+
+
 def varint_sizes(values, *, zigzag: bool):
     """Bytes of the varint of every value in ``values`` (a numpy array, or a 0-d one for a
     value every record shares): unsigned values as written, or (``zigzag``) signed int64s

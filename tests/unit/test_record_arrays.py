@@ -158,3 +158,22 @@ def test_record_size_estimates(with_keys, with_headers):
                 + zz(-1 if value is None else len(value)) + len(value or b"") + zz(count)
                 + header_bytes)
         assert int(got[i]) == body + zz(body), i
+
+
+@given(st.lists(st.integers(min_value=0, max_value=(1 << 64) - 1), min_size=1, max_size=40))
+def test_peek_uvarints_reads_every_varint_at_its_start(values):
+    from kafka_ds.protocol.primitives import uvarint_bytes
+    from kafka_ds.protocol.records_arrays import peek_uvarints
+    encoded = [uvarint_bytes(v) for v in values]
+    starts = np.cumsum([0] + [len(e) for e in encoded[:-1]]).astype(np.int64)
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    got, sizes = peek_uvarints(data, starts)
+    assert got.tolist() == values
+    assert sizes.tolist() == [len(e) for e in encoded]
+
+
+def test_peek_uvarints_gives_size_0_to_a_varint_longer_than_10_bytes():
+    from kafka_ds.protocol.records_arrays import peek_uvarints
+    data = np.frombuffer(b"\x05" + b"\xff" * 11 + b"\x01", np.uint8)
+    _, sizes = peek_uvarints(data, np.array([0, 1], np.int64))
+    assert sizes.tolist() == [1, 0]
