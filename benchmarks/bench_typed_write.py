@@ -14,12 +14,20 @@ and for each format, in the same run:
   (the schema derived from the Spark type and registered at planning; every row encoded
   and framed in the Python workers);
 * **binary**: the same rows as binary values -- the typed write's own output read back as
-  binary (the same framed bytes) and cached -- written without ``valueFormat``.
+  binary (the same framed bytes) and cached -- written without ``valueFormat``;
+* **ceiling** (``--ceiling``, on by default): the typed rows, and the binary rows, written
+  to a Python data source whose writer only iterates its Arrow batches -- Spark's own cost
+  of moving each DataFrame into the Python workers, which no encoder or producer can go
+  below. ``ceiling / binary`` (the typed rows into the null sink against the binary Kafka
+  write) is the highest typed / binary ratio any encoder could reach in that run; each
+  write's CPU seconds less its null sink's are what kafka_ds spends on it.
 
 Topics of ``--partitions`` (8) partitions, ``--tasks`` (2) write tasks, acks=all. Each
 written topic is checked to hold N records, then dropped. The two writes alternate,
 ``--repeat`` (2) times after a warm-up; the best of each is compared. Prints rows/s, the
-ratio typed / binary and the load average before and after (the machine is shared).
+ratio typed / binary, the CPU seconds of the Spark JVM and its Python workers per write
+(``cpu_use.Timed``: less sensitive than wall time to other work on a shared machine) and
+the load average before and after.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ import sys
 import time
 
 from bench_write import count_records
+from cpu_use import Timed
 
 from tests.support.brokers import TansuBroker
 
@@ -58,7 +67,36 @@ def write(df, broker, topic, registry_url=None, fmt=None):
     return time.perf_counter() - started
 
 
-def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, log):
+def register_null_sink(spark):
+    """``format("bench_null_sink")``: a Python writer that iterates its Arrow batches and
+    writes nothing (the typed write's ceiling)."""
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class NullArrowWriter(DataSourceArrowWriter):
+        def write(self, iterator):
+            rows = 0
+            for batch in iterator:
+                rows += batch.num_rows
+            return WriterCommitMessage()
+
+    class NullSink(DataSource):
+        @classmethod
+        def name(cls):
+            return "bench_null_sink"
+
+        def writer(self, schema, overwrite):
+            return NullArrowWriter()
+
+    spark.dataSource.register(NullSink)
+
+
+def write_null(df):
+    started = time.perf_counter()
+    df.write.format("bench_null_sink").mode("append").save()
+    return time.perf_counter() - started
+
+
+def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, log, ceiling):
     typed = cached(spark.range(0, rows, 1, tasks).selectExpr(f"{KEY_SQL} AS key",
                                                              f"{VALUE_SQL} AS value"), rows)
     first = broker.unique_topic(f"bench-typed-{fmt}")
@@ -69,21 +107,35 @@ def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, l
     binary = cached(binary.repartition(tasks), rows)
     size = binary.selectExpr("avg(length(value))").first()[0]
     broker.delete_topic(first, wait=False)
-    times = {"binary": [], "typed": []}
+    kinds = ("binary", "typed", "ceiling", "null binary")
+    times = {kind: [] for kind in kinds}
+    cpu = {kind: [] for kind in kinds}                  # CPU seconds of the JVM and workers
+
+    def timed(kind, step):
+        with Timed(broker, spark) as t:
+            step()
+        times[kind].append(t.seconds)
+        cpu[kind].append(t.cpu["Spark JVM"] + t.cpu["Python workers"])
+
     for _ in range(repeat):
+        if ceiling:
+            timed("ceiling", lambda: write_null(typed))
+            timed("null binary", lambda: write_null(binary))
         for kind, df, options in (("binary", binary, ()), ("typed", typed, (registry_url, fmt))):
             topic = broker.unique_topic(f"bench-{kind}-{fmt}")
             broker.create_topic(topic, partitions=partitions)
-            times[kind].append(write(df, broker, topic, *options))
+            timed(kind, lambda: write(df, broker, topic, *options))
             found = count_records(broker, topic)
             if found != rows:
                 raise AssertionError(f"{kind} {fmt} wrote {found:,} records, expected {rows:,}")
             broker.delete_topic(topic, wait=False)
-        log(f"{fmt}: binary {times['binary'][-1]:.2f} s, typed {times['typed'][-1]:.2f} s")
+        log(f"{fmt}: " + ", ".join(f"{kind} {times[kind][-1]:.2f} s ({cpu[kind][-1]:.2f} CPU s)"
+                                   for kind in times if times[kind]))
     typed.unpersist()
     binary.unpersist()
-    return {"format": fmt, "size": size, "binary": rows / min(times["binary"]),
-            "typed": rows / min(times["typed"])}
+    return {"format": fmt, "size": size,
+            **{kind: rows / min(times[kind]) if times[kind] else None for kind in times},
+            **{f"{kind}_cpu": min(cpu[kind]) if cpu[kind] else None for kind in cpu}}
 
 
 def main(argv=None):
@@ -93,6 +145,8 @@ def main(argv=None):
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--ceiling", action=argparse.BooleanOptionalAction, default=True,
+                        help="also write the typed rows to a null Python sink (Spark's own cost)")
     args = parser.parse_args(argv)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
 
@@ -103,12 +157,14 @@ def main(argv=None):
     registry = start_registry()
     broker = TansuBroker()
     spark = make_spark("kafka_ds bench_typed_write", driver_memory="4g")
+    register_null_sink(spark)
     try:
         where = spark.sparkContext.parallelize([0], 1).map(
             lambda _: __import__("kafka_ds").__file__).first()
         print(f"kafka_ds in the Python workers: {where}", file=sys.stderr)
         results = [measure(spark, broker, registry.url, fmt, args.records, args.tasks,
-                           args.partitions, args.repeat, lambda s: print(s, file=sys.stderr))
+                           args.partitions, args.repeat, lambda s: print(s, file=sys.stderr),
+                           args.ceiling)
                    for fmt in formats]
     finally:
         spark.stop()
@@ -118,11 +174,16 @@ def main(argv=None):
     print(f"\nTyped write, {args.records:,} rows of a flat 5-field struct, Tansu, "
           f"{args.partitions} partitions, {args.tasks} tasks, local[2], best of {args.repeat}; "
           f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n")
-    print("| valueFormat | value (framed) | binary rows/s | typed rows/s | typed / binary |")
-    print("|---|---:|---:|---:|---:|")
+    print("| valueFormat | value (framed) | binary rows/s | typed rows/s | typed / binary "
+          "| ceiling rows/s | ceiling / binary | CPU s binary / typed / ceiling / null binary |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
+        ceiling = (f"{r['ceiling']:,.0f} | {r['ceiling'] / r['binary']:.2f}x"
+                   if r["ceiling"] else "-- | --")
+        cpus = " / ".join(f"{r[k + '_cpu']:.2f}" if r[k + "_cpu"] is not None else "--"
+                          for k in ("binary", "typed", "ceiling", "null binary"))
         print(f"| {r['format']} | {r['size']:.0f} B | {r['binary']:,.0f} | {r['typed']:,.0f} | "
-              f"{r['typed'] / r['binary']:.2f}x |")
+              f"{r['typed'] / r['binary']:.2f}x | {ceiling} | {cpus} |")
 
 
 if __name__ == "__main__":
