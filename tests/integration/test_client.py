@@ -103,6 +103,85 @@ def test_fetch_one_mib_value_and_tiny_fetch_size(broker, new_topic):
     assert rows_of(table) == expected_rows(records, offsets)
 
 
+def _spy_fetches(client):
+    """Record (offset, bytes asked, bytes answered) of every Fetch of ``client``'s reads."""
+    asked = []
+    real = client.fetch
+
+    def fetch(topic, partition, offset, *, max_bytes, **kw):
+        part = real(topic, partition, offset, max_bytes=max_bytes, **kw)
+        asked.append((offset, max_bytes, len(part["records"] or b"")))
+        return part
+    client.fetch = fetch
+    return asked
+
+
+def test_records_larger_than_both_fetch_limits_are_read(broker, new_topic):
+    """KIP-74: a record batch larger than kafka.max.partition.fetch.bytes and
+    kafka.fetch.max.bytes comes back whole (Fetch v3+), so the read makes progress without
+    asking for more, and no answer holds more than one large batch: memory is bounded by
+    the record, not by the range."""
+    topic = new_topic()
+    big = 2 << 20       # twice: 4 MiB, under the ~5 MiB the mock keeps of a partition
+    records = [{"value": b"a"}, {"value": bytes(range(256)) * (big // 256)}, {"value": b"b"},
+               {"value": b"\x01" * big}, {"value": b"c"}]
+    produce_confluent(broker.bootstrap_servers, topic, records, partition=0,
+                      **{"message.max.bytes": 8 << 20, "linger.ms": 0,
+                         "batch.num.messages": 1})
+    opts = parse_read_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                               "assign": f'{{"{topic}":[0]}}',
+                               "kafka.max.partition.fetch.bytes": "1024",
+                               "kafka.fetch.max.bytes": "1024"}, streaming=False)
+    client = KafkaClient(broker.bootstrap_servers)
+    asked = _spy_fetches(client)
+    try:
+        batches = list(read_range(opts, OffsetRange(topic, 0, 0, 5), client))
+    finally:
+        client.close()
+    table = pa.Table.from_batches(batches)
+    assert table.column("value").to_pylist() == [r["value"] for r in records]
+    assert table.column("offset").to_pylist() == [0, 1, 2, 3, 4]
+    assert {size for _offset, size, _answer in asked} == {1024}
+    assert max(answer for *_x, answer in asked) < big + 4096
+
+
+def test_a_broker_that_cuts_a_batch_at_the_limit_is_asked_for_more():
+    """Before KIP-74 (and on brokers that still do it) an answer was cut at the limit, so a
+    batch larger than it never came back whole: the reader doubles what it asks for until
+    the batch fits (at most twice the batch), reads on, and never hangs."""
+    def batch(base, value):
+        data = bytearray(encode_record_batch(keys=None, values=pa.array([value])))
+        struct.pack_into(">q", data, 0, base)
+        return bytes(data)
+    big = bytes(range(256)) * 400       # 100 KiB
+    log = [batch(0, b"a"), batch(1, big), batch(2, b"b")]
+    starts = [sum(len(b) for b in log[:i]) for i in range(len(log))]
+    whole = b"".join(log)
+    asked = []
+
+    def fetch(version, correlation_id, frame, conn):
+        _header, body = decode_request(m.FETCH, frame)
+        part = body["topics"][0]["partitions"][0]
+        offset, limit = part["fetch_offset"], part["partition_max_bytes"]
+        asked.append((offset, limit))
+        conn.sendall(encode_response(m.FETCH, version, correlation_id, {
+            "responses": [{"topic": "cut", "partitions": [{
+                "partition_index": 0, "error_code": 0, "high_watermark": 3,
+                "last_stable_offset": 3, "aborted_transactions": None,
+                "records": whole[starts[offset]:starts[offset] + limit]}]}]}))
+
+    broker = serve_cluster({"cut": 1}, {1: fetch})
+    try:
+        table = read_partition(broker.address, "cut", 0, 0, 3,
+                               **{"kafka.max.partition.fetch.bytes": "1024"})
+    finally:
+        broker.close()
+    assert [row[1] for row in rows_of(table)] == [b"a", big, b"b"]
+    sizes = [limit for offset, limit in asked if offset == 1]
+    assert sizes[0] == 1024 and sizes[-1] >= len(log[1]) > sizes[-2]
+    assert max(limit for _offset, limit in asked) < 2 * len(log[1])
+
+
 def test_metadata_and_leader_routing_across_three_brokers(mock_cluster):
     topic = mock_cluster.unique_topic("lead")
     mock_cluster.create_topic(topic, partitions=6)
