@@ -10,7 +10,7 @@ import pytest
 from kafka_ds.client import EARLIEST, LATEST, KafkaClient
 from kafka_ds.options import parse_read_options
 from kafka_ds.protocol import messages as m
-from kafka_ds.errors import CorruptRecordError, KafkaError
+from kafka_ds.errors import CorruptRecordError, DataLossError, KafkaError
 from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.protocol.schema import decode_request, encode_response
 from kafka_ds.read.ranges import OffsetRange, read_range
@@ -322,6 +322,39 @@ def _valid_batch(base_offset=0, n=10):
     batch = bytearray(encode_record_batch(keys=None, values=pa.array([b"x" * 10] * n)))
     struct.pack_into(">q", batch, 0, base_offset)
     return batch
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_records_a_broker_skips_below_its_log_start_are_data_loss(fail_on_data_loss, caplog):
+    """A broker that answers a Fetch below its log start with the records from the log
+    start, without OFFSET_OUT_OF_RANGE (records deleted under the read), skips data: the
+    answer's log_start_offset says so, and the reader reports it as data loss."""
+    served = bytes(_valid_batch(base_offset=12, n=4))
+
+    def fetch(version, correlation_id, frame, conn):
+        _header, body = decode_request(m.FETCH, frame)
+        offset = body["topics"][0]["partitions"][0]["fetch_offset"]
+        conn.sendall(encode_response(m.FETCH, version, correlation_id, {
+            "responses": [{"topic": "gone", "partitions": [{
+                "partition_index": 0, "error_code": 0, "high_watermark": 16,
+                "last_stable_offset": 16, "log_start_offset": 12,
+                "aborted_transactions": None, "records": served if offset < 16 else b""}]}]}))
+
+    broker = serve_cluster({"gone": 1}, {1: fetch})
+    try:
+        if fail_on_data_loss:
+            with pytest.raises(DataLossError, match=r"Offsets \[2, 12\) of gone-0 are no longer "
+                                                    r"available \(the log now starts at 12\)"):
+                read_partition(broker.address, "gone", 0, 2, 16)
+        else:
+            with caplog.at_level("WARNING", logger="kafka_ds"):
+                table = read_partition(broker.address, "gone", 0, 2, 16,
+                                       failOnDataLoss="false")
+            assert table.column("offset").to_pylist() == [12, 13, 14, 15]
+            assert any("Offsets [2, 12) of gone-0 are no longer available" in r.getMessage()
+                       and "failOnDataLoss=false" in r.getMessage() for r in caplog.records)
+    finally:
+        broker.close()
 
 
 @pytest.mark.parametrize("damage", ["crc", "truncated_length", "absurd_length"])
