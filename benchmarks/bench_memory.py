@@ -2,6 +2,8 @@
 
     python benchmarks/bench_memory.py                 # ~2 GB, 1 KiB values
     python benchmarks/bench_memory.py --gb 0.5        # quick run
+    python benchmarks/bench_memory.py --gb 0.5 --record-mib 16 --fetch-kib 1
+                                                      # records larger than the fetch size
 
 Fills one partition of a Tansu broker (memory storage: no per-partition size
 cap) with ``--gb`` GB of records (1 KiB values, 10-byte keys, 1,000 records per
@@ -21,6 +23,12 @@ batch, and reports the baseline, the peak (``VmHWM``), the peak growth
 caches) and the RSS at 25/50/75/100 % of the range.  The growth should be a small multiple of
 ``kafka.max.partition.fetch.bytes`` (a fetch frame, the Arrow batch decoded
 from it and the next frame being received) and must not grow with the range.
+
+``--record-mib N`` fills the partition with records of N MiB instead (one per batch,
+after one small record that the warm-up reads) and ``--fetch-kib`` sets the fetch size
+below them (KIP-74: each answer then carries one record batch, larger than the limit):
+the growth is reported as a multiple of the record, and must not grow with the range
+either.
 """
 from __future__ import annotations
 
@@ -34,8 +42,11 @@ VALUE_SIZE = 1024
 PER_BATCH = 1000
 
 
-def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int = 8) -> int:
-    """Produce ~``total_bytes`` of value bytes to partition 0; returns the record count."""
+def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int = 8,
+                   value_size: int = VALUE_SIZE, per_batch: int = PER_BATCH,
+                   small_first: bool = False) -> int:
+    """Produce ~``total_bytes`` of value bytes to partition 0; returns the record count
+    (``small_first``: one small record first, at offset 0, counted too)."""
     import pyarrow as pa
 
     from kafka_ds.client import KafkaClient
@@ -47,16 +58,21 @@ def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int =
     # batch's base offset is not covered by its CRC), so the same bytes can be re-sent.
     batches = []
     for v in range(variants):
-        keys = pa.array([b"key-%06d" % (v * PER_BATCH + i) for i in range(PER_BATCH)])
-        values = pa.array([(b"%d-%d " % (v, i)).ljust(VALUE_SIZE, b"abcdefgh"[v:v + 1])
-                           for i in range(PER_BATCH)])
+        keys = pa.array([b"key-%06d" % (v * per_batch + i) for i in range(per_batch)])
+        values = pa.array([(b"%d-%d " % (v, i)).ljust(value_size, b"abcdefgh"[v:v + 1])
+                           for i in range(per_batch)])
         batches.append(encode_record_batch(keys=keys, values=values))
-    count = max(1, total_bytes // (VALUE_SIZE * PER_BATCH))
+    count = max(1, total_bytes // (value_size * per_batch))
 
     client = KafkaClient(bootstrap)
     try:
         conn = client.connection(client.leader_for(topic, 0))
         in_flight = []
+        if small_first:
+            acknowledge(conn, conn.send(m.PRODUCE, {
+                "transactional_id": None, "acks": 1, "timeout_ms": 30000,
+                "topic_data": [{"name": topic, "partition_data": [
+                    {"index": 0, "records": encode_record_batch(keys=None, values=[b"s"])}]}]}))
         for i in range(count):
             in_flight.append((conn, conn.send(m.PRODUCE, {
                 "transactional_id": None, "acks": 1, "timeout_ms": 30000,
@@ -68,7 +84,7 @@ def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int =
             acknowledge(*item)
     finally:
         client.close()
-    return count * PER_BATCH
+    return count * per_batch + small_first
 
 
 # --- the child: one executor task reading the whole range ----------------------------------
@@ -91,6 +107,7 @@ from kafka_ds.client import make_client
 from kafka_ds.read.ranges import OffsetRange, read_range
 
 bootstrap, topic, end, fetch_bytes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+start = int(sys.argv[5])
 opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
                            "kafka.max.partition.fetch.bytes": str(fetch_bytes)}, streaming=False)
 import dataclasses
@@ -116,7 +133,7 @@ samples = []
 rows = value_bytes = batches = 0
 started = time.perf_counter()
 peak_sampled = base
-for batch in read_range(opts, OffsetRange(topic, 0, 0, end), client):
+for batch in read_range(opts, OffsetRange(topic, 0, start, end), client):
     rows += batch.num_rows
     value_bytes += batch.column(1).nbytes
     batches += 1
@@ -129,7 +146,7 @@ client.close()
 final = status()
 marks = {}
 for q in (25, 50, 75, 100):
-    target = end * q // 100
+    target = (end - start) * q // 100
     for r, rss in samples:
         if r >= target:
             marks[q] = rss
@@ -143,14 +160,16 @@ print(json.dumps({"rows": rows, "batches": batches, "value_bytes": value_bytes,
 """
 
 
-def measure(bootstrap: str, topic: str, end: int, fetch_bytes: int) -> dict:
+def measure(bootstrap: str, topic: str, end: int, fetch_bytes: int, start: int = 0) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, bootstrap, topic, str(end),
-                          str(fetch_bytes)], check=True, capture_output=True, text=True)
+                          str(fetch_bytes), str(start)], check=True, capture_output=True,
+                         text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(gb: float = 2.0, fetch_bytes: int = 8 << 20, log=print) -> dict:
-    """Fill a Tansu partition with ``gb`` GB and measure one read of it; returns the figures."""
+def run(gb: float = 2.0, fetch_bytes: int = 8 << 20, log=print, record_bytes: int = 0) -> dict:
+    """Fill a Tansu partition with ``gb`` GB and measure one read of it; returns the figures
+    (``record_bytes``: records of that size, one per batch, after one small record)."""
     from tests.support.brokers import TansuBroker
 
     broker = TansuBroker()
@@ -158,16 +177,22 @@ def run(gb: float = 2.0, fetch_bytes: int = 8 << 20, log=print) -> dict:
         topic = "bench_memory"
         broker.create_topic(topic, partitions=1)
         started = time.perf_counter()
-        records = fill_partition(broker.bootstrap_servers, topic, int(gb * 1e9))
-        log(f"filled {topic}: {records:,} records x {VALUE_SIZE} B "
-            f"({records * VALUE_SIZE / 1e9:.2f} GB of values) in "
+        value_size = record_bytes or VALUE_SIZE
+        records = fill_partition(broker.bootstrap_servers, topic, int(gb * 1e9),
+                                 variants=2 if record_bytes else 8, value_size=value_size,
+                                 per_batch=1 if record_bytes else PER_BATCH,
+                                 small_first=bool(record_bytes))
+        log(f"filled {topic}: {records:,} records x {value_size} B "
+            f"({records * value_size / 1e9:.2f} GB of values) in "
             f"{time.perf_counter() - started:.1f}s")
-        result = measure(broker.bootstrap_servers, topic, records, fetch_bytes)
+        start = 1 if record_bytes else 0
+        result = measure(broker.bootstrap_servers, topic, records, fetch_bytes, start)
     finally:
         broker.stop()
-    assert result["rows"] == records, (result["rows"], records)
-    result["records"] = records
+    assert result["rows"] == records - start, (result["rows"], records)
+    result["records"] = records - start
     result["fetch_bytes"] = fetch_bytes
+    result["record_bytes"] = record_bytes
     result["growth"] = result["peak_rss"] - result["base_rss"]
     return result
 
@@ -178,11 +203,15 @@ def report(r: dict) -> str:
         f"read_range over {r['records']:,} records ({r['value_bytes'] / 1e9:.2f} GB of values, "
         f"{r['batches']} batches) in {r['seconds']:.1f}s "
         f"({r['value_bytes'] / r['seconds'] / 1e9:.2f} GB/s incl. fetch)",
-        f"fetch size (kafka.max.partition.fetch.bytes): {r['fetch_bytes'] / mib:.0f} MiB",
+        f"fetch size (kafka.max.partition.fetch.bytes): {r['fetch_bytes']:,} bytes"
+        + (f"; records of {r['record_bytes']:,} bytes, one per batch" if r.get("record_bytes")
+           else ""),
         f"one-time code/allocator warm-up (first tiny fetch + decode): "
         f"{(r['warm_rss'] - r['imports_rss']) / mib:.0f} MiB (not counted below)",
         f"baseline RSS {r['base_rss'] / mib:.0f} MiB, peak RSS {r['peak_rss'] / mib:.0f} MiB "
-        f"-> growth {r['growth'] / mib:.1f} MiB = {r['growth'] / r['fetch_bytes']:.2f} x fetch size",
+        f"-> growth {r['growth'] / mib:.1f} MiB = {r['growth'] / r['fetch_bytes']:.2f} x fetch size"
+        + (f" = {r['growth'] / r['record_bytes']:.2f} x record size" if r.get("record_bytes")
+           else ""),
         "RSS at " + ", ".join(f"{q}%: {v / mib:.0f} MiB" for q, v in sorted(
             r["rss_at"].items(), key=lambda kv: int(kv[0]))),
     ]
@@ -194,8 +223,15 @@ def main(argv=None):
     ap.add_argument("--gb", type=float, default=2.0, help="GB of values to fill (default 2)")
     ap.add_argument("--fetch-mib", type=int, default=8,
                     help="kafka.max.partition.fetch.bytes in MiB (default 8)")
+    ap.add_argument("--fetch-kib", type=int, default=0,
+                    help="kafka.max.partition.fetch.bytes in KiB (instead of --fetch-mib)")
+    ap.add_argument("--record-mib", type=int, default=0,
+                    help="records of this many MiB, one per batch (default: 1 KiB records, "
+                         "1,000 per batch)")
     args = ap.parse_args(argv)
-    r = run(args.gb, args.fetch_mib << 20, log=lambda s: print(s, file=sys.stderr))
+    fetch_bytes = args.fetch_kib << 10 if args.fetch_kib else args.fetch_mib << 20
+    r = run(args.gb, fetch_bytes, log=lambda s: print(s, file=sys.stderr),
+            record_bytes=args.record_mib << 20)
     print(report(r))
 
 

@@ -18,6 +18,7 @@ from ..protocol.errors import (
     DuplicateSequenceNumber,
     MessageTooLarge,
     OutOfOrderSequenceNumber,
+    RecordListTooLarge,
     error_for_code,
 )
 from .producer_batches import PartitionQueues, PartitionState, ProducerBatch
@@ -150,10 +151,21 @@ class BatchOutcomes:
             index = record_error.get("batch_index", -1)
             message = record_error.get("batch_index_error_message") or ""
             hints.append(f"record {index} ({batch.where(index)}): {message}".rstrip(": "))
-        if code == MessageTooLarge.code:
-            hints.append(f"the batch is {len(batch.data)} bytes with {batch.record_count} "
-                         "records: lower 'kafka.batch.size' or raise the topic's "
-                         "max.message.bytes")
+        if code in (MessageTooLarge.code, RecordListTooLarge.code):
+            # The broker names no number: its limit is the topic's max.message.bytes
+            # (MESSAGE_TOO_LARGE) or its segment size (RECORD_LIST_TOO_LARGE).
+            limit = ("the topic's max.message.bytes (the broker's message.max.bytes unless "
+                     "the topic sets it; 1048588 by default)"
+                     if code == MessageTooLarge.code else
+                     "the topic's segment.bytes (the broker's log.segment.bytes)")
+            if batch.record_count == 1:
+                hints.append(f"the record is {len(batch.data)} bytes as a record batch, more "
+                             f"than the broker accepts: {limit}; write a smaller record or "
+                             "raise that limit")
+            else:
+                hints.append(f"the batch is {len(batch.data)} bytes with "
+                             f"{batch.record_count} records, more than the broker accepts: "
+                             f"{limit}; lower 'kafka.batch.size' or raise that limit")
         text = f"producing {batch.record_count} records failed: {exc}"
         if hints:
             text += "; " + "; ".join(hints)

@@ -35,6 +35,7 @@ class ReadOptions:
     fetch_offset_retry_interval_ms: int = default_of("fetchOffset.retryIntervalMs")
     read_committed: bool = default_of("kafka.isolation.level")
     max_partition_fetch_bytes: int = default_of("kafka.max.partition.fetch.bytes")
+    fetch_max_bytes: int = default_of("kafka.fetch.max.bytes")
     fetch_max_wait_ms: int = default_of("kafka.fetch.max.wait.ms")
     poll_timeout_ms: int = default_of("kafkaConsumer.pollTimeoutMs")   # budget of one Fetch
     latest_via_fetch: bool = default_of("latestOffsetsVia")

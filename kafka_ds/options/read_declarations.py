@@ -135,8 +135,14 @@ READ_OPTIONS: tuple[Option, ...] = (
            choice({"read_uncommitted": False, "read_committed": True}), "read_uncommitted",
            field="read_committed"),
     Option("kafka.max.partition.fetch.bytes", READ,
-           "Bytes asked per partition per Fetch; bounds executor memory.",
+           "Bytes asked per partition per Fetch; bounds executor memory. A record batch "
+           "larger than this (or than `kafka.fetch.max.bytes`) is still read, alone, as the "
+           "Java consumer does since KIP-74 ([Reliability](reliability.md#edges-of-size)).",
            integer, 8 << 20, field="max_partition_fetch_bytes", minimum=1024),
+    Option("kafka.fetch.max.bytes", READ,
+           "Bytes of one Fetch answer. A task fetches one partition at a time, so its Fetch "
+           "asks for the smaller of this and `kafka.max.partition.fetch.bytes`.",
+           integer, 50 << 20, field="fetch_max_bytes", minimum=1024),
     Option("kafka.fetch.max.wait.ms", READ, "Longest time the broker may hold a Fetch.",
            integer, 500, field="fetch_max_wait_ms", minimum=0),
 )

@@ -4,6 +4,7 @@ batches in exactly the schema of Spark's Kafka source."""
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from dataclasses import dataclass
 
@@ -14,6 +15,8 @@ from ..options import ReadOptions
 from ..protocol.errors import OffsetOutOfRange, UnknownTopicId, UnknownTopicOrPartition
 
 log = logging.getLogger(__name__)
+
+_BASE_OFFSET = struct.Struct(">q")
 
 #: the largest Fetch size a task grows to when one record batch does not fit
 MAX_FETCH_BYTES_GROWTH = 256 << 20
@@ -88,7 +91,9 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
         return
     own_client = client is None
     client = client or make_client(opts)
-    fetch_bytes = opts.max_partition_fetch_bytes
+    # One partition per Fetch: the answer's limit and the partition's are the same. A batch
+    # larger than both still comes back whole (KIP-74) from brokers of Fetch v3 and later.
+    fetch_bytes = min(opts.max_partition_fetch_bytes, opts.fetch_max_bytes)
     level = 1 if opts.read_committed else 0
     stalls = 0
     stopping = threading.Event()
@@ -124,6 +129,8 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 return
             records = part["records"] or b""
             high_watermark = part["high_watermark"]
+            _check_log_start(opts, topic, partition, offset, end, records,
+                             part.get("log_start_offset", -1))
             last_stable = part.get("last_stable_offset", -1)
             aborted = [(a["producer_id"], a["first_offset"])
                        for a in (part.get("aborted_transactions") or [])]
@@ -196,6 +203,20 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
             client.close()
         log.debug("%s-%d [%d, %d): fetched ahead (guessed right/wrong): %d/%d", topic,
                   partition, rng.start, end, fetches.guessed_right, fetches.guessed_wrong)
+
+
+def _check_log_start(opts, topic, partition, offset, end, records, log_start) -> None:
+    """Records deleted under the read that the broker skipped without OFFSET_OUT_OF_RANGE:
+    the answer starts past ``offset`` and the log now starts past it too (Fetch v5+ says
+    where). A gap above the log start is a compacted topic's or a transaction marker's,
+    not data loss."""
+    if log_start <= offset or len(records) < 12:
+        return
+    first = _BASE_OFFSET.unpack_from(records, 0)[0]
+    if first > offset:
+        data_loss(opts, f"Offsets [{offset}, {min(first, log_start, end)}) of "
+                   f"{topic}-{partition} are no longer available (the log now starts at "
+                   f"{log_start})")
 
 
 def _fetch_with_retries(fetches, opts, topic, partition, offset, fetch_bytes):

@@ -10,7 +10,7 @@ import pytest
 from kafka_ds.client import EARLIEST, LATEST, KafkaClient
 from kafka_ds.options import parse_read_options
 from kafka_ds.protocol import messages as m
-from kafka_ds.errors import CorruptRecordError, KafkaError
+from kafka_ds.errors import CorruptRecordError, DataLossError, KafkaError
 from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.protocol.schema import decode_request, encode_response
 from kafka_ds.read.ranges import OffsetRange, read_range
@@ -101,6 +101,86 @@ def test_fetch_one_mib_value_and_tiny_fetch_size(broker, new_topic):
     table = read_partition(broker.bootstrap_servers, topic, 0, 0, 3,
                            **{"kafka.max.partition.fetch.bytes": "4096"})
     assert rows_of(table) == expected_rows(records, offsets)
+
+
+def _spy_fetches(client):
+    """Record (offset, bytes asked, bytes answered) of every Fetch of ``client``'s reads."""
+    asked = []
+    real = client.fetch
+
+    def fetch(topic, partition, offset, *, max_bytes, **kw):
+        part = real(topic, partition, offset, max_bytes=max_bytes, **kw)
+        asked.append((offset, max_bytes, len(part["records"] or b"")))
+        return part
+    client.fetch = fetch
+    return asked
+
+
+def test_records_larger_than_both_fetch_limits_are_read(broker, new_topic):
+    """KIP-74: a record batch larger than kafka.max.partition.fetch.bytes and
+    kafka.fetch.max.bytes comes back whole (Fetch v3+), so the read makes progress without
+    asking for more, and no answer holds more than one large batch: memory is bounded by
+    the record, not by the range."""
+    topic = new_topic()
+    big = 2 << 20       # twice: 4 MiB, under the ~5 MiB the mock keeps of a partition
+    records = [{"value": b"a"}, {"value": bytes(range(256)) * (big // 256)}, {"value": b"b"},
+               {"value": b"\x01" * big}, {"value": b"c"}]
+    produce_confluent(broker.bootstrap_servers, topic, records, partition=0,
+                      **{"message.max.bytes": 8 << 20, "linger.ms": 0,
+                         "batch.num.messages": 1})
+    opts = parse_read_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
+                               "assign": f'{{"{topic}":[0]}}',
+                               "kafka.max.partition.fetch.bytes": "4096",
+                               "kafka.fetch.max.bytes": "1024"}, streaming=False)
+    client = KafkaClient(broker.bootstrap_servers)
+    asked = _spy_fetches(client)
+    try:
+        batches = list(read_range(opts, OffsetRange(topic, 0, 0, 5), client))
+    finally:
+        client.close()
+    table = pa.Table.from_batches(batches)
+    assert table.column("value").to_pylist() == [r["value"] for r in records]
+    assert table.column("offset").to_pylist() == [0, 1, 2, 3, 4]
+    # One partition per Fetch: the smaller limit is what each Fetch asks for.
+    assert {size for _offset, size, _answer in asked} == {1024}
+    assert max(answer for *_x, answer in asked) < big + 4096
+
+
+def test_a_broker_that_cuts_a_batch_at_the_limit_is_asked_for_more():
+    """Before KIP-74 (and on brokers that still do it) an answer was cut at the limit, so a
+    batch larger than it never came back whole: the reader doubles what it asks for until
+    the batch fits (at most twice the batch), reads on, and never hangs."""
+    def batch(base, value):
+        data = bytearray(encode_record_batch(keys=None, values=pa.array([value])))
+        struct.pack_into(">q", data, 0, base)
+        return bytes(data)
+    big = bytes(range(256)) * 400       # 100 KiB
+    log = [batch(0, b"a"), batch(1, big), batch(2, b"b")]
+    starts = [sum(len(b) for b in log[:i]) for i in range(len(log))]
+    whole = b"".join(log)
+    asked = []
+
+    def fetch(version, correlation_id, frame, conn):
+        _header, body = decode_request(m.FETCH, frame)
+        part = body["topics"][0]["partitions"][0]
+        offset, limit = part["fetch_offset"], part["partition_max_bytes"]
+        asked.append((offset, limit))
+        conn.sendall(encode_response(m.FETCH, version, correlation_id, {
+            "responses": [{"topic": "cut", "partitions": [{
+                "partition_index": 0, "error_code": 0, "high_watermark": 3,
+                "last_stable_offset": 3, "aborted_transactions": None,
+                "records": whole[starts[offset]:starts[offset] + limit]}]}]}))
+
+    broker = serve_cluster({"cut": 1}, {1: fetch})
+    try:
+        table = read_partition(broker.address, "cut", 0, 0, 3,
+                               **{"kafka.max.partition.fetch.bytes": "1024"})
+    finally:
+        broker.close()
+    assert [row[1] for row in rows_of(table)] == [b"a", big, b"b"]
+    sizes = [limit for offset, limit in asked if offset == 1]
+    assert sizes[0] == 1024 and sizes[-1] >= len(log[1]) > sizes[-2]
+    assert max(limit for _offset, limit in asked) < 2 * len(log[1])
 
 
 def test_metadata_and_leader_routing_across_three_brokers(mock_cluster):
@@ -243,6 +323,39 @@ def _valid_batch(base_offset=0, n=10):
     batch = bytearray(encode_record_batch(keys=None, values=pa.array([b"x" * 10] * n)))
     struct.pack_into(">q", batch, 0, base_offset)
     return batch
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_records_a_broker_skips_below_its_log_start_are_data_loss(fail_on_data_loss, caplog):
+    """A broker that answers a Fetch below its log start with the records from the log
+    start, without OFFSET_OUT_OF_RANGE (records deleted under the read), skips data: the
+    answer's log_start_offset says so, and the reader reports it as data loss."""
+    served = bytes(_valid_batch(base_offset=12, n=4))
+
+    def fetch(version, correlation_id, frame, conn):
+        _header, body = decode_request(m.FETCH, frame)
+        offset = body["topics"][0]["partitions"][0]["fetch_offset"]
+        conn.sendall(encode_response(m.FETCH, version, correlation_id, {
+            "responses": [{"topic": "gone", "partitions": [{
+                "partition_index": 0, "error_code": 0, "high_watermark": 16,
+                "last_stable_offset": 16, "log_start_offset": 12,
+                "aborted_transactions": None, "records": served if offset < 16 else b""}]}]}))
+
+    broker = serve_cluster({"gone": 1}, {1: fetch})
+    try:
+        if fail_on_data_loss:
+            with pytest.raises(DataLossError, match=r"Offsets \[2, 12\) of gone-0 are no longer "
+                                                    r"available \(the log now starts at 12\)"):
+                read_partition(broker.address, "gone", 0, 2, 16)
+        else:
+            with caplog.at_level("WARNING", logger="kafka_ds"):
+                table = read_partition(broker.address, "gone", 0, 2, 16,
+                                       failOnDataLoss="false")
+            assert table.column("offset").to_pylist() == [12, 13, 14, 15]
+            assert any("Offsets [2, 12) of gone-0 are no longer available" in r.getMessage()
+                       and "failOnDataLoss=false" in r.getMessage() for r in caplog.records)
+    finally:
+        broker.close()
 
 
 @pytest.mark.parametrize("damage", ["crc", "truncated_length", "absurd_length"])

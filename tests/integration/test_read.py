@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from kafka_ds.errors import ConfigurationError
+from kafka_ds.errors import ConfigurationError, DataLossError
 from kafka_ds.columns import spark_ddl
 from kafka_ds.source import KafkaDataSource
 from tests.support.brokers import produce_confluent
@@ -94,6 +94,53 @@ def test_topic_deleted_between_plan_and_read(broker, new_topic, fail_on_data_los
             list(reader.read(partitions[0]))
     else:
         assert list(reader.read(partitions[0])) == []
+
+
+# --- records deleted under a read ---------------------------------------------------------------
+# The librdkafka mock keeps ~5 MiB of each partition and drops its oldest batches beyond
+# that: a retention by size, the one way a test broker here deletes records (neither the
+# mock nor Tansu 0.6 serves DeleteRecords, and Tansu's memory storage keeps everything).
+# A broker that skips deleted records without OFFSET_OUT_OF_RANGE: a fake broker,
+# tests/integration/test_client.py::test_records_a_broker_skips_below_its_log_start_are_data_loss.
+
+def age_out(broker, topic, megabytes=6):
+    """Produce ``megabytes`` records of 1 MiB to partition 0: the mock drops the oldest."""
+    return produce_confluent(broker.bootstrap_servers, topic, [b"x" * (1 << 20)] * megabytes,
+                             partition=0, **{"batch.num.messages": 1, "linger.ms": 0,
+                                             "message.max.bytes": 2 << 20})
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_records_aged_out_between_plan_and_read(mock_cluster, fail_on_data_loss, caplog):
+    topic = mock_cluster.unique_topic("aged")
+    mock_cluster.create_topic(topic, partitions=1)
+    produce_confluent(mock_cluster.bootstrap_servers, topic, [b"s%d" % i for i in range(10)],
+                      partition=0, **{"batch.num.messages": 1})
+    source = KafkaDataSource({"kafka.bootstrap.servers": mock_cluster.bootstrap_servers,
+                              "subscribe": topic, "failOnDataLoss": fail_on_data_loss,
+                              "startingOffsets": json.dumps({topic: {"0": 2}})})
+    reader = source.reader(None)
+    [piece] = reader.partitions()
+    assert (piece.start, piece.end) == (2, 10)
+    placed = age_out(mock_cluster, topic)
+    earliest = 16 - 4   # the mock kept the last 4 MiB records
+    assert placed[-1] == (0, 15)
+    if fail_on_data_loss == "true":
+        with pytest.raises(DataLossError, match=rf"Offsets \[2, {earliest}\) of {topic}-0 are no "
+                                                rf"longer available \(earliest is {earliest}\).*"
+                                                "failOnDataLoss"):
+            list(reader.read(piece))
+    else:
+        with caplog.at_level("WARNING", logger="kafka_ds"):
+            batches = list(reader.read(piece))
+        # The task reads up to the latest offset of its time (Spark's batch read resolves
+        # "latest" when the scan runs): what is left of the range, from the earliest on.
+        assert [o for b in batches for o in b.column("offset").to_pylist()] == \
+            list(range(earliest, 16))
+        assert [r.levelname for r in caplog.records
+                if f"Offsets [2, {earliest}) of {topic}-0 are no longer available"
+                in r.getMessage() and "failOnDataLoss=false" in r.getMessage()] == ["WARNING"]
+    mock_cluster.delete_topic(topic, wait=False)
 
 
 # --- brokers whose ListOffsets lags --------------------------------------------------------------

@@ -343,7 +343,11 @@ def test_retriable_errors_are_retried(mock_cluster, injected_errors):
 @pytest.mark.parametrize("code,message", [
     (29, r"TOPIC_AUTHORIZATION_FAILED.*topic '{topic}' partition \d, 1000 rows of Spark "
          r"partition 4's input between row 0 and 99\d"),
-    (10, r"MESSAGE_TOO_LARGE.*lower 'kafka.batch.size' or raise the topic's max.message.bytes"),
+    (10, r"MESSAGE_TOO_LARGE.*topic '{topic}' partition 0.*the batch is \d+ bytes with "
+         r"\d+ records, more than the broker accepts: the topic's max.message.bytes \(.*"
+         r"1048588 by default\); lower 'kafka.batch.size' or raise that limit"),
+    (18, r"RECORD_LIST_TOO_LARGE.*topic '{topic}' partition 0.*the batch is \d+ bytes with "
+         r"\d+ records, more than the broker accepts: the topic's segment.bytes"),
     (45, r"OUT_OF_ORDER_SEQUENCE_NUMBER.*topic '{topic}' partition 0"),
 ])
 def test_fatal_errors_name_topic_partition_and_rows(mock_cluster, injected_errors, code, message):
@@ -354,6 +358,24 @@ def test_fatal_errors_name_topic_partition_and_rows(mock_cluster, injected_error
     injected_errors(code)
     with pytest.raises(ProduceError, match=message.format(topic=topic)) as failure:
         write_batches(opts, plan_of(table), table.to_batches(), task=4)
+    assert (failure.value.topic, failure.value.partition) == (topic, 0)
+
+
+def test_a_record_the_broker_refuses_as_too_large_fails_the_write(mock_cluster, injected_errors):
+    """Neither test broker enforces a message size (Tansu 0.6 ignores max.message.bytes,
+    the mock has none: both took 20 MiB records), so the mock's injected MESSAGE_TOO_LARGE
+    stands in for the broker's limit: the write fails, naming topic, partition, the
+    record's size and the limit, and reports no success."""
+    topic = mock_topic(mock_cluster, 1)
+    opts = parse_write_options({"kafka.bootstrap.servers": mock_cluster.bootstrap_servers,
+                                "topic": topic, "kafka.max.request.size": str(4 << 20)})
+    table = pa.table({"value": pa.array([b"x" * (2 << 20)])})
+    injected_errors(10)
+    with pytest.raises(ProduceError, match=rf"MESSAGE_TOO_LARGE.*topic '{topic}' partition 0.*"
+                                           r"the record is 20972\d\d bytes as a record batch, "
+                                           r"more than the broker accepts: the topic's "
+                                           r"max.message.bytes") as failure:
+        write_batches(opts, plan_of(table), table.to_batches(), task=0)
     assert (failure.value.topic, failure.value.partition) == (topic, 0)
 
 

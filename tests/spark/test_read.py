@@ -274,3 +274,39 @@ def test_earliest_offset_when_a_later_batch_was_stored_first(spark, tansu_broker
         assert tuple(rows[0]) == (0, records - 1, records)
     finally:
         tansu_broker.delete_topic(topic, wait=False)
+
+
+# --- records larger than the fetch limits (KIP-74) ---------------------------------------------
+
+def test_records_larger_than_the_fetch_limits_batch_and_stream(spark, broker, new_topic, tmp_path):
+    """2 MiB records with kafka.max.partition.fetch.bytes and kafka.fetch.max.bytes at 1 KiB:
+    a batch read and a streaming read (AvailableNow) get every record, byte-exact.
+    Fetch sizes and answers: tests/integration/test_client.py::
+    test_records_larger_than_both_fetch_limits_are_read."""
+    import hashlib
+
+    from tests.support.brokers import produce_confluent
+
+    topic = new_topic(partitions=1)
+    values = [b"a", bytes(range(256)) * 8192, b"b", b"\x07" * (2 << 20), b"c"]
+    produce_confluent(broker.bootstrap_servers, topic, values, partition=0,
+                      **{"message.max.bytes": 8 << 20, "linger.ms": 0, "batch.num.messages": 1})
+    limits = {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic,
+              "kafka.max.partition.fetch.bytes": "1024", "kafka.fetch.max.bytes": "1024"}
+    expected = [(i, len(v), hashlib.sha256(v).hexdigest()) for i, v in enumerate(values)]
+
+    def digest(df):
+        return df.selectExpr("offset", "length(value) AS n", "sha2(value, 256) AS h")
+
+    batch = digest(spark.read.format("pykafka").options(**limits).load())
+    assert sorted(tuple(r) for r in batch.collect()) == expected
+    name = topic.replace("-", "_")
+    query = (digest(spark.readStream.format("pykafka").options(**limits,
+                                                                startingOffsets="earliest")
+                    .load())
+             .writeStream.format("memory").queryName(name)
+             .option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(120), "AvailableNow query did not finish"
+    assert query.exception() is None, query.exception()
+    assert sorted(tuple(r) for r in spark.table(name).collect()) == expected

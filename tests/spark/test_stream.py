@@ -14,6 +14,7 @@ ListOffsets LATEST is wrong after a multi-record batch (tests/README.md, Tansu d
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -375,3 +376,54 @@ def test_trigger_once_reads_all_and_last_batch_can_be_committed(spark, mock_clus
     assert committed == {topic: {"0": 6, "1": 6}}
     assert group_offsets(broker, group, list(ends)) == ends
     broker.delete_topic(topic, wait=False)
+
+
+# --- records deleted under a running query ---------------------------------------------------
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_records_aged_out_under_a_running_query(spark, mock_cluster, tmp_path,
+                                                fail_on_data_loss):
+    """The mock drops a partition's oldest records past ~5 MiB (tests/integration/
+    test_read.py::age_out). The first micro-batch (offsets 0-4) holds the query in its
+    sink while 6 MiB more are written; the next batch starts at 5, now deleted up to 12.
+    failOnDataLoss=true stops the query with a DataLossError naming the partition and the
+    offsets lost; false goes on from the earliest offset left (the WARNING it logs is
+    checked in tests/integration/test_read.py::test_records_aged_out_between_plan_and_read)."""
+    from pyspark.errors import StreamingQueryException
+
+    from tests.integration.test_read import age_out
+
+    broker = mock_cluster
+    topic = broker.unique_topic("aged")
+    broker.create_topic(topic, partitions=1)
+    produce(broker, topic, numbered("s", 10), partition=0)
+    seen, in_batch, aged = [], threading.Event(), threading.Event()
+
+    def sink(df, _batch_id):
+        seen.extend(r.offset for r in df.select("offset").collect())
+        in_batch.set()
+        aged.wait(60)
+
+    query = (stream(spark, broker, subscribe=topic, startingOffsets="earliest",
+                    maxOffsetsPerTrigger=5, failOnDataLoss=str(fail_on_data_loss).lower())
+             .writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        assert in_batch.wait(60), "no first micro-batch"
+        assert seen == [0, 1, 2, 3, 4]
+        placed = age_out(broker, topic)
+        assert placed[-1] == (0, 15)    # 10-15 written; the mock keeps 12-15
+        aged.set()
+        if fail_on_data_loss:
+            with pytest.raises(StreamingQueryException) as failure:
+                query.awaitTermination(120)
+            assert re.search(rf"DataLossError: Offsets \[5, 10\) of {topic}-0 are no longer "
+                             r"available \(earliest is 12\)", str(failure.value))
+        else:
+            wait_for(lambda: seen[-1:] == [15], 120, what="offset 15 read")
+            assert seen == [0, 1, 2, 3, 4, 12, 13, 14, 15]
+            assert query.exception() is None
+    finally:
+        aged.set()
+        query.stop()
+        broker.delete_topic(topic, wait=False)

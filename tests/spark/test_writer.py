@@ -298,6 +298,21 @@ def test_null_topic_value_fails_the_task_naming_the_row(spark, broker, new_topic
         writer(df, broker.bootstrap_servers).save()
 
 
+@pytest.mark.only_brokers("tansu")   # kafka_ds's own check: the broker plays no part
+def test_record_larger_than_the_request_limit_fails_the_write(spark, broker, new_topic):
+    """A record that cannot fit 'kafka.max.request.size' (1 MiB by default) even alone: the
+    write fails, naming topic, partition, size and the limit. (A broker's own limit:
+    tests/integration/test_writer.py::test_a_record_the_broker_refuses_as_too_large_fails_the_write.)"""
+    topic = new_topic(partitions=2)
+    df = spark.range(0, 4, 1, 1).selectExpr(
+        "CAST(id % 2 AS int) AS partition",
+        "CASE WHEN id = 3 THEN repeat('x', 2 * 1024 * 1024) ELSE 'small' END AS value")
+    with pytest.raises(Exception, match=rf"record at row 3 of Spark partition 0's input for "
+                                        rf"topic '{topic}' partition 1 is about 20972\d\d bytes, "
+                                        r"more than 'kafka.max.request.size' \(1048576\)"):
+        writer(df, broker.bootstrap_servers, topic=topic).save()
+
+
 # --- retries, idempotence, faults ----------------------------------------------------------
 
 def test_lost_produce_answers_do_not_duplicate_rows(spark, broker, new_topic, request):
