@@ -2,9 +2,10 @@
 
     .venv/bin/python benchmarks/parity_jvm.py --jars spark-sql-kafka-0-10_2.13-X.jar,kafka-clients-X.jar,commons-pool2-X.jar
     .venv/bin/python benchmarks/parity_jvm.py --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1
-        [--broker tansu|mock] [--write-results]
+        [--write-results]
 
-One broker (Tansu by default), one ``local[2]`` session holding both connectors. Each case
+One Tansu broker, one ``local[2]`` session holding both connectors (not the librdkafka mock:
+Spark's Java client cannot bootstrap from it, tests/README.md, mock deviation 1). Each case
 runs the same query once with ``format("pykafka")`` and once with ``format("kafka")`` and
 compares the schema and the rows, sorted by (topic, partition, offset); streaming cases
 compare the micro-batches too (batch id -> rows). Writes go to a topic per connector and are
@@ -13,8 +14,8 @@ read back by confluent-kafka (an independent client).
 The input is produced one record per record batch (confluent-kafka, ``batch.num.messages=1``):
 the test brokers answer ListOffsets LATEST wrongly after multi-record batches (Tansu) and
 Spark's connector trusts that answer, so multi-record batches would make the two connectors
-differ for a reason that is the broker's. Neither test broker answers ListOffsets by
-timestamp (Tansu: always 0, the mock: -1): the timestamp cases run pykafka twice, with its
+differ for a reason that is the broker's. Tansu does not answer ListOffsets by timestamp
+(always 0): the timestamp cases run pykafka twice, with its
 default (``timestampOffsetsVia=auto``: the answer is checked, a Fetch search finds the
 offsets) and with ``timestampOffsetsVia=listOffsets`` (trust the broker, as Spark's
 connector does); the second must match Spark's rows, the first gives the right ones.
@@ -332,18 +333,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jars")
     ap.add_argument("--packages")
-    ap.add_argument("--broker", default="tansu", choices=("tansu", "mock"))
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args(argv)
     if not args.jars and not args.packages:
         print(NO_CONNECTOR, file=sys.stderr)
         return 2
 
-    from tests.support.brokers import MockCluster, TansuBroker
+    from tests.support.brokers import TansuBroker
     from tests.support.spark_support import make_spark
 
     conf = {"spark.jars": args.jars} if args.jars else {"spark.jars.packages": args.packages}
-    broker = TansuBroker() if args.broker == "tansu" else MockCluster()
+    broker = TansuBroker()
     spark = make_spark("kafka_ds parity_jvm", conf=conf)
     report = Report()
     started = time.monotonic()
@@ -362,7 +362,7 @@ def main(argv=None):
     command = " ".join([".venv/bin/python benchmarks/parity_jvm.py"]
                        + (argv if argv is not None else sys.argv[1:]))
     header = (f"Command: `{command}` -- {dt.datetime.now():%Y-%m-%d %H:%M}, "
-              f"{(time.monotonic() - started) / 60:.1f} min, broker {args.broker}, "
+              f"{(time.monotonic() - started) / 60:.1f} min, Tansu, "
               f"Spark {spark.version}.")
     text = report.table()
     print("\n" + header + "\n\n" + text)
@@ -372,9 +372,9 @@ def main(argv=None):
         from run_all import replace_section
 
         path = os.path.join(HERE, "results.md")
-        replace_section(path, f"parity-jvm-{args.broker}",
-                        f"## Parity with Spark's `format(\"kafka\")` (`parity_jvm.py`, "
-                        f"{args.broker})\n\n" + header + "\n\n" + text)
+        replace_section(path, "parity-jvm",
+                        "## Parity with Spark's `format(\"kafka\")` (`parity_jvm.py`)\n\n"
+                        + header + "\n\n" + text)
     return 1 if report.unexplained else 0
 
 
