@@ -51,7 +51,7 @@ EXPLAINED = {
         "connector measured (4.1 development snapshot) ignores the column and stamps the "
         "send time (SPARK-50160 proposes the column for Spark)",
     "timestamps, pykafka default vs Spark":
-        "the broker answers ListOffsets by timestamp wrongly (Tansu: 0, the mock: -1); "
+        "the broker answers ListOffsets by timestamp wrongly (Tansu: always 0); "
         "pykafka's default checks the answer and searches the batches, Spark's connector "
         "trusts it (with timestampOffsetsVia=listOffsets pykafka returns Spark's rows)",
 }
