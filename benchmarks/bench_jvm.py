@@ -1,7 +1,7 @@
 """pykafka against Spark's own ``format("kafka")``, side by side in one Spark session.
 
-    .venv/bin/python benchmarks/bench_jvm.py --jars spark-sql-kafka-0-10_2.13-X.jar,kafka-clients-X.jar,commons-pool2-X.jar[,spark-avro_2.13-X.jar]
-    .venv/bin/python benchmarks/bench_jvm.py --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1,org.apache.spark:spark-avro_2.13:4.1.1
+    .venv/bin/python benchmarks/bench_jvm.py --jars spark-sql-kafka-0-10_2.13-V.jar,spark-token-provider-kafka-0-10_2.13-V.jar,kafka-clients-K.jar,commons-pool2-P.jar[,spark-avro_2.13-V.jar]
+    .venv/bin/python benchmarks/bench_jvm.py --packages org.apache.spark:spark-sql-kafka-0-10_2.13:V[,org.apache.spark:spark-avro_2.13:V]
         [--records 2000000] [--partitions 8] [--repeat 2] [--stream-seconds 30]
         [--rates 1000,20000] [--no-stream] [--write-results]
 

@@ -1,7 +1,7 @@
 """The same queries through pykafka and Spark's own ``format("kafka")``, compared row for row.
 
-    .venv/bin/python benchmarks/parity_jvm.py --jars spark-sql-kafka-0-10_2.13-X.jar,kafka-clients-X.jar,commons-pool2-X.jar
-    .venv/bin/python benchmarks/parity_jvm.py --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1
+    .venv/bin/python benchmarks/parity_jvm.py --jars spark-sql-kafka-0-10_2.13-V.jar,spark-token-provider-kafka-0-10_2.13-V.jar,kafka-clients-K.jar,commons-pool2-P.jar
+    .venv/bin/python benchmarks/parity_jvm.py --packages org.apache.spark:spark-sql-kafka-0-10_2.13:V
         [--write-results]
 
 One Tansu broker, one ``local[2]`` session holding both connectors (not the librdkafka mock:
