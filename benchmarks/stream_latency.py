@@ -199,11 +199,16 @@ class CpuMeter:
 # --- the benchmark ---------------------------------------------------------------------------
 
 class Bench:
-    def __init__(self, args):
+    """One query's latency run. ``broker``/``spark``: use these (and leave them running at
+    :meth:`close`) instead of starting a broker and a session of its own."""
+
+    def __init__(self, args, broker=None, spark=None):
         self.args = args
         from tests.support.brokers import TansuBroker
 
-        self.broker = TansuBroker()
+        self.own_broker = broker is None
+        self.own_spark = spark is None
+        self.broker = TansuBroker() if broker is None else broker
         self.in_topic = self.broker.create_topic(self.broker.unique_topic("lat-in"),
                                                  partitions=args.partitions)
         self.out_topic = self.broker.create_topic(self.broker.unique_topic("lat-out"),
@@ -220,24 +225,33 @@ class Bench:
         self.consumer = LatencyConsumer(self.broker.bootstrap_servers, self.out_topic,
                                         args.partitions)
         self.consumer.start()
-        self.spark = None
+        self.spark = spark
         self.query = None
         self.phase = WARMUP_PHASE
 
-    def start_query(self):
-        from tests.support.spark_support import make_spark
+    def start_query(self, source_format="pykafka", sink_format="pykafka", source_options=None,
+                    sink_options=None):
+        """``readStream.format(source_format)`` -> ``writeStream.format(sink_format)``, with
+        more options for each (``bench_jvm.py`` runs Spark's ``format("kafka")`` here)."""
+        if self.spark is None:
+            from tests.support.spark_support import make_spark
 
-        self.spark = make_spark("kafka_ds-stream-latency")
+            self.spark = make_spark("kafka_ds-stream-latency")
         self.spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
         bootstrap = self.broker.bootstrap_servers
-        source = (self.spark.readStream.format("pykafka")
+        reader = (self.spark.readStream.format(source_format)
                   .option("kafka.bootstrap.servers", bootstrap)
                   .option("subscribe", self.in_topic)
-                  .option("startingOffsets", "latest").load())
-        self.query = (source.select("key", "value").writeStream.format("pykafka")
-                      .option("kafka.bootstrap.servers", bootstrap)
-                      .option("topic", self.out_topic)
-                      .option("checkpointLocation", self.checkpoint).start())
+                  .option("startingOffsets", "latest"))
+        for key, value in (source_options or {}).items():
+            reader = reader.option(key, value)
+        writer = (reader.load().select("key", "value").writeStream.format(sink_format)
+                  .option("kafka.bootstrap.servers", bootstrap)
+                  .option("topic", self.out_topic)
+                  .option("checkpointLocation", self.checkpoint))
+        for key, value in (sink_options or {}).items():
+            writer = writer.option(key, value)
+        self.query = writer.start()
         # The first batch pins the "latest" markers (reads nothing); wait for it.
         deadline = time.monotonic() + 120
         while not self.query.recentProgress:
@@ -328,9 +342,13 @@ class Bench:
             self.producer.terminate()
         self.consumer.stopping.set()
         self.consumer.join(10)
-        if self.spark is not None:
+        if self.spark is not None and self.own_spark:
             self.spark.stop()
-        self.broker.stop()
+        if self.own_broker:
+            self.broker.stop()
+        else:
+            for topic in (self.in_topic, self.out_topic):
+                self.broker.delete_topic(topic, wait=False)
         shutil.rmtree(self.checkpoint, ignore_errors=True)
 
 

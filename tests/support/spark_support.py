@@ -5,7 +5,8 @@ import sys
 import pytest
 
 
-def make_spark(app_name="kafka_ds-tests", driver_memory="2g"):
+def make_spark(app_name="kafka_ds-tests", driver_memory="2g", conf=None):
+    """A local[2] session; ``conf``: more Spark settings (e.g. ``spark.jars``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -18,8 +19,10 @@ def make_spark(app_name="kafka_ds-tests", driver_memory="2g"):
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.driver.memory", driver_memory)
-             .config("spark.python.worker.reuse", "true")
-             .getOrCreate())
+             .config("spark.python.worker.reuse", "true"))
+    for key, value in (conf or {}).items():
+        spark = spark.config(key, value)
+    spark = spark.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     kafka_ds.register(spark)
     return spark

@@ -1,0 +1,511 @@
+"""pykafka against Spark's own ``format("kafka")``, side by side in one Spark session.
+
+    .venv/bin/python benchmarks/bench_jvm.py --jars spark-sql-kafka-0-10_2.13-V.jar,spark-token-provider-kafka-0-10_2.13-V.jar,kafka-clients-K.jar,commons-pool2-P.jar[,spark-avro_2.13-V.jar]
+    .venv/bin/python benchmarks/bench_jvm.py --packages org.apache.spark:spark-sql-kafka-0-10_2.13:V[,org.apache.spark:spark-avro_2.13:V]
+        [--records 2000000] [--partitions 8] [--repeat 2] [--stream-seconds 30]
+        [--rates 1000,20000] [--no-stream] [--write-results]
+
+Spark's connector is not part of pyspark: give its jars (``--jars``, comma-separated; the
+connector, ``kafka-clients`` and ``commons-pool2``, and spark-avro's jar for the Avro write)
+or Maven coordinates (``--packages``, on a machine that reaches Maven). Without either the
+script explains this and exits with status 2.
+
+Everything runs against one Tansu broker (``tests/support/brokers.py``, memory storage) and
+one ``local[2]`` Spark session; after a warm-up of every case, ``--repeat`` rounds run every
+connector and setting in turn (best of the rounds); every ratio compares figures
+of the same run. What runs (``--records`` N records of ``--value-size`` B in
+``--partitions`` partitions, CreateTime = a base + the record's index in its partition):
+
+* **reads**: ``count()``, ``sum(length(value))`` and the last 1 % by timestamp
+  (``where(timestamp >= since).count()``). Both connectors read ``startingOffsets=earliest``
+  to ``endingOffsets`` = the JSON of the partitions' high watermarks: Tansu's ListOffsets
+  LATEST is wrong after multi-record batches (tests/README.md, Tansu deviation 1), so
+  Spark's connector would read only a fraction of the topic with ``latest``. The timestamp
+  range: pykafka with ``pushFilters=true`` (the filter becomes the offset range, found by
+  its Fetch search since Tansu's ListOffsets by time is wrong); Spark's connector with
+  ``startingTimestamp`` (its way to start at a time: ListOffsets by time, which Tansu
+  answers with 0, so it reads the whole topic and Spark filters) and, to show what it costs
+  where ListOffsets by time works, with ``startingOffsets`` = the JSON of the offsets the
+  filter starts at (what Apache Kafka's answer would be).
+* **writes** of cached rows (``key``, 100 B binary ``value``), and an Avro write: pykafka's
+  ``valueFormat=avro`` through the test Schema Registry (``tests/support/schema_registry.py``,
+  schema registered at planning, Confluent framing) against spark-avro's ``to_avro`` of the
+  same struct with the same 5-byte Confluent header concatenated (Spark has no registry
+  support; skipped when ``to_avro`` is not on the classpath).
+* **streaming latency** at each of ``--rates`` for ``--stream-seconds``: the machinery of
+  ``stream_latency.py`` (an independent producer and consumer), one query per connector,
+  ``readStream.format(X) -> writeStream.format(X)``.
+
+Settings: pykafka runs with its defaults (its fetch size, batch size and linger are already
+what suits bulk reads and writes). Spark's connector runs with its defaults and "tuned":
+batch reads ``kafka.fetch.max.wait.ms=1`` (each task of the defaults waits once for a Fetch
+held the whole 500 ms at the end of its range; a wait of 0 reads nothing on Tansu),
+``kafka.max.partition.fetch.bytes`` 8 MiB and ``kafka.max.poll.records`` 100,000 (pykafka's
+fetch size); streaming reads the same but ``kafka.fetch.max.wait.ms=20`` (with 1, Tansu
+answers Fetches over small batches with no records and the query fails: tests/README.md,
+Tansu deviation 17); writes ``kafka.linger.ms=200`` and ``kafka.batch.size`` 1 MiB
+(pykafka's defaults). ``--write-results`` puts the tables into ``benchmarks/results.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+BASE_TS = 1_700_000_000_000
+RANGE_SHARE = 0.01
+TUNED_READ = {"kafka.fetch.max.wait.ms": "1", "kafka.max.partition.fetch.bytes": str(8 << 20),
+              "kafka.max.poll.records": "100000"}
+TUNED_WRITE = {"kafka.linger.ms": "200", "kafka.batch.size": str(1 << 20)}
+# Streaming reads meet small record batches, and Tansu answers a Fetch with what it has read
+# when max_wait_ms runs out: with 1 ms that is nothing, again and again, and the query fails
+# ("Cannot fetch record for offset ..."; tests/README.md, Tansu deviation 17). 20 ms is the
+# shortest wait seen to get records every time there.
+TUNED_STREAM = {**TUNED_READ, "kafka.fetch.max.wait.ms": "20"}
+# (label, format, read options, write options)
+CONFIGS = [("pykafka", "pykafka", {}, {}),
+           ("kafka, defaults", "kafka", {}, {}),
+           ("kafka, tuned", "kafka", TUNED_READ, TUNED_WRITE)]
+
+NO_CONNECTOR = """\
+bench_jvm.py compares pykafka with Spark's own format("kafka"), whose jars are not part of
+pyspark. Give them with one of:
+
+  --jars spark-sql-kafka-0-10_2.13-<v>.jar,spark-token-provider-kafka-0-10_2.13-<v>.jar,kafka-clients-<k>.jar,commons-pool2-<p>.jar[,spark-avro_2.13-<v>.jar]
+  --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<v>[,org.apache.spark:spark-avro_2.13:<v>]
+
+(<v> = your Spark version; --packages needs a machine that reaches Maven Central).
+"""
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --- the data ------------------------------------------------------------------------------
+
+def fill(broker, topic, records, partitions, value_size):
+    """``records`` records with CreateTime = BASE_TS + the index in the partition."""
+    import pyarrow as pa
+
+    from bench_read import per_batch, acknowledge
+    from kafka_ds.client import KafkaClient
+    from kafka_ds.protocol import messages as m
+    from kafka_ds.protocol.records_encode import encode_record_batch
+
+    step = per_batch(value_size)
+    client = KafkaClient(broker.bootstrap_servers)
+    try:
+        per_partition, extra = divmod(records, partitions)
+        in_flight = []
+        for partition in range(partitions):
+            count = per_partition + (1 if partition < extra else 0)
+            conn = client.connection(client.leader_for(topic, partition))
+            for start in range(0, count, step):
+                n = min(step, count - start)
+                keys = pa.array([b"key-%06d" % ((start + i) % 1_000_000) for i in range(n)])
+                values = pa.array([(b"%d-%d " % (partition, start + i)).ljust(value_size, b"x")
+                                   for i in range(n)])
+                stamps = pa.array(range(BASE_TS + start, BASE_TS + start + n), pa.int64())
+                in_flight.append((conn, conn.send(m.PRODUCE, {
+                    "transactional_id": None, "acks": 1, "timeout_ms": 30000,
+                    "topic_data": [{"name": topic, "partition_data": [
+                        {"index": partition, "records": encode_record_batch(
+                            keys=keys, values=values, timestamps_ms=stamps)}]}]})))
+                if len(in_flight) >= 16:
+                    acknowledge(*in_flight.pop(0))
+        for conn, pending in in_flight:
+            acknowledge(conn, pending)
+    finally:
+        client.close()
+
+
+def ends_json(broker, topic):
+    from bench_write import end_offsets
+
+    return {str(p): hw for p, (hw, _lso) in end_offsets(broker, topic).items()}
+
+
+# --- reads -------------------------------------------------------------------------------------
+
+def reads(spark, broker, topic, ends, args):
+    from pyspark.sql import functions as F
+
+    since_index = int(min(ends.values()) * (1 - RANGE_SHARE))
+    since = dt.datetime.fromtimestamp((BASE_TS + since_index) / 1000, dt.timezone.utc)
+    in_range = sum(hw - since_index for hw in ends.values())
+    ending = json.dumps({topic: ends})
+    starts = json.dumps({topic: {p: since_index for p in ends}})
+    records = sum(ends.values())
+
+    def frame(fmt, options, start=("startingOffsets", "earliest")):
+        reader = (spark.read.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                  .option("subscribe", topic).option(*start).option("endingOffsets", ending))
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.load()
+
+    def count(fmt, opts):
+        return lambda: frame(fmt, opts).count()
+
+    def sum_length(fmt, opts):
+        return lambda: frame(fmt, opts).select(F.sum(F.length("value"))).first()[0]
+
+    def in_time_range(fmt, opts, start=("startingOffsets", "earliest")):
+        return lambda: frame(fmt, opts, start).where(F.col("timestamp") >= F.lit(since)).count()
+
+    ts = "last 1% by timestamp"
+    cases = []          # (key in rates, run, expected result, rows the rate is of)
+    for label, fmt, options, _ in CONFIGS:
+        cases.append((("count", label), count(fmt, options), records, records))
+        cases.append((("sum(length(value))", label), sum_length(fmt, options),
+                      records * args.value_size, records))
+        if fmt == "pykafka":
+            cases.append(((ts, label), in_time_range(fmt, {**options, "pushFilters": "true"}),
+                          in_range, None))
+        else:
+            cases.append(((ts, label + " (startingTimestamp)"), in_time_range(
+                fmt, options, ("startingTimestamp", str(BASE_TS + since_index))), in_range, None))
+            cases.append(((ts, label + " (offsets given)"), in_time_range(
+                fmt, options, ("startingOffsets", starts)), in_range, None))
+    return measure(cases, args.repeat, "read"), in_range
+
+
+def measure(cases, repeat, what):
+    """Every case once to warm up, then ``repeat`` rounds of all cases in turn (so that a
+    busy moment of the shared machine hits every connector alike); the best time of each.
+    Rates in rows/s, or minus the seconds where ``rows`` is None."""
+    for key, run, expected, _rows in cases:
+        check(key, run(), expected)
+    times = {key: [] for key, *_ in cases}
+    for round_ in range(repeat):
+        for key, run, expected, _rows in cases:
+            started = time.perf_counter()
+            got = run()
+            times[key].append(time.perf_counter() - started)
+            check(key, got, expected)
+        log(f"{what}, round {round_ + 1}: " + ", ".join(
+            f"{key[0]} {key[1]} {t[-1]:.2f} s" for key, t in times.items()))
+    return {key: (rows / min(times[key]) if rows else -min(times[key]))
+            for key, _run, _expected, rows in cases}
+
+
+def check(key, got, expected):
+    if expected is not None and got != expected:
+        raise AssertionError(f"{key}: got {got:,}, expected {expected:,}")
+
+
+# --- writes ------------------------------------------------------------------------------------
+
+def cached(df, rows):
+    from pyspark import StorageLevel
+
+    df = df.persist(StorageLevel.MEMORY_ONLY)
+    if df.count() != rows:
+        raise AssertionError("the cached DataFrame lost rows")
+    return df
+
+
+def writes(spark, broker, args, registry, avro):
+    from bench_typed_write import KEY_SQL, VALUE_SQL
+    from bench_write import count_records
+
+    rows = args.write_records
+    binary = cached(spark.range(0, rows, 1, 2).selectExpr(
+        f"{KEY_SQL} AS key",
+        f"cast(rpad(concat('value-', cast(id AS string)), {args.value_size}, 'x') AS binary) AS value"),
+        rows)
+    typed = cached(spark.range(0, rows, 1, 2).selectExpr(f"{KEY_SQL} AS key",
+                                                         f"{VALUE_SQL} AS value"), rows)
+
+    def write(df, fmt, options, avro_kind=None):
+        def run():
+            topic = broker.unique_topic("bench-jvm-w")
+            broker.create_topic(topic, partitions=args.partitions)
+            opts = dict(options)
+            if avro_kind == "pykafka":
+                opts.update({"valueFormat": "avro", "schema.registry.url": registry.url})
+            writer = (df.write.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                      .option("topic", topic).mode("append"))
+            for key, value in opts.items():
+                writer = writer.option(key, value)
+            started = time.perf_counter()
+            writer.save()
+            seconds = time.perf_counter() - started
+            found = count_records(broker, topic)
+            broker.delete_topic(topic, wait=False)
+            return seconds, found
+        return run
+
+    cases = []
+    for label, fmt, _, options in CONFIGS:
+        cases.append((("write, binary", label), write(binary, fmt, options), rows))
+    if avro:
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import to_avro
+
+        # The JVM side: spark-avro's to_avro of the same struct behind a Confluent header
+        # (magic 0, a schema id), which is what pykafka's Avro values carry. Not cached:
+        # to_avro runs in the write, as pykafka's encoder does.
+        header = F.lit(bytes([0, 0, 0, 0, 1]))
+        jvm_avro = typed.select("key", F.concat(header, to_avro("value")).alias("value"))
+        for label, fmt, _, options in CONFIGS:
+            df, kind = (typed, "pykafka") if fmt == "pykafka" else (jvm_avro, None)
+            cases.append((("write, Avro", label), write(df, fmt, options, kind), rows))
+    # The write's own time (topic creation and the count of what arrived are not timed).
+    for key, run, expected in cases:
+        check(key, run()[1], expected)
+    times = {key: [] for key, *_ in cases}
+    for round_ in range(args.repeat):
+        for key, run, expected in cases:
+            seconds, found = run()
+            check(key, found, expected)
+            times[key].append(seconds)
+        log(f"write, round {round_ + 1}: " + ", ".join(
+            f"{key[0]} {key[1]} {t[-1]:.2f} s" for key, t in times.items()))
+    rates = {key: rows / min(t) for key, t in times.items()}
+    binary.unpersist()
+    typed.unpersist()
+    return rates
+
+
+# --- streaming latency -------------------------------------------------------------------------
+
+def streaming(spark, broker, args):
+    """stream_latency.py's Bench, one query per connector. Spark's connector finds a
+    partition's end with ListOffsets LATEST, which Tansu answers with the base offset + 1 of
+    the last batch (tests/README.md, Tansu deviation 1): the other records of that batch are
+    read by a later trigger, once another batch follows. After each phase one single-record
+    batch per partition (not measured) lets that query drain."""
+    import stream_latency as sl
+
+    class Bench(sl.Bench):
+        nudged = 0
+
+        def lag(self):
+            with self.consumer.lock:
+                visible = self.consumer.visible
+            return self.produced.value + self.nudged - visible
+
+        def drain(self, timeout=120.0):
+            deadline = time.monotonic() + timeout
+            quiet_since = time.monotonic()
+            while self.lag() > 0:
+                if self.query.exception() is not None:
+                    raise RuntimeError(f"the query failed: {self.query.exception()}")
+                if time.monotonic() > deadline:
+                    return False
+                if time.monotonic() - quiet_since > 2.0:
+                    self.nudge()
+                    quiet_since = time.monotonic()
+                time.sleep(0.05)
+            return True
+
+        def nudge(self):
+            from confluent_kafka import Producer
+
+            producer = Producer({"bootstrap.servers": self.broker.bootstrap_servers,
+                                 "linger.ms": 0, "log_level": 3})
+            for partition in range(self.args.partitions):
+                producer.produce(self.in_topic, partition=partition,
+                                 value=sl.STAMP.pack(sl.WARMUP_PHASE, 0, time.time_ns())
+                                 .ljust(self.args.value_size, b"n"))
+                producer.flush(10)
+            self.nudged += self.args.partitions
+
+    settings = types.SimpleNamespace(partitions=4, value_size=100)
+    out = {}
+    for label, fmt, read_options, _write_options in CONFIGS:
+        bench = Bench(settings, broker=broker, spark=spark)
+        try:
+            # The sinks keep their defaults: a linger meant for bulk writes only adds latency.
+            if read_options is TUNED_READ:
+                read_options = TUNED_STREAM
+            bench.start_query(fmt, fmt, read_options, {})
+            bench.run_phase(1000, 5.0)                        # warm-up
+            for rate in args.rates:
+                bench.drain()
+                phase = bench.run_phase(rate, args.stream_seconds)
+                out[(rate, label)] = phase
+                log(f"stream {rate:,}/s, {label}: {phase['latency_ms']}, missing "
+                    f"{phase['missing']}, duplicated {phase['duplicated']}")
+        except Exception as exc:      # noqa: BLE001 -- reported in the table
+            log(f"stream {label} failed: {exc!r}"[:2000])
+            for rate in args.rates:
+                out.setdefault((rate, label), {"error": f"{type(exc).__name__}: {exc}"[:300]})
+        finally:
+            bench.close()
+    return out
+
+
+# --- the report --------------------------------------------------------------------------------
+
+def fmt_rate(rate):
+    return f"{rate / 1e6:.2f}M"
+
+
+def tables(read_rates, write_rates, stream, args, in_range):
+    labels = [c[0] for c in CONFIGS]
+    lines = ["| rows/s, best of %d (pykafka Nx: pykafka's rate over this one's) | %s |"
+             % (args.repeat, " | ".join(labels)),
+             "|---|" + "---:|" * len(labels)]
+    for name in ("count", "sum(length(value))"):
+        lines.append(row(f"read, `{name}`", [read_rates.get((name, lab)) for lab in labels]))
+    ts = "last 1% by timestamp"
+    lines.append(row(f"read, {ts} ({in_range:,} rows), seconds; pykafka `pushFilters`, "
+                     "Spark `startingTimestamp`",
+                     [read_rates.get((ts, labels[0]))]
+                     + [read_rates.get((ts, lab + " (startingTimestamp)")) for lab in labels[1:]]))
+    lines.append(row(f"read, {ts}, seconds; Spark given the start offsets as JSON",
+                     [read_rates.get((ts, labels[0]))]
+                     + [read_rates.get((ts, lab + " (offsets given)")) for lab in labels[1:]]))
+    for name in ("write, binary", "write, Avro"):
+        if any((name, lab) in write_rates for lab in labels):
+            lines.append(row(name, [write_rates.get((name, lab)) for lab in labels]))
+    out = "\n".join(lines)
+    if stream:
+        s = ["| streaming, produce-to-visible ms (p50 / p99) | " + " | ".join(labels) + " |",
+             "|---|" + "---:|" * len(labels)]
+        for rate in args.rates:
+            cells = []
+            for lab in labels:
+                ph = stream.get((rate, lab), {})
+                if "error" in ph:
+                    cells.append("failed: " + ph["error"].splitlines()[0][:80])
+                elif ph:
+                    lat = ph["latency_ms"]
+                    lost = (f", {ph['missing']} missing" if ph["missing"] else "") + (
+                        f", {ph['duplicated']} duplicated" if ph["duplicated"] else "")
+                    cells.append(f"{lat.get('p50')} / {lat.get('p99')}{lost}")
+                else:
+                    cells.append("--")
+            s.append(f"| {rate:,} records/s, {args.stream_seconds:g} s | " + " | ".join(cells) + " |")
+        out += "\n\n" + "\n".join(s)
+    return out
+
+
+def row(name, rates):
+    """Rows/s, and pykafka's rate over this column's; a negative figure is seconds (a
+    query whose rows/s would mislead: the timestamp range), with this column's time over
+    pykafka's."""
+    base = rates[0]
+    cells = []
+    for i, rate in enumerate(rates):
+        if rate is None:
+            cells.append("--")
+        elif rate < 0:
+            cells.append(f"{-rate:.2f} s" if i == 0 or not base
+                         else f"{-rate:.2f} s (pykafka {rate / base:.2f}x)")
+        elif i == 0 or not base:
+            cells.append(fmt_rate(rate))
+        else:
+            cells.append(f"{fmt_rate(rate)} (pykafka {base / rate:.2f}x)")
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+def kafka_clients_version(args):
+    """From the jar's name (``--jars``) or the coordinates (``--packages``)."""
+    import re
+
+    found = re.search(r"kafka-clients-([0-9][^/,]*?)\.jar", args.jars or "")
+    if found:
+        return found.group(1)
+    return "as resolved from " + args.packages if args.packages else "?"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jars", help="comma-separated jars of Spark's Kafka connector")
+    ap.add_argument("--packages", help="Maven coordinates of Spark's Kafka connector")
+    ap.add_argument("--records", type=int, default=2_000_000, help="records read")
+    ap.add_argument("--write-records", type=int, default=None,
+                    help="rows written (default: --records / 2)")
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--stream-seconds", type=float, default=30.0)
+    ap.add_argument("--rates", default="1000,20000")
+    ap.add_argument("--no-stream", action="store_true")
+    ap.add_argument("--no-avro", action="store_true")
+    ap.add_argument("--write-results", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.jars and not args.packages:
+        print(NO_CONNECTOR, file=sys.stderr)
+        return 2
+    args.rates = [int(r) for r in args.rates.split(",") if r]
+    args.write_records = args.write_records or args.records // 2
+
+    from tests.support.brokers import TansuBroker
+    from tests.support.schema_registry import start_registry
+    from tests.support.spark_support import make_spark
+
+    conf = {"spark.jars": args.jars} if args.jars else {"spark.jars.packages": args.packages}
+    conf["spark.sql.python.filterPushdown.enabled"] = "true"     # for pykafka's pushFilters
+    started = time.monotonic()
+    load_before = os.getloadavg()
+    broker = TansuBroker()
+    registry = start_registry()
+    spark = make_spark("kafka_ds bench_jvm", driver_memory="4g", conf=conf)
+    try:
+        try:
+            spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap_servers) \
+                .option("subscribe", "none").load().schema
+        except Exception as exc:  # noqa: BLE001
+            print(f"Spark's format(\"kafka\") is not usable with these jars: {exc}"[:1500]
+                  + "\n\n" + NO_CONNECTOR, file=sys.stderr)
+            return 2
+        avro = not args.no_avro
+        if avro:
+            try:
+                from pyspark.sql.avro.functions import to_avro
+                spark.range(1).select(to_avro("id")).collect()
+            except Exception as exc:  # noqa: BLE001
+                log(f"no spark-avro on the classpath, the Avro write is skipped ({exc!r:.200})")
+                avro = False
+        found = {"spark": spark.version, "kafka-clients": kafka_clients_version(args)}
+        log(f"Spark {found['spark']}, kafka-clients {found['kafka-clients']}; "
+            f"Tansu at {broker.bootstrap_servers}")
+        topic = broker.create_topic(broker.unique_topic("bench-jvm"), partitions=args.partitions)
+        fill(broker, topic, args.records, args.partitions, args.value_size)
+        ends = ends_json(broker, topic)
+        log(f"{sum(ends.values()):,} records in {topic}")
+        read_rates, in_range = reads(spark, broker, topic, ends, args)
+        broker.delete_topic(topic, wait=False)
+        write_rates = writes(spark, broker, args, registry, avro)
+        stream = {} if args.no_stream else streaming(spark, broker, args)
+    finally:
+        spark.stop()
+        registry.stop()
+        broker.stop()
+    load_after = os.getloadavg()
+    minutes = (time.monotonic() - started) / 60
+    command = " ".join([".venv/bin/python benchmarks/bench_jvm.py"]
+                       + (argv if argv is not None else sys.argv[1:]))
+    from run_all import machine, replace_section
+
+    header = (f"Command: `{command}` -- {dt.datetime.now():%Y-%m-%d %H:%M}, {minutes:.1f} min. "
+              f"One Spark session (`local[2]`, Spark {found['spark']}, kafka-clients "
+              f"{found['kafka-clients']}), Tansu (memory storage), {args.records:,} records of "
+              f"{args.value_size} B in {args.partitions} partitions read, "
+              f"{args.write_records:,} rows written; load average (1 min) "
+              f"{load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end. "
+              f"Machine: {machine()}.")
+    text = tables(read_rates, write_rates, stream, args, in_range)
+    print("\n" + header + "\n\n" + text)
+    if args.write_results:
+        path = os.path.join(HERE, "results.md")
+        replace_section(path, "jvm", "## Against Spark's `format(\"kafka\")` (`bench_jvm.py`)\n\n"
+                        + header + "\n\n" + text)
+        print(f"\nwrote the jvm section of {os.path.relpath(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
