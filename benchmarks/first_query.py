@@ -3,7 +3,7 @@ through ``format("pykafka")`` against a warm second one, and against Spark's own
 of a Python data source, measured the same way with a null source and a null sink that do
 nothing but yield or take Arrow batches -- and where the time goes.
 
-    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python benchmarks/first_query.py [--rows 10000] [--repeat 3]
+    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python benchmarks/first_query.py [--rows 10000] [--repeat 3] [--compare DIR]
 
 Each case runs in a Spark application of its own (a fresh JVM and fresh Python workers, so
 its first action is really the first), ``--repeat`` times; the figures are medians. The
@@ -324,7 +324,7 @@ print(time.perf_counter() - t, 'pandas' in sys.modules, 'pyarrow' in sys.modules
 """
 
 
-def import_costs(repeat: int) -> list[tuple[str, float, bool, bool]]:
+def import_costs(repeat: int, env=None, cwd=None) -> list[tuple[str, float, bool, bool]]:
     """(step, median seconds of importing kafka_ds's modules after pyspark's, pandas loaded,
     pyarrow loaded) in fresh interpreters."""
     out = []
@@ -334,7 +334,7 @@ def import_costs(repeat: int) -> list[tuple[str, float, bool, bool]]:
         runs = []
         for _ in range(repeat):
             line = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                  check=True).stdout.split()
+                                  check=True, env=env, cwd=cwd).stdout.split()
             runs.append((float(line[0]), line[1] == "True", line[2] == "True"))
         out.append((step, statistics.median(r[0] for r in runs), runs[0][1], runs[0][2]))
     return out
@@ -348,35 +348,36 @@ def describe_requests(requests: dict) -> str:
     return ", ".join(f"{v} {k}" for k, v in sorted(requests.items())) or "-"
 
 
-def print_itemization(kind: str, figures: dict) -> None:
+def print_itemization(kind: str, figures: dict, compared: bool) -> None:
     steps = READ_STEPS if kind == "read" else WRITE_STEPS
     null = "null source, read" if kind == "read" else "null sink, write"
     ours = f"pykafka, {kind}"
     columns = [(null, "first"), (ours, "first"), (ours, "second")]
+    if compared:
+        columns.append((f"pykafka (compared), {kind}", "first"))
     print(f"\n{kind}: each step's wait in Spark (JVM, a pool's daemon starting), its new "
           "Python process's start\n(fork, Python, pyspark, unpickling the source: our "
           "imports) and the call itself; seconds, medians:")
-    header = f"{'':28}" + "".join(f"{f'{c} ({w})':>26}" for c, w in columns)
-    print(header)
+    names = {null: "null", ours: "pykafka", f"pykafka (compared), {kind}": "compared"}
+    print(f"{'':24}" + "".join(f"{names[c] + ' ' + w:>16}" for c, w in columns))
     for step in steps:
         for part in ("wait", "start", "call"):
             cells = []
             for case, which in columns:
                 item = figures[case][which]["steps"].get(step)
-                cells.append(f"{item[part]:26.2f}" if item else f"{'-':>26}")
-            print(f"{step + ' ' + part:28}" + "".join(cells))
-    cells = [f"{figures[c][w]['after']:26.2f}" for c, w in columns]
-    print(f"{'after the last call':28}" + "".join(cells))
-    cells = [f"{figures[c][w]['total']:26.2f}" for c, w in columns]
-    print(f"{'total':28}" + "".join(cells))
-    print(f"{kind}, pykafka's first action: connections, requests and pandas per step:")
-    for step in steps:
-        item = figures[ours]["first"]["steps"].get(step)
-        if item:
-            print(f"  {step:14} {int(item['new'])} new process(es), "
-                  f"{int(item['connections'])} connection(s), "
-                  f"requests: {describe_requests(item['requests'])}; pandas loaded: "
-                  f"{'yes' if item['pandas'] else 'no'}")
+                cells.append(f"{item[part]:16.2f}" if item else f"{'-':>16}")
+            print(f"{step + ' ' + part:24}" + "".join(cells))
+    for name, key in (("after the last call", "after"), ("total", "total")):
+        print(f"{name:24}" + "".join(f"{figures[c][w][key]:16.2f}" for c, w in columns))
+    for case in [ours] + ([f"pykafka (compared), {kind}"] if compared else []):
+        print(f"{case}, first action: connections, requests and pandas per step:")
+        for step in steps:
+            item = figures[case]["first"]["steps"].get(step)
+            if item:
+                print(f"  {step:14} {int(item['new'])} new process(es), "
+                      f"{int(item['connections'])} connection(s), "
+                      f"requests: {describe_requests(item['requests'])}; pandas loaded: "
+                      f"{'yes' if item['pandas'] else 'no'}")
 
 
 def main(argv=None) -> int:
@@ -385,6 +386,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3,
                         help="Spark applications per case (medians)")
     parser.add_argument("--bootstrap", help="a broker to use instead of a local Tansu")
+    parser.add_argument("--compare", metavar="DIR",
+                        help="another checkout of kafka_ds (e.g. git worktree add /tmp/old "
+                             "<commit>): its pykafka cases run too, interleaved with this "
+                             "checkout's, as 'pykafka (compared)'")
     parser.add_argument("--case", choices=("prepare",) + CASES, help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--trace", help=argparse.SUPPRESS)
@@ -397,55 +402,80 @@ def main(argv=None) -> int:
 
     from kafka_ds.demo.broker import LocalBroker
 
+    # Spark's Python workers start in the driver's working directory (``python -m``), so
+    # a checkout's kafka_ds is imported by running its cases there, with it on PYTHONPATH.
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    checkouts = {"": here}
+    if args.compare:
+        checkouts[" (compared)"] = os.path.abspath(args.compare)
+    cases = []
+    for case in CASES:
+        kind = case.split(", ")[1]
+        if case.startswith("pykafka"):
+            cases.extend((f"pykafka{label}, {kind}", case, path)
+                         for label, path in checkouts.items())
+        else:
+            cases.append((case, case, here))
+
     print(f"start: {load()}", flush=True)
     broker = None if args.bootstrap else LocalBroker()
     bootstrap = args.bootstrap or broker.start()
-    figures: dict = {case: {"first": [], "second": []} for case in CASES}
+    figures: dict = {name: {"first": [], "second": []} for name, _, _ in cases}
     try:
         read_topic = f"first-query-{uuid.uuid4().hex[:8]}"
-        order = ["prepare"] + [case for _ in range(args.repeat) for case in CASES]
-        for case in order:
+        order = [("prepare", "prepare", here)] + [c for _ in range(args.repeat) for c in cases]
+        for name, case, path in order:
             topic = read_topic if case in ("prepare", "pykafka, read") \
                 else f"first-query-{uuid.uuid4().hex[:8]}"
+            env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get(
+                "PYTHONPATH", ""))
             with tempfile.NamedTemporaryFile(suffix=".jsonl") as trace_file:
                 out = subprocess.run(
-                    [sys.executable, __file__, "--case", case, "--rows", str(args.rows),
-                     "--bootstrap", bootstrap, "--topic", topic, "--trace", trace_file.name],
-                    capture_output=True, text=True)
+                    [sys.executable, os.path.abspath(__file__), "--case", case,
+                     "--rows", str(args.rows), "--bootstrap", bootstrap, "--topic", topic,
+                     "--trace", trace_file.name],
+                    capture_output=True, text=True, env=env, cwd=path)
                 if out.returncode:
                     sys.stderr.write(out.stdout + out.stderr)
-                    raise SystemExit(f"case {case!r} failed")
+                    raise SystemExit(f"case {name!r} failed")
                 trace = [json.loads(line) for line in open(trace_file.name)]
             line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT"))
             result = json.loads(line.split(" ", 1)[1])
             if case != "prepare":
                 for which in ("first", "second"):
-                    figures[case][which].append(itemize(result[which], trace))
-                print(f"  {case}: first {figures[case]['first'][-1]['total']:.2f} s, second "
-                      f"{figures[case]['second'][-1]['total']:.2f} s ({load()})", flush=True)
+                    figures[name][which].append(itemize(result[which], trace))
+                print(f"  {name}: first {figures[name]['first'][-1]['total']:.2f} s, second "
+                      f"{figures[name]['second'][-1]['total']:.2f} s ({load()})", flush=True)
     finally:
         if broker is not None:
             broker.stop()
     print(f"end of the Spark runs: {load()}")
-    medians = {case: {which: median_items(runs) for which, runs in by.items()}
-               for case, by in figures.items()}
+    medians = {name: {which: median_items(runs) for which, runs in by.items()}
+               for name, by in figures.items()}
+    if args.compare:
+        print(f"compared: kafka_ds of {checkouts[' (compared)']}")
     print(f"\n{args.rows} rows of 100 B, each case in {args.repeat} Spark applications of "
           "its own (local[2]), median seconds:")
-    print(f"{'':20} {'first':>7} {'second':>7} {'first - second':>15}")
+    print(f"{'':30} {'first':>7} {'second':>7} {'first - second':>15}")
     for name, by in medians.items():
         first, second = by["first"]["total"], by["second"]["total"]
-        print(f"{name:20} {first:7.2f} {second:7.2f} {first - second:15.2f}")
+        print(f"{name:30} {first:7.2f} {second:7.2f} {first - second:15.2f}")
     for kind, null in (("write", "null sink, write"), ("read", "null source, read")):
-        ours, nulls = medians[f"pykafka, {kind}"]["first"], medians[null]["first"]
-        print(f"first {kind}: pykafka {ours['total']:.2f} s, {ours['total'] - nulls['total']:+.2f}"
-              f" s against Spark's own Python data source start-up ({nulls['total']:.2f} s)")
+        nulls = medians[null]["first"]
+        for label in checkouts:
+            ours = medians[f"pykafka{label}, {kind}"]["first"]
+            print(f"first {kind}: pykafka{label} {ours['total']:.2f} s, "
+                  f"{ours['total'] - nulls['total']:+.2f} s against Spark's own Python data "
+                  f"source start-up ({nulls['total']:.2f} s)")
     for kind in ("read", "write"):
-        print_itemization(kind, medians)
-    print("\nImports per step's process, fresh interpreter, after what pyspark's worker for "
-          "the step imports itself (median of 5):")
-    for step, seconds, pandas, pyarrow in import_costs(5):
-        print(f"  {step:26} {seconds:6.3f} s   pyarrow {'yes' if pyarrow else 'no ':3}  "
-              f"pandas {'yes' if pandas else 'no'}")
+        print_itemization(kind, medians, bool(args.compare))
+    for label, path in checkouts.items():
+        env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        print(f"\nImports per step's process{label}, fresh interpreter, after what pyspark's "
+              "worker for the step imports itself (median of 5):")
+        for step, seconds, pandas, pyarrow in import_costs(5, env, path):
+            print(f"  {step:26} {seconds:6.3f} s   pyarrow {'yes' if pyarrow else 'no ':3}  "
+                  f"pandas {'yes' if pandas else 'no'}")
     print(f"end: {load()}")
     return 0
 
