@@ -390,6 +390,11 @@ def main(argv=None) -> int:
                         help="another checkout of kafka_ds (e.g. git worktree add /tmp/old "
                              "<commit>): its pykafka cases run too, interleaved with this "
                              "checkout's, as 'pykafka (compared)'")
+    parser.add_argument("--json", metavar="PATH",
+                        help="append every application's itemization to PATH as it ends "
+                             "(a run cut short keeps what it measured)")
+    parser.add_argument("--from-json", metavar="PATH",
+                        help="print the tables of the applications saved in PATH; run nothing")
     parser.add_argument("--case", choices=("prepare",) + CASES, help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--trace", help=argparse.SUPPRESS)
@@ -398,6 +403,18 @@ def main(argv=None) -> int:
     if args.case:
         result = run_case(args.case, args.rows, args.bootstrap, args.topic, args.trace)
         print("RESULT", json.dumps(result), flush=True)
+        return 0
+
+    if args.from_json:
+        saved = [json.loads(line) for line in open(args.from_json)]
+        figures = {}
+        for app in saved:
+            by = figures.setdefault(app["case"], {"first": [], "second": []})
+            by["first"].append(app["first"])
+            by["second"].append(app["second"])
+        complete = min(len(by["first"]) for by in figures.values())
+        print(f"{args.from_json}: {len(saved)} applications, {load()} now")
+        report(figures, complete, saved[0]["checkouts"], args.rows)
         return 0
 
     from kafka_ds.demo.broker import LocalBroker
@@ -444,17 +461,30 @@ def main(argv=None) -> int:
             if case != "prepare":
                 for which in ("first", "second"):
                     figures[name][which].append(itemize(result[which], trace))
+                if args.json:
+                    with open(args.json, "a") as f:
+                        f.write(json.dumps({"case": name, "checkouts": checkouts,
+                                            "load": os.getloadavg(),
+                                            "first": figures[name]["first"][-1],
+                                            "second": figures[name]["second"][-1]}) + "\n")
                 print(f"  {name}: first {figures[name]['first'][-1]['total']:.2f} s, second "
                       f"{figures[name]['second'][-1]['total']:.2f} s ({load()})", flush=True)
     finally:
         if broker is not None:
             broker.stop()
     print(f"end of the Spark runs: {load()}")
+    report(figures, args.repeat, checkouts, args.rows)
+    print(f"end: {load()}")
+    return 0
+
+
+def report(figures: dict, repeat: int, checkouts: dict, rows: int) -> None:
+    """Print the medians, the itemization and the import table."""
     medians = {name: {which: median_items(runs) for which, runs in by.items()}
                for name, by in figures.items()}
-    if args.compare:
+    if " (compared)" in checkouts:
         print(f"compared: kafka_ds of {checkouts[' (compared)']}")
-    print(f"\n{args.rows} rows of 100 B, each case in {args.repeat} Spark applications of "
+    print(f"\n{rows} rows of 100 B, each case in {repeat} Spark applications of "
           "its own (local[2]), median seconds:")
     print(f"{'':30} {'first':>7} {'second':>7} {'first - second':>15}")
     for name, by in medians.items():
@@ -468,7 +498,7 @@ def main(argv=None) -> int:
                   f"{ours['total'] - nulls['total']:+.2f} s against Spark's own Python data "
                   f"source start-up ({nulls['total']:.2f} s)")
     for kind in ("read", "write"):
-        print_itemization(kind, medians, bool(args.compare))
+        print_itemization(kind, medians, " (compared)" in checkouts)
     for label, path in checkouts.items():
         env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get("PYTHONPATH", ""))
         print(f"\nImports per step's process{label}, fresh interpreter, after what pyspark's "
@@ -476,8 +506,6 @@ def main(argv=None) -> int:
         for step, seconds, pandas, pyarrow in import_costs(5, env, path):
             print(f"  {step:26} {seconds:6.3f} s   pyarrow {'yes' if pyarrow else 'no ':3}  "
                   f"pandas {'yes' if pandas else 'no'}")
-    print(f"end: {load()}")
-    return 0
 
 
 if __name__ == "__main__":
