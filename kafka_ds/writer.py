@@ -15,7 +15,7 @@ from .compat import DataSourceStreamArrowWriter
 from .options import WriteOptions
 from .worker_process import freeze_long_lived_objects, spark_entry_point
 from .write.plan import ColumnPlan
-from .write.task import KafkaCommitMessage, WriteSummary, spark_partition_id, write_batches
+from .write.messages import KafkaCommitMessage, WriteSummary, spark_partition_id
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,9 @@ class _TaskWrites:
 
     @spark_entry_point
     def write(self, iterator) -> KafkaCommitMessage:
+        # The encoder (numpy, pyarrow) loads in the write tasks only: Spark's writer() and
+        # commit() run in Python processes of their own, which unpickle this class.
+        from .write.task import write_batches
         freeze_long_lived_objects()
         if self.prefix is None:
             return write_batches(self.opts, self.plan, iterator)

@@ -26,7 +26,8 @@ def _take_binary(pabuf, starts, lengths, nulls_possible=True):
     offs[0::2] = starts
     offs[1::2] = starts + ln
     inter = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(offs), pabuf])
-    out = pc.take(inter, pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)), boundscheck=False)
+    out = pc.take(inter, int_array(np.arange(0, 2 * n, 2, dtype=np.int64), pa.int64()),
+                  boundscheck=False)
     if nulls_possible:
         valid = lengths >= 0
         if not valid.all():
@@ -46,9 +47,25 @@ def _binary_to_string(arr):
                          for v in arr.to_pylist()], type=pa.string())
 
 
-def _int_array(values, typ):
+# pyarrow imports pandas the first time it converts between numpy and Arrow (pa.array of a
+# numpy array, np.asarray/to_numpy of an Arrow array, pa.scalar): 0.3-0.8 s of a Python
+# worker's first task. The read path converts through the two helpers below instead.
+
+def int_array(values, typ):
+    """A fixed-width Arrow array of ``typ`` over numpy ``values`` (no nulls), zero-copy when
+    they are contiguous."""
     values = np.ascontiguousarray(values)
     return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(values)])
+
+
+def numpy_values(arr, dtype) -> np.ndarray:
+    """The values of a fixed-width Arrow array without nulls (``offset``, ``timestamp``
+    viewed as int64) as a zero-copy numpy array of ``dtype``."""
+    if arr.null_count:
+        return arr.to_numpy(zero_copy_only=False)
+    dtype = np.dtype(dtype)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr),
+                         offset=arr.offset * dtype.itemsize)
 
 
 def _headers_array(counts, hkeys, hvalues):

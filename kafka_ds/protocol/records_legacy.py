@@ -10,7 +10,7 @@ import pyarrow as pa
 from . import compression as _comp
 from .compression import DecompressedSizeExceeded
 from ..errors import KafkaProtocolError
-from .records_arrays import _int_array
+from .records_arrays import int_array
 from .records_layout import (
     _INT32, _LEGACY_MIN_LENGTH, _LEGACY_V0, _LEGACY_V1, _OFFSET_LENGTH, ATTR_CODEC_MASK,
     ATTR_TIMESTAMP_TYPE, CREATE_TIME, HEADERS_TYPE, LOG_APPEND_TIME, LOG_OVERHEAD, NO_TIMESTAMP,
@@ -42,7 +42,7 @@ class _LegacyRows:
             "key": pa.array(self.keys, pa.binary()),
             "value": pa.array(self.values, pa.binary()),
             "offset": pa.array(self.offsets, pa.int64()),
-            "timestamp": _int_array(np.array(self.ts, dtype=np.int64) * 1000, TIMESTAMP_TYPE),
+            "timestamp": int_array(np.array(self.ts, dtype=np.int64) * 1000, TIMESTAMP_TYPE),
             "timestampType": pa.array(self.ts_types, pa.int32()),
         }
         if include_headers:

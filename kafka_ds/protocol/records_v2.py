@@ -10,7 +10,7 @@ import pyarrow as pa
 from . import compression as _comp
 from .compression import DecompressedSizeExceeded
 from ..errors import KafkaProtocolError
-from .records_arrays import _binary_to_string, _headers_array, _int_array, _take_binary
+from .records_arrays import _binary_to_string, _headers_array, int_array, _take_binary
 from .records_layout import (
     _INT16x2, _MIN_RECORD_SIZE, HEADERS_TYPE, TIMESTAMP_TYPE, V2_HEADER_SIZE,
     _corrupt,
@@ -260,9 +260,9 @@ def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
         cols = {
             "key": _take_binary(pabuf, key_start, key_len),
             "value": _take_binary(pabuf, value_start, value_len),
-            "offset": _int_array(offsets, pa.int64()),
-            "timestamp": _int_array(ts, TIMESTAMP_TYPE),
-            "timestampType": _int_array(ts_type, pa.int32()),
+            "offset": int_array(offsets, pa.int64()),
+            "timestamp": int_array(ts, TIMESTAMP_TYPE),
+            "timestampType": int_array(ts_type, pa.int32()),
         }
         if include_headers:
             if f.hrec is None:

@@ -54,16 +54,29 @@ class _PartitionColumns:
         self.columns = None
 
     def __call__(self, rows: int):
-        import pyarrow as pa
-
         if rows > self.rows:
             self.rows = max(rows, 2 * self.rows)
-            self.columns = (pa.repeat(self.topic, self.rows).cast(pa.string()),
-                            pa.repeat(pa.scalar(self.partition, pa.int32()), self.rows))
+            self.columns = self._build(self.rows)
         topic_column, partition_column = self.columns
         if rows == self.rows:
             return topic_column, partition_column
         return topic_column.slice(0, rows), partition_column.slice(0, rows)
+
+    def _build(self, rows: int):
+        """Built from numpy buffers: pa.repeat/pa.scalar would import pandas (pyarrow's
+        lookup of pandas types), most of a fresh worker's first read."""
+        import numpy as np
+        import pyarrow as pa
+
+        from ..protocol.records_arrays import int_array
+        name = self.topic.encode("utf-8")
+        if len(name) * rows >= 1 << 31:      # beyond int32 offsets: Arrow's own repeat
+            topic = pa.repeat(self.topic, rows).cast(pa.string())
+        else:
+            offsets = np.arange(0, len(name) * (rows + 1), len(name), dtype=np.int32)
+            topic = pa.Array.from_buffers(pa.string(), rows, [
+                None, pa.py_buffer(offsets), pa.py_buffer(name * rows)])
+        return topic, int_array(np.full(rows, self.partition, dtype=np.int32), pa.int32())
 
 
 def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
@@ -79,6 +92,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
 
     from .fetch_pipeline import FetchAhead, fetch_partition
     from ..protocol.records import decode_records
+    from ..protocol.records_arrays import numpy_values
     from .record_timestamps import check_timestamps
 
     if not hasattr(rng, "topic"):
@@ -151,7 +165,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 n = batch.num_rows
                 if next_offset > end:
                     # Only the last answer of a range holds records past its end.
-                    offsets = batch.column("offset").to_numpy()
+                    offsets = numpy_values(batch.column("offset"), np.int64)
                     n = int(np.searchsorted(offsets, end, side="left"))
                 if n:
                     if n < batch.num_rows:

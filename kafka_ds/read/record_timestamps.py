@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import CorruptRecordError, KafkaProtocolError
 from ..protocol.primitives import read_varint
+from ..protocol.records_arrays import numpy_values
 from ..protocol.records_layout import (
     _LEGACY_V0,
     _V2_HEADER,
@@ -36,11 +37,11 @@ def check_timestamps(batch, records, topic: str, partition: int, end: int | None
     column = batch.column("timestamp")
     if column.null_count:
         column = column.fill_null(0)
-    micros = np.asarray(column.view("int64"))
+    micros = numpy_values(column.view("int64"), np.int64)
     bad = np.flatnonzero(micros % 1000)
     if not len(bad):
         return
-    offsets = batch.column("offset").to_numpy()
+    offsets = numpy_values(batch.column("offset"), np.int64)
     if end is not None:
         bad = bad[offsets[bad] < end]
         if not len(bad):

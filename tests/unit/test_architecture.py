@@ -1,11 +1,15 @@
 """docs/architecture.md stays true: it names every module of kafka_ds/, the package has no
 import cycles (imports inside functions and under TYPE_CHECKING included), at most ten
-modules sit directly in kafka_ds/, and the package carries no test switches or reads of
-pyspark's private stack frames."""
+modules sit directly in kafka_ds/, the package carries no test switches or reads of
+pyspark's private stack frames, and the Spark-facing modules import nothing heavy."""
 import ast
 import fnmatch
 import os
 import re
+import subprocess
+import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE = os.path.join(ROOT, "kafka_ds")
@@ -142,3 +146,18 @@ def test_no_test_switches_or_stack_frames_in_the_package():
             if forbidden.search(line):
                 hits.append(f"{os.path.relpath(path, ROOT)}:{number}: {line.strip()}")
     assert hits == []
+
+
+@pytest.mark.parametrize("module", ["kafka_ds.source", "kafka_ds.reader", "kafka_ds.writer",
+                                    "kafka_ds.stream"])
+def test_spark_facing_modules_import_nothing_heavy(module):
+    """Spark unpickles the source, its readers and writers in Python processes of their own
+    (schema(), partitions(), writer(), commit(), every task): importing these modules must
+    not load pandas, numpy or pyarrow -- those load inside read/write, where needed. A
+    fresh interpreter, so nothing is loaded already."""
+    code = (f"import sys; import {module}; "
+            "print(sorted(m for m in ('pandas', 'numpy', 'pyarrow') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.strip()
+    assert out == "[]", f"importing {module} loads {out}"

@@ -122,3 +122,22 @@ def test_combined_task_pickles_with_its_ranges():
     copy = pickle.loads(pickle.dumps(task))
     assert _spans(copy) == _spans(task) == [("t", 0, 100, 101), ("t", 1, 100, 102),
                                             ("t", 2, 100, 103)]
+
+
+def test_first_batch_of_a_latest_start_plans_one_empty_task():
+    # Its records are resolved only now ("latest" markers -1 as the start): nothing to read,
+    # but one task, so Spark starts the read's Python worker before records arrive. Any
+    # other batch without records plans none.
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.read.ranges import read_range
+    from kafka_ds.stream import KafkaStreamReader
+
+    raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}
+    reader = KafkaStreamReader(parse_read_options(raw, streaming=True), raw)
+    tasks = reader.partitions({"t": {"0": -1, "1": -1}}, {"t": {"0": 5, "1": 0}})
+    assert len(tasks) == 1 and not hasattr(tasks[0], "topic")
+    assert list(reader.read(tasks[0])) == []            # reads nothing, opens no socket
+    assert list(read_range(reader.opts, tasks[0])) == []
+    assert reader.partitions({"t": {"0": 5, "1": 0}}, {"t": {"0": 5, "1": 0}}) == []
+    planned = reader.partitions({"t": {"0": -1, "1": 0}}, {"t": {"0": 5, "1": 3}})
+    assert [(p.topic, p.partition, p.start, p.end) for p in planned] == [("t", 1, 0, 3)]
