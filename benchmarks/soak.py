@@ -544,9 +544,14 @@ def check_kafka_sink(bootstrap, registry_url, sink, partitions, acked):
     result["raw_log"] = {
         "committed_records": sum(counts.values()),
         "lost": len(set(acked) - set(counts)),
+        "lost_by_source_partition": dict(collections.Counter(
+            p for p, _ in set(acked) - set(counts))),
         "duplicated": sum(n - 1 for n in counts.values() if n > 1),
         "unexpected": len(set(counts) - set(acked)),
-        "value_mismatch": wrong_id, "records_with_v2_field_set": with_unit,
+        "value_mismatch": wrong_id,
+        "raw_log_first_offset_by_partition": {
+            str(p): min((b.base_offset for b in log_verdict.batches if b.partition == p),
+                        default=None) for p in range(partitions)}, "records_with_v2_field_set": with_unit,
         "aborted_records": len(log_verdict.aborted), "open_records": len(log_verdict.open),
         "commit_markers": log_verdict.commits,
     }
@@ -936,14 +941,24 @@ def main(argv=None):
         log(f"caught up: {caught}; checking")
 
         acked = producer.acknowledged()
-        rows, files = file_sink_rows(spec["file_sink"])
-        counts = collections.Counter((p, o) for p, o, _ in rows)
-        wrong = sum(1 for p, o, i in rows if acked.get((p, o), i) != i)
-        file_result = {"files": files, "rows": len(rows), "lost": len(set(acked) - set(counts)),
-                       "duplicated": sum(n - 1 for n in counts.values() if n > 1),
-                       "unexpected": len(set(counts) - set(acked)), "value_mismatch": wrong}
-        kafka_result = check_kafka_sink(broker.bootstrap_servers, registry.url, sink,
-                                        args.partitions, acked)
+        import traceback
+        try:
+            rows, files = file_sink_rows(spec["file_sink"])
+            counts = collections.Counter((p, o) for p, o, _ in rows)
+            wrong = sum(1 for p, o, i in rows if acked.get((p, o), i) != i)
+            file_result = {"files": files, "rows": len(rows),
+                           "lost": len(set(acked) - set(counts)),
+                           "duplicated": sum(n - 1 for n in counts.values() if n > 1),
+                           "unexpected": len(set(counts) - set(acked)), "value_mismatch": wrong}
+        except Exception:   # noqa: BLE001 - the summary and the plot are still written
+            file_result = {"check_failed": traceback.format_exc()}
+        try:
+            kafka_result = check_kafka_sink(broker.bootstrap_servers, registry.url, sink,
+                                            args.partitions, acked)
+        except Exception:   # noqa: BLE001
+            kafka_result = {"check_failed": traceback.format_exc(),
+                            "raw_log": {"lost": -1, "duplicated": -1, "open_records": -1,
+                                        "value_mismatch": -1}}
         first_t, last_t = sampler.series[0][0], report["production_s"]
         committed_by_end = {name: sampler.series[-1][2][name] for name in checkpoints}
         max_lag = {name: max(s[3][name] for s in sampler.series) for name in checkpoints}
@@ -967,7 +982,8 @@ def main(argv=None):
             "events": events,
         })
         raw = kafka_result["raw_log"]
-        ok = (caught and file_result["lost"] == 0 and file_result["duplicated"] == 0
+        ok = ("check_failed" not in file_result and "check_failed" not in kafka_result
+              and caught and file_result["lost"] == 0 and file_result["duplicated"] == 0
               and file_result["value_mismatch"] == 0 and raw["lost"] == 0
               and raw["duplicated"] == 0 and raw["open_records"] == 0
               and raw["value_mismatch"] == 0 and not stuck)

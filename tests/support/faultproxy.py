@@ -126,6 +126,9 @@ class _Pair:
             # list of every connection it ever had
             proxy.pairs[:] = [pair for pair in proxy.pairs if not pair.closed]
             proxy.pairs.append(self)
+        if proxy.is_down:    # down() came between the accept and here
+            self.close()
+            return
         threading.Thread(target=self._requests, daemon=True).start()
         threading.Thread(target=self._responses, daemon=True).start()
 
