@@ -658,6 +658,101 @@ def plot(path, series, memory, events, title):
     plt.close(fig)
 
 
+# --- results.md -------------------------------------------------------------------------------
+
+def _kind(role):
+    """'executor 3 JVM' -> 'executor JVMs' (executors are replaced and renumbered)."""
+    if role.startswith("executor "):
+        return "executor JVMs" if role.endswith("JVM") else "executor Python workers"
+    return role
+
+
+def results_markdown(report, command, png="soak.png") -> str:
+    """The soak's section of benchmarks/results.md from its summary."""
+    k, f = report["kafka_sink"], report["file_sink"]
+    raw, rc = k.get("raw_log", {}), k.get("read_committed_consumer", {})
+    faults = report["network_faults"]
+    stalls = {name[6:]: n for name, n in faults.items() if name.startswith("stall_")}
+    events = report["process_events"]
+    failures = report["query_failures"]
+    lso = k.get("last_stable_offset", {}).get("partitions_lso_below_hw", {})
+    memory = collections.defaultdict(lambda: {"processes": 0, "life": 0, "peak": 0.0,
+                                              "growth": None, "longest": None})
+    for role, m in report["memory"].items():
+        agg = memory[_kind(role)]
+        agg["processes"] += m["processes"]
+        agg["peak"] = max(agg["peak"], m["peak_mib"])
+        if m["longest_life_s"] > agg["life"]:
+            agg["life"] = m["longest_life_s"]
+            agg["longest"] = m
+        if m["max_growth_mib_per_h"] is not None:
+            agg["growth"] = max(agg["growth"] if agg["growth"] is not None else -1e9,
+                                m["max_growth_mib_per_h"])
+    load = report["load_average_at_start"], report["load_average_at_end"]
+    lines = [
+        "## Soak (`soak.py`): typed, exactly-once, two executor JVMs, everything failing", "",
+        f"Command: `{command}`; {report['production_s'] / 60:.0f} min of production and "
+        f"faults, then {report['catch_up_s']} s of catch-up; {report['args']['master']}, "
+        f"Tansu behind the fault proxy, seed {report['seed']}. Load average "
+        f"{load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end (2 cores, shared).", "",
+        "| | |", "|---|---|",
+        f"| records produced (acknowledged) | {report['records_produced']:,} at "
+        f"{report['args']['rate']}/s into {report['args']['partitions']} partitions "
+        f"(Avro; writer schema version 2 from record {report['v2_from_record_id']:,}) |",
+        f"| broker outages (proxy down) | {faults.get('broker_outages', 0)}, "
+        f"{faults.get('broker_down_s', 0)} s down in all |",
+        f"| answers stalled 1-{report['args']['stall_max']:.0f} s | "
+        + ", ".join(f"{name} {n}" for name, n in sorted(stalls.items())) + " |",
+        f"| executor JVMs SIGKILLed mid-batch | {events.get('executor', 0)} |",
+        f"| driver sessions SIGKILLed | {events.get('driver', 0)} (mid-commit: an EndTxn "
+        "answer held; one before a long registry outage) |",
+        f"| registry outages shorter / longer than the {report['args']['budget_ms'] // 1000} s "
+        f"budget | {events.get('registry_short', 0)} / {events.get('registry_long', 0)} |",
+        f"| queries failed (restarted from the checkpoints) | {len(failures)}"
+        + "".join(f"; at {x['t'] / 60:.0f} min: `{x['error'][:300]}`" for x in failures) + " |",
+        f"| stuck queries | {len(report['stuck'])} |",
+        f"| driver starts | {report['driver_starts']} |",
+        f"| file sink: rows, **lost**, **duplicated** | {f.get('rows', '?'):,}, "
+        f"**{f.get('lost', '?')}**, **{f.get('duplicated', '?')}** (every acknowledged "
+        "(partition, offset) once; ids match) |",
+        f"| `pykafka` sink, committed transactions of the raw log: records, **lost**, "
+        f"**duplicated**, aborted, **open** | {raw.get('committed_records', '?'):,}, "
+        f"**{raw.get('lost')}**, **{raw.get('duplicated')}**, {raw.get('aborted_records')}, "
+        f"**{raw.get('open_records')}** ({raw.get('commit_markers')} commits; decoded by "
+        "confluent-kafka's AvroDeserializer, ids match; "
+        f"{raw.get('records_with_v2_field_set', 0):,} carry the version-2 field) |",
+        f"| `read_committed` consumer (confluent-kafka): records, lost, duplicated | "
+        f"{rc.get('records', '?'):,}, {rc.get('lost')}, {rc.get('duplicated')} "
+        "(reached the high watermark of every partition) |" if all(
+            pos >= hw - 1 for pos, hw in rc.get("last_offset_read_vs_high_watermark",
+                                                {}).values()) else
+        f"| `read_committed` consumer (confluent-kafka): records, lost, duplicated | "
+        f"{rc.get('records', '?')}, {rc.get('lost')}, {rc.get('duplicated')} (stopped before "
+        f"the high watermark: {rc.get('last_offset_read_vs_high_watermark')}) |",
+        f"| last stable offset == high watermark | "
+        f"{'every partition' if not lso else 'NOT: ' + json.dumps(lso)} |",
+        f"| mean throughput, records/s | produced {report['throughput_records_per_s']['produced_mean']}, "
+        f"committed (over the whole run) files {report['throughput_records_per_s']['files_committed_mean']}, "
+        f"Kafka {report['throughput_records_per_s']['kafka_committed_mean']} |",
+        f"| largest lag, records | files {report['max_lag_records']['files']:,}, Kafka "
+        f"{report['max_lag_records']['kafka']:,} |",
+        "", "Memory (RSS from /proc every 5 s; growth: least-squares line over a process's "
+        "life after its first 2 minutes, for processes that lived at least 7 minutes):", "",
+        "| process | processes seen | longest life | longest-lived: first -> last MiB | "
+        "peak MiB | growth MiB/h (longest-lived) | largest growth MiB/h |",
+        "|---|---:|---:|---|---:|---:|---:|"]
+    for kind in sorted(memory):
+        agg = memory[kind]
+        m = agg["longest"]
+        lines.append(
+            f"| {kind} | {agg['processes']} | {agg['life'] / 60:.0f} min | "
+            f"{m['longest_first_mib']} -> {m['longest_last_mib']} | {agg['peak']} | "
+            f"{m['longest_growth_mib_per_h'] if m['longest_growth_mib_per_h'] is not None else '--'} | "
+            f"{agg['growth'] if agg['growth'] is not None else '--'} |")
+    lines += ["", f"![soak: throughput, lag and memory over time]({png})", ""]
+    return "\n".join(lines)
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 def main(argv=None):
@@ -685,7 +780,20 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out-dir", default=HERE)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--write-results", action="store_true",
+                        help="put the figures into benchmarks/results.md (section 'soak')")
+    parser.add_argument("--results-from", metavar="SUMMARY_JSON",
+                        help="only write results.md's section from an earlier run's summary")
     args = parser.parse_args(argv)
+    command = "PYSPARK_PYTHON=.venv/bin/python .venv/bin/python benchmarks/soak.py " + " ".join(
+        a for a in (argv if argv is not None else sys.argv[1:])
+        if not a.startswith("--results-from") and not a.endswith(".json"))
+    if args.results_from:
+        with open(args.results_from) as f:
+            report = json.load(f)
+        command = report.get("command", command)
+        _write_results(report, command)
+        return 0
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
 
@@ -988,6 +1096,7 @@ def main(argv=None):
               and raw["duplicated"] == 0 and raw["open_records"] == 0
               and raw["value_mismatch"] == 0 and not stuck)
         report["ok"] = ok
+        report["command"] = command
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "soak_summary.json"), "w") as f:
             json.dump(report, f, indent=1, default=str)
@@ -996,6 +1105,8 @@ def main(argv=None):
         plot(os.path.join(args.out_dir, "soak.png"), sampler.series, sampler.memory, events,
              title)
         print(json.dumps({k: v for k, v in report.items() if k != "events"}, default=str))
+        if args.write_results:
+            _write_results(report, command)
         return 0 if ok else 1
     finally:
         if driver is not None and driver.alive:
@@ -1009,6 +1120,12 @@ def main(argv=None):
         broker.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_results(report, command):
+    from benchmarks.run_all import replace_section
+    replace_section(os.path.join(HERE, "results.md"), "soak",
+                    results_markdown(report, command.strip()))
 
 
 if __name__ == "__main__":
