@@ -667,6 +667,14 @@ def _kind(role):
     return role
 
 
+def _short_error(text, limit=320):
+    """The kafka_ds error of a driver's failure line, fit for a table cell."""
+    at = text.find("kafka_ds.")
+    text = text[at:] if at >= 0 else text
+    text = text.split(" |  SQLSTATE")[0].replace("|", "/").replace("`", "'")
+    return text[:limit] + (" ..." if len(text) > limit else "")
+
+
 def results_markdown(report, command, png="soak.png") -> str:
     """The soak's section of benchmarks/results.md from its summary."""
     k, f = report["kafka_sink"], report["file_sink"]
@@ -709,7 +717,8 @@ def results_markdown(report, command, png="soak.png") -> str:
         f"| registry outages shorter / longer than the {report['args']['budget_ms'] // 1000} s "
         f"budget | {events.get('registry_short', 0)} / {events.get('registry_long', 0)} |",
         f"| queries failed (restarted from the checkpoints) | {len(failures)}"
-        + "".join(f"; at {x['t'] / 60:.0f} min: `{x['error'][:300]}`" for x in failures) + " |",
+        + "".join(f"; at {x['t'] / 60:.0f} min: `{_short_error(x['error'])}`"
+                  for x in failures) + " |",
         f"| stuck queries | {len(report['stuck'])} |",
         f"| driver starts | {report['driver_starts']} |",
         f"| file sink: rows, **lost**, **duplicated** | {f.get('rows', '?'):,}, "
