@@ -697,9 +697,14 @@ def results_markdown(report, command, png="soak.png") -> str:
             agg["growth"] = max(agg["growth"] if agg["growth"] is not None else -1e9,
                                 m["max_growth_mib_per_h"])
     load = report["load_average_at_start"], report["load_average_at_end"]
+    kills = [e for e in report.get("events", []) if e[1] == "driver_kill"]
+    mid_commit = sum("mid-commit" in str(e[2]) for e in kills)
+    before_outage = sum("registry" in str(e[2]) for e in kills)
     lines = [
         "## Soak (`soak.py`): typed, exactly-once, two executor JVMs, everything failing", "",
-        f"Command: `{command}`; {report['production_s'] / 60:.0f} min of production and "
+        f"Command: `{command}`"
+        + (f", finished {report['finished_utc']}" if report.get("finished_utc") else "")
+        + f"; {report['production_s'] / 60:.0f} min of production and "
         f"faults, then {report['catch_up_s']} s of catch-up; {report['args']['master']}, "
         f"Tansu behind the fault proxy, seed {report['seed']}. Load average "
         f"{load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end (2 cores, shared).", "",
@@ -712,8 +717,8 @@ def results_markdown(report, command, png="soak.png") -> str:
         f"| answers stalled 1-{report['args']['stall_max']:.0f} s | "
         + ", ".join(f"{name} {n}" for name, n in sorted(stalls.items())) + " |",
         f"| executor JVMs SIGKILLed mid-batch | {events.get('executor', 0)} |",
-        f"| driver sessions SIGKILLed | {events.get('driver', 0)} (mid-commit: an EndTxn "
-        "answer held; one before a long registry outage) |",
+        f"| driver sessions SIGKILLed | {events.get('driver', 0)}: {mid_commit} mid-commit (an "
+        f"EndTxn answer held), {before_outage} right before a long registry outage |",
         f"| registry outages shorter / longer than the {report['args']['budget_ms'] // 1000} s "
         f"budget | {events.get('registry_short', 0)} / {events.get('registry_long', 0)} |",
         f"| queries failed (restarted from the checkpoints) | {len(failures)}"
@@ -1106,6 +1111,7 @@ def main(argv=None):
               and raw["value_mismatch"] == 0 and not stuck)
         report["ok"] = ok
         report["command"] = command
+        report["finished_utc"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "soak_summary.json"), "w") as f:
             json.dump(report, f, indent=1, default=str)
