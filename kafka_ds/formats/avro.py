@@ -16,6 +16,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
+from ..registry.errors import RegistryUnavailableError
 from . import DecodedColumn
 from .avro_columns import ResolutionError, build_plan
 from .avro_encode import NullInRequiredField, build_encoder
@@ -219,7 +220,11 @@ class AvroCodec:
                 writer = _Schema(registered, self.lookup)
             except AvroSchemaError as exc:
                 return _Failed(f"schema id {schema_id}: {exc}")
-            except Exception as exc:     # the registry's own error (unknown id, unreachable)
+            except RegistryUnavailableError:
+                # the registry, not the record: the task fails (Spark retries it) instead of
+                # reading good records as bad ones, and nothing is cached
+                raise
+            except Exception as exc:     # the registry's own error (unknown id, refused)
                 return _Failed(f"unknown schema id {schema_id}: {exc}")
         endless = _zero_byte_array_items(writer.node)
         if endless:

@@ -22,6 +22,7 @@ from kafka_ds.formats.json_encode import NotJsonCompliant, build_object_encoder
 from kafka_ds.formats.json_references import self_contained
 from kafka_ds.formats.json_schema import (Mismatch, Node, coerce, compile_schema, parse,
                                           to_json_value)
+from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
 
 _NEWLINES = (ord("\n"), ord("\r"))
@@ -89,6 +90,8 @@ class JsonCodec:
                 schema = self.lookup.schema_by_id(schema_id)
                 error = None if schema.schema_type.upper() == "JSON" else \
                     f"schema id {schema_id} is {schema.schema_type}, not JSON"
+            except RegistryUnavailableError:
+                raise   # the registry, not the record: the task fails, nothing cached
             except Exception as exc:
                 error = f"unknown schema id {schema_id}: {exc}"
             self._writer_errors[schema_id] = error

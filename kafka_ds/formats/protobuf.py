@@ -20,6 +20,7 @@ from kafka_ds.formats.protobuf_encode import build_message_encoder
 from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
                                               decode_message_indexes, encode_message_indexes,
                                               indexes_of, message_at, message_types)
+from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
 
 _READER_FILE = "kafka_ds_reader.proto"
@@ -120,7 +121,9 @@ class ProtobufCodec:
                     _, file_desc = build_pool(schema, self.lookup, f"schema_{schema_id}.proto")
                 except ProtobufSchemaError as exc:
                     file_desc = ProtobufSchemaError(f"writer schema id {schema_id}: {exc}")
-                except Exception as exc:  # the registry said no / could not be reached
+                except RegistryUnavailableError:
+                    raise   # the registry, not the record: the task fails, nothing cached
+                except Exception as exc:  # the registry said no
                     file_desc = LookupError(f"unknown schema id {schema_id}: {exc}")
                 self._writer_files[schema_id] = file_desc
             if isinstance(file_desc, Exception):

@@ -246,7 +246,8 @@ class SchemaRegistry(SchemaLookup):
             backoff = min(backoff * 2, _MAX_BACKOFF_S)
         raise RegistryUnavailableError(
             f"schema registry unavailable for {what}: no answer within the retry budget of "
-            f"{settings.retry_budget_ms} ms from {', '.join(tried)}; last cause: {last_cause}",
+            f"{settings.retry_budget_ms} ms ('schema.registry.retry.budget.ms') from "
+            f"{', '.join(tried)}; last cause: {last_cause}",
             http_status=last_status, error_code=last_code, url=tried[-1])
 
     def _send(self, base: str, method: str, target: str, payload: bytes | None,

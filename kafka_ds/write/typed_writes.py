@@ -80,7 +80,8 @@ def _subject(spec: ColumnFormatSpec, topic: str | None) -> str:
 
 def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_type):
     """``(RegisteredSchema, schema id or None)`` the column is written with."""
-    from ..registry.errors import SchemaRegistryError, SubjectNotFoundError, VersionNotFoundError
+    from ..registry.errors import (RegistryUnavailableError, SchemaRegistryError,
+                                   SubjectNotFoundError, VersionNotFoundError)
     from ..registry.schema import RegisteredSchema
     schema_type = SCHEMA_TYPES[spec.format]
     misfit, derive = _schema_support(spec.format)
@@ -134,8 +135,8 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
         derived = RegisteredSchema(schema_type, derive(spark_type))
         return derived, register_or_find(client, typed, spec, subject, derived)
     except SchemaRegistryError as exc:
-        if isinstance(exc, ConfigurationError):
-            raise
+        if isinstance(exc, (ConfigurationError, RegistryUnavailableError)):
+            raise   # an outage is no configuration problem: retriable, and it says so
         raise ConfigurationError(
             f"The {spec.column} schema of subject '{subject}' could not be resolved for "
             f"writing: {exc}") from exc
@@ -224,7 +225,7 @@ def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, fi
     from ..formats.avro_references import self_contained
     from ..formats.avro_subjects import SeveralSubjectsEncoder, subject_schemas
     from ..formats.avro_types import spark_type_misfit
-    from ..registry.errors import SchemaRegistryError
+    from ..registry.errors import RegistryUnavailableError, SchemaRegistryError
     option = spec.option("Subjects")
     if typed.registry is None:
         raise ConfigurationError(f"Option '{option}' needs 'schema.registry.url'")
@@ -251,8 +252,8 @@ def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, fi
             codecs.append(make_codec(spec, schema, framed=True, lookup=None,
                                      schema_id=schema.schema_id))
     except SchemaRegistryError as exc:
-        if isinstance(exc, ConfigurationError):
-            raise
+        if isinstance(exc, (ConfigurationError, RegistryUnavailableError)):
+            raise   # an outage is no configuration problem: retriable, and it says so
         raise ConfigurationError(
             f"The subjects of '{option}' could not be resolved for writing: {exc}") from exc
     return SeveralSubjectsEncoder(codecs, [s for s, _, _ in listed], spec.column)

@@ -279,3 +279,36 @@ def test_lost_answer_with_later_requests_in_flight_leaves_no_duplicate(tansu_bro
     assert message.records == rows
     assert message.retries >= in_flight
     _assert_each_row_once_in_order(tansu_broker.bootstrap_servers, topic, rows)
+
+
+def test_fault_proxy_outage_cuts_connections_and_refuses_new_ones(tansu_broker):
+    """The proxy's down()/up() (benchmarks/soak.py's broker outage), checked with a raw
+    socket and kafka_ds's client: while down, a connection open before is cut and a new one
+    is closed at once; after up(), Metadata answers again through the same addresses."""
+    import socket
+    with FaultProxy(tansu_broker.bootstrap_servers) as proxy:
+        host, port = proxy.bootstrap_servers.split(",")[0].rsplit(":", 1)
+        client = KafkaClient(proxy.bootstrap_servers)
+        try:
+            client.refresh_metadata([])
+            open_pairs = len([pair for pair in proxy.pairs if not pair.closed])
+            before = socket.create_connection((host, int(port)), timeout=5)
+            deadline = time.monotonic() + 5
+            while (len([pair for pair in proxy.pairs if not pair.closed]) == open_pairs
+                   and time.monotonic() < deadline):
+                time.sleep(0.01)
+            proxy.down()
+            before.settimeout(5)
+            assert before.recv(1) == b""            # the open connection was cut
+            during = socket.create_connection((host, int(port)), timeout=5)
+            during.settimeout(5)
+            assert during.recv(1) == b""            # a new one is closed at once
+            before.close()
+            during.close()
+            proxy.up()
+            client.close()
+            client = KafkaClient(proxy.bootstrap_servers)
+            client.refresh_metadata([])
+            assert client.brokers
+        finally:
+            client.close()

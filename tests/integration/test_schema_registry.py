@@ -374,6 +374,33 @@ def test_budget_exhausted_names_urls_not_secrets():
     assert isinstance(caught.value, RetriableError)
 
 
+def test_a_typed_write_planned_while_the_registry_is_down_fails_as_an_outage():
+    """A typed sink looks its writer schema up when it is planned, in a stream at every
+    micro-batch. With the registry down past its budget that failed as a ConfigurationError
+    ("could not be resolved for writing"), not retriable and pointing at the options; it is
+    the registry's RegistryUnavailableError, naming the subject, the budget and its option.
+    Found by the soak (issue #32)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from kafka_ds.options import parse_write_options
+    from kafka_ds.write.plan import plan_columns
+    dead = f"http://127.0.0.1:{unused_port()}"
+    value = StructType([StructField("id", LongType())])
+    both = StructType([StructField("value", StructType([StructField("member0", value)]))])
+    for extra, schema in (({}, StructType([StructField("value", value)])),
+                          ({"valueSubjects": "a-value"}, both)):
+        opts = parse_write_options({
+            "kafka.bootstrap.servers": "h:1", "topic": "orders", "valueFormat": "avro",
+            "schema.registry.url": dead, "schema.registry.retry.budget.ms": "300", **extra})
+        with pytest.raises(RegistryUnavailableError) as caught:
+            plan_columns(schema, opts)
+        assert not isinstance(caught.value, ConfigurationError)
+        assert isinstance(caught.value, RetriableError)
+        text = str(caught.value)
+        assert "300 ms ('schema.registry.retry.budget.ms')" in text, text
+        assert ("orders-value" if not extra else "a-value") in text, text
+
+
 def test_429_and_5xx_are_retried_then_reported(schema_registry):
     client = kafka_ds_client(schema_registry, retry_budget_ms=5000)
     schema_registry.fail_next(2, 429)

@@ -32,6 +32,9 @@ then keep the next ``count`` from the broker and answer them from the proxy with
 the broker never sees those batches, so requests pipelined behind one reach it with a
 gap in their sequence numbers.
 
+``down()`` / ``up()``: a broker outage as clients see it: every open connection is cut
+and new ones are closed at once (the broker behind keeps running) until ``up()``.
+
 ``counters``: requests seen per API key (``by_api``), for the idle-cost benchmark.
 ``max_produce_in_flight``: the most Produce requests one connection had unanswered;
 ``in_flight_at_fault``: for every fault applied to a Produce (a dropped, damaged or
@@ -90,6 +93,9 @@ class _Listener:
                 client, _ = self.sock.accept()
             except OSError:
                 return
+            if self.proxy.is_down:
+                client.close()
+                continue
             try:
                 server = socket.create_connection(self.upstream, timeout=5)
             except OSError:
@@ -116,7 +122,13 @@ class _Pair:
         self.produce_in_flight = 0
         self.closed = False
         with proxy.lock:
+            # closed pairs are dropped here, so a long run (benchmarks/soak.py) keeps no
+            # list of every connection it ever had
+            proxy.pairs[:] = [pair for pair in proxy.pairs if not pair.closed]
             proxy.pairs.append(self)
+        if proxy.is_down:    # down() came between the accept and here
+            self.close()
+            return
         threading.Thread(target=self._requests, daemon=True).start()
         threading.Thread(target=self._responses, daemon=True).start()
 
@@ -267,6 +279,7 @@ def _refusal(version, correlation_id, body, code) -> bytes:
 class FaultProxy:
     def __init__(self, bootstrap_servers: str):
         self.closed = False
+        self.is_down = False
         self.lock = threading.Lock()
         self.pairs = []
         self.counters = {"produce_requests": 0, "dropped_produce_replies": 0}
@@ -302,6 +315,17 @@ class FaultProxy:
     def _count(self, name, n=1):
         with self.lock:
             self.counters[name] += n
+
+    def down(self) -> None:
+        """Cut every connection and refuse new ones (closed at once) until :meth:`up`."""
+        self.is_down = True
+        with self.lock:
+            pairs = list(self.pairs)
+        for pair in pairs:
+            pair.close()
+
+    def up(self) -> None:
+        self.is_down = False
 
     def drop_produce_replies(self, count: int = 1, skip: int = 0) -> None:
         with self.lock:
@@ -344,8 +368,15 @@ class FaultProxy:
                skip: int = 0, behind: int = 0) -> None:
         if kind not in ("drop", "truncate", "stall", "reset", "hold"):
             raise ValueError(f"unknown fault {kind!r}")
+        if kind == "hold":
+            self._held.clear()
         with self.lock:
             self._faults.append([api_key, kind, count, seconds, skip, behind])
+
+    def clear_faults(self) -> None:
+        """Forget the faults not applied yet."""
+        with self.lock:
+            self._faults.clear()
 
     def _take_fault(self, api_key):
         with self.lock:

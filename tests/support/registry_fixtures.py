@@ -8,6 +8,7 @@ import itertools
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema, SchemaLookup, SchemaReference
 
 try:
@@ -165,6 +166,30 @@ class DictLookup(SchemaLookup):
 
     def schema_version(self, subject, version, fmt=None):
         return self.by_version[(subject, version)]
+
+
+class DownLookup(SchemaLookup):
+    """Another SchemaLookup behind a registry that is down while ``down`` is true: every
+    look-up then raises RegistryUnavailableError, as the registry client does once its retry
+    budget (``schema.registry.retry.budget.ms``) is spent."""
+
+    def __init__(self, lookup):
+        self.lookup = lookup
+        self.down = True
+
+    def _check(self, what):
+        if self.down:
+            raise RegistryUnavailableError(
+                f"schema registry unavailable for {what}: no answer within the retry budget "
+                "of 20000 ms from http://127.0.0.1:1; last cause: ConnectionRefusedError")
+
+    def schema_by_id(self, schema_id, fmt=None):
+        self._check(f"schema id {schema_id}")
+        return self.lookup.schema_by_id(schema_id, fmt)
+
+    def schema_version(self, subject, version, fmt=None):
+        self._check(f"subject {subject!r} version {version}")
+        return self.lookup.schema_version(subject, version, fmt)
 
 
 def assert_decode_contract(result, values):

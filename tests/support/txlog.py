@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from kafka_ds.client import KafkaClient
 from kafka_ds.client import EARLIEST, LATEST
+from kafka_ds.client.reads import fetch_watermarks
 from kafka_ds.client.config import ProducerConfig
 from kafka_ds.client.producer import Producer
 from kafka_ds.client.transactions import Transaction
@@ -76,7 +77,13 @@ def read_log(bootstrap: str, topic: str) -> list[LogBatch]:
         for partition in partitions:
             offsets = client.list_offsets({(topic, partition): EARLIEST})
             start = offsets[(topic, partition)][0]
+            # Tansu deviation 15: EARLIEST can name a later batch; a Fetch's log start
+            # offset does not (benchmarks/soak.py once missed 9,996 committed records)
+            log_start = fetch_watermarks(client, {(topic, partition): 0})[(topic, partition)][2]
+            if log_start >= 0:
+                start = min(start, log_start)
             offset = start
+            empty_answers = 0
             for _ in range(100000):
                 part = client.fetch(topic, partition, offset, max_bytes=8 << 20, max_wait_ms=1,
                                     min_bytes=0)
@@ -103,8 +110,16 @@ def read_log(bootstrap: str, topic: str) -> list[LogBatch]:
                         offset = base + last_delta + 1
                         progressed = True
                     pos = end
-                if offset >= high or not progressed:
+                if offset >= high:
                     break
+                if not progressed:
+                    # Tansu deviation 16: now and then no records below the high watermark
+                    empty_answers += 1
+                    if empty_answers > 5:
+                        raise AssertionError(f"{topic}-{partition}: no records at offset "
+                                             f"{offset} below the high watermark {high}")
+                    continue
+                empty_answers = 0
         return batches
     finally:
         client.close()

@@ -24,7 +24,9 @@ from kafka_ds.formats.avro_types import (AvroSchemaError, avro_to_spark, parse_s
                                          spark_type_misfit)
 from kafka_ds.formats.framing import frame, split_frames
 from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
-from tests.support.registry_fixtures import DictLookup, MockLookup, MockSchemaRegistryClient
+from kafka_ds.registry.errors import RegistryUnavailableError
+from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,
+                                             MockSchemaRegistryClient)
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -428,6 +430,24 @@ def test_schema_ids_each_fetched_once_and_reported():
     clone = pickle.loads(pickle.dumps(codec))
     assert "_decoders" not in pickle.loads(pickle.dumps(codec)).__getstate__()
     assert clone.decode(batch).array.to_pylist() == result.array.to_pylist()
+
+
+def test_a_registry_down_past_its_budget_fails_the_decode_and_is_asked_again():
+    """A registry that cannot be reached is no property of the records: the decode raises
+    RegistryUnavailableError (the task fails and Spark retries it) instead of reporting every
+    record as a bad row ("unknown schema id", which PERMISSIVE would read as nulls), and
+    nothing is cached: once the registry is back the same codec decodes them. Found by the
+    soak (issue #32): an executor replaced during a registry outage."""
+    v1 = rec({"name": "id", "type": "long"})
+    lookup = DownLookup(DictLookup({1: avro(v1)}))
+    codec = AvroCodec(avro(v1), framed=True, lookup=lookup)
+    batch = pa.array([framed(1, b"\x02"), framed(1, b"\x04")])
+    with pytest.raises(RegistryUnavailableError, match="schema id 1"):
+        codec.decode(batch)
+    lookup.down = False
+    result = codec.decode(batch)
+    assert result.array.to_pylist() == [{"id": 1}, {"id": 2}]
+    assert len(result.bad_rows) == 0
 
 
 def test_non_avro_writer_schema_is_a_bad_row():

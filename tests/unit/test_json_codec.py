@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from kafka_ds.formats.json_format import JsonCodec
 from kafka_ds.formats.json_schema import JsonSchemaError, compile_schema
 from kafka_ds.registry.schema import RegisteredSchema
-from tests.support.registry_fixtures import (DictLookup, MockLookup, MockSchemaRegistryClient,
+from kafka_ds.registry.errors import RegistryUnavailableError
+from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,
+                                             MockSchemaRegistryClient,
                                assert_decode_contract)
 
 pytestmark = pytest.mark.skipif(MockSchemaRegistryClient is None,
@@ -126,6 +128,23 @@ def test_batch_path_and_per_record_path_agree():
     mixed = codec.decode(pa.array(framed + [b"\x00\x00\x00\x00\x01{\"id\": true}"]))
     assert mixed.bad_rows.tolist() == [12]
     assert mixed.array.slice(0, 12).equals(batch.array)
+
+
+def test_a_registry_down_past_its_budget_fails_the_decode_and_is_asked_again():
+    """An unreachable registry fails the decode (RegistryUnavailableError) instead of making
+    the records bad rows, and is asked again later (test_avro_codec.py has the story)."""
+    client, lookup, _ = _registry()
+    other = client.register_schema("other-value", Schema(json.dumps(
+        {"type": "object", "properties": {"id": {"type": "integer"}}}), "JSON"))
+    down = DownLookup(lookup)
+    codec = JsonCodec(lookup.schema_by_id(1), framed=True, lookup=down, schema_id=1)
+    values = pa.array([b"\x00" + other.to_bytes(4, "big") + b'{"id": 7}'])
+    with pytest.raises(RegistryUnavailableError, match=f"schema id {other}"):
+        codec.decode(values)
+    down.down = False
+    result = codec.decode(values)
+    assert result.array.to_pylist()[0]["id"] == 7
+    assert len(result.bad_rows) == 0
 
 
 def test_bad_rows_of_every_kind():

@@ -15,7 +15,9 @@ from kafka_ds.formats.protobuf import ProtobufCodec
 from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, decode_message_indexes,
                                               encode_message_indexes)
 from kafka_ds.registry.schema import RegisteredSchema
-from tests.support.registry_fixtures import (DictLookup, MockLookup, MockSchemaRegistryClient,
+from kafka_ds.registry.errors import RegistryUnavailableError
+from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,
+                                             MockSchemaRegistryClient,
                                assert_decode_contract, file_proto, message_classes)
 
 pytestmark = pytest.mark.skipif(MockSchemaRegistryClient is None,
@@ -245,6 +247,22 @@ def test_writer_evolution_field_added_and_removed():
         {"id": 1, "name": "a", "age": 30, "email": None},
         {"id": 2, "name": "b", "age": 40, "email": "b@x"}]
     assert len(as_new.bad_rows) == 0
+
+
+def test_a_registry_down_past_its_budget_fails_the_decode_and_is_asked_again():
+    """An unreachable registry fails the decode (RegistryUnavailableError) instead of making
+    the records bad rows, and is asked again later (test_avro_codec.py has the story)."""
+    client, lookup = _registry()
+    old, _ = _register_versions(client)
+    down = DownLookup(lookup)
+    codec = ProtobufCodec(lookup.schema_by_id(2, fmt="serialized"), framed=True, lookup=down,
+                          schema_id=2)
+    with pytest.raises(RegistryUnavailableError, match="schema id 1"):
+        codec.decode(pa.array([old]))
+    down.down = False
+    result = codec.decode(pa.array([old]))
+    assert result.array.to_pylist() == [{"id": 1, "name": "a", "age": 30, "email": None}]
+    assert len(result.bad_rows) == 0
 
 
 def test_bad_rows_of_every_kind():

@@ -1,4 +1,4 @@
-"""The streaming side of benchmarks/soak.py, in a process of its own (to be SIGKILLed).
+"""The streaming side of benchmarks/soak_mock.py, in a process of its own (to be SIGKILLed).
 
 ``python _soak_child.py SPEC_JSON``: SPEC has ``bootstrap``, ``source``, ``sink_topic``,
 ``file_sink``, ``file_checkpoint``, ``kafka_checkpoint``, ``trigger_ms``,
