@@ -25,7 +25,7 @@ def main():
     from kafka_ds.client import KafkaClient
     from kafka_ds.write.exactly_once import _end, check_open, handles_of
     from kafka_ds.options import parse_write_options
-    from kafka_ds.write.task import KafkaCommitMessage
+    from kafka_ds.write.messages import KafkaCommitMessage
     from tests.support.brokers import TansuBroker
     from tests.support.txlog import produce_in_transaction, verdict
 

@@ -14,7 +14,7 @@ from ..client.producer import Producer
 from ..client.transactions import Transaction
 from ..options import WriteOptions
 from .buffers import RecordBatcher
-from .messages import KafkaCommitMessage, WriteSummary, spark_partition_id  # noqa: F401
+from .messages import KafkaCommitMessage, spark_partition_id
 from .plan import ColumnPlan
 from .rows import RowTopics, TopicState, assign_partitions, check_record_sizes, row_columns, row_topics
 from .topics import partition_count

@@ -227,7 +227,7 @@ def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothin
     transaction (fencing the original's) after the original finished, and is then killed.
     The driver's commit must fail before any EndTxn, and its abort leave nothing open."""
     from kafka_ds.write.exactly_once import abort_all, commit_all, transactional_id
-    from kafka_ds.write.task import KafkaCommitMessage
+    from kafka_ds.write.messages import KafkaCommitMessage
 
     bs = tansu_broker.bootstrap_servers
     topic = tansu_topic("late-fence", 2)

@@ -24,7 +24,8 @@ from kafka_ds.protocol import messages as m
 from kafka_ds.errors import ConfigurationError
 from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.write.plan import ColumnPlan
-from kafka_ds.write.task import KafkaCommitMessage, TaskWriter, write_batches
+from kafka_ds.write.messages import KafkaCommitMessage
+from kafka_ds.write.task import TaskWriter, write_batches
 from tests.support.brokers import consume_confluent
 from tests.support.faultproxy import FaultProxy
 

@@ -7,7 +7,7 @@ import pytest
 
 from kafka_ds.options import parse_write_options
 from kafka_ds.errors import ConfigurationError
-from kafka_ds.write.task import KafkaCommitMessage, WriteSummary
+from kafka_ds.write.messages import KafkaCommitMessage, WriteSummary
 
 
 # --- options --------------------------------------------------------------------------------
