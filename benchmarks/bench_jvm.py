@@ -93,38 +93,10 @@ def log(msg):
 
 def fill(broker, topic, records, partitions, value_size):
     """``records`` records with CreateTime = BASE_TS + the index in the partition."""
-    import pyarrow as pa
+    from bench_read import fill_topic
 
-    from bench_read import per_batch, acknowledge
-    from kafka_ds.client import KafkaClient
-    from kafka_ds.protocol import messages as m
-    from kafka_ds.protocol.records_encode import encode_record_batch
-
-    step = per_batch(value_size)
-    client = KafkaClient(broker.bootstrap_servers)
-    try:
-        per_partition, extra = divmod(records, partitions)
-        in_flight = []
-        for partition in range(partitions):
-            count = per_partition + (1 if partition < extra else 0)
-            conn = client.connection(client.leader_for(topic, partition))
-            for start in range(0, count, step):
-                n = min(step, count - start)
-                keys = pa.array([b"key-%06d" % ((start + i) % 1_000_000) for i in range(n)])
-                values = pa.array([(b"%d-%d " % (partition, start + i)).ljust(value_size, b"x")
-                                   for i in range(n)])
-                stamps = pa.array(range(BASE_TS + start, BASE_TS + start + n), pa.int64())
-                in_flight.append((conn, conn.send(m.PRODUCE, {
-                    "transactional_id": None, "acks": 1, "timeout_ms": 30000,
-                    "topic_data": [{"name": topic, "partition_data": [
-                        {"index": partition, "records": encode_record_batch(
-                            keys=keys, values=values, timestamps_ms=stamps)}]}]})))
-                if len(in_flight) >= 16:
-                    acknowledge(*in_flight.pop(0))
-        for conn, pending in in_flight:
-            acknowledge(conn, pending)
-    finally:
-        client.close()
+    fill_topic(broker.bootstrap_servers, topic, records, value_size, partitions,
+               first_timestamp_ms=BASE_TS)
 
 
 def ends_json(broker, topic):

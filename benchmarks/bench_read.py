@@ -49,10 +49,13 @@ def acknowledge(conn, pending):
 
 
 def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE_SIZE,
-               partitions: int = PARTITIONS, values: pa.Array | None = None) -> None:
+               partitions: int = PARTITIONS, values: pa.Array | None = None,
+               first_timestamp_ms: int | None = None) -> None:
     """Produce with kafka_ds's own encoder + Produce, a few requests in flight per leader.
     ``values``: a binary array of ``records`` values written instead of generated ones (in
-    order, partition after partition; ``value_size`` then only sizes the batches)."""
+    order, partition after partition; ``value_size`` then only sizes the batches).
+    ``first_timestamp_ms``: each record's CreateTime is this plus its index in its
+    partition (None: the time of writing)."""
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records_encode import encode_record_batch
@@ -75,11 +78,13 @@ def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE
                 else:
                     batch_values = values.slice(taken, n)
                     taken += n
+                stamps = None if first_timestamp_ms is None else pa.array(
+                    range(first_timestamp_ms + start, first_timestamp_ms + start + n), pa.int64())
                 in_flight.append((conn, conn.send(m.PRODUCE, {
                     "transactional_id": None, "acks": 1, "timeout_ms": 30000,
                     "topic_data": [{"name": topic, "partition_data": [
                         {"index": partition, "records": encode_record_batch(
-                            keys=keys, values=batch_values)}]}]})))
+                            keys=keys, values=batch_values, timestamps_ms=stamps)}]}]})))
                 if len(in_flight) >= 16:
                     acknowledge(*in_flight.pop(0))
         for conn, pending in in_flight:
