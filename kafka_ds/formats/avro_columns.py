@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..protocol.records_arrays import peek_uvarints
+from ..protocol.records_arrays import is_utf8, peek_uvarints
 from .avro_types import AvroSchemaError, avro_to_spark, logical, spark_to_arrow, union_parts
 from .framing import slice_positions
 
@@ -163,20 +163,12 @@ class FlatPlan:
                 array.validate(full=True)
             except pa.ArrowInvalid:
                 bad = [r for r in np.flatnonzero(valid).tolist()
-                       if not _is_utf8(state.data[begins[r]:begins[r] + lengths[r]])]
+                       if not is_utf8(state.data[begins[r]:begins[r] + lengths[r]])]
                 state.fail(np.isin(np.arange(n), bad), f"{out.name}: invalid UTF-8 in a string")
                 valid &= ~state.bad
                 lengths[~valid] = 0
                 array = _binary_array(state.data, begins, lengths, valid, pa.string())
         return array
-
-
-def _is_utf8(view) -> bool:
-    try:
-        bytes(view).decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False
 
 
 def _validity(valid):

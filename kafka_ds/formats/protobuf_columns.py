@@ -28,7 +28,7 @@ import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
 from ..protocol.primitives import uvarint_bytes
-from ..protocol.records_arrays import peek_uvarints
+from ..protocol.records_arrays import is_utf8, peek_uvarints
 from .framing import slice_positions
 from .protobuf_schema import SCALAR_TYPES, repeated
 
@@ -329,16 +329,8 @@ class _Rows:
             return
         except pa.ArrowInvalid:
             pass
-        wrong = [i for i in range(len(rows)) if not _is_utf8(body[offsets[i]:offsets[i + 1]])]
+        wrong = [i for i in range(len(rows)) if not is_utf8(body[offsets[i]:offsets[i + 1]])]
         self.fail(rows[wrong], f"invalid Protobuf payload: invalid UTF-8 in string field {name}")
-
-
-def _is_utf8(view) -> bool:
-    try:
-        bytes(view).decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False
 
 
 def _flat_scalar(field) -> bool:

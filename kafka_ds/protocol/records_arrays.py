@@ -128,6 +128,16 @@ def zigzag_encode(x):
     return ((x << 1) ^ (x >> 63)).view(np.uint64)
 
 
+def is_utf8(view) -> bool:
+    """True when the bytes of ``view`` are valid UTF-8 (the careful check of a row the
+    column-wise decoders' batch check refused)."""
+    try:
+        bytes(view).decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 def peek_uvarints(data: np.ndarray, at: np.ndarray):
     """``(value uint64, size int64)`` of the unsigned varints starting at the positions
     ``at`` of the uint8 buffer ``data``, all at once (reads past the end are clipped: the
