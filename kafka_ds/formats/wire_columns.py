@@ -13,6 +13,8 @@ row 0, run 1 of row 0, ..., run 0 of row 1, ...) concatenates everything, as
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,41 +72,69 @@ def as_binary(column: pa.Array) -> pa.Array:
     return column.cast(pa.binary())
 
 
-def varint_widths(u: np.ndarray, used: np.ndarray) -> int:
-    """Bytes of the longest unsigned LEB128 varint of ``u[used]``."""
-    top = int(u[used].max()) if used.any() else 0
-    return max(1, (top.bit_length() + 6) // 7)
+def _varint_width(value: int) -> int:
+    """Bytes of the unsigned LEB128 varint of ``value``."""
+    return max(1, (value.bit_length() + 6) // 7)
 
 
 class RowBytes:
-    """The slot matrix of the current run, and the runs and values cut so far."""
+    """The slot matrix of the current run, and the runs and values cut so far.
+
+    Every ``used`` mask given to it must be a subset of ``present``. A block is kept with
+    the bytes each row uses: ``None`` when every present row uses all of its width (a
+    header, a non-null fixed-width field, a varint as long in every row), so that a run of
+    such blocks is its matrix as it stands, with no compress and no count per row."""
 
     def __init__(self, present: np.ndarray):
         self.n = len(present)
         self.present = present            # rows that get bytes (the others stay null)
-        self.blocks = []                  # (uint8 (n, w), bool (n, w) or None: all present)
+        self.present_rows = int(np.count_nonzero(present))
+        # (uint8 (n, w), bool (n, w) mask or None, int64 (n,) bytes per row or None);
+        # None, None: every present row uses all w bytes
+        self.blocks = []
         self.parts = []                   # binary arrays of n rows, in row order of bytes
+
+    def _full(self, used: np.ndarray | None) -> bool:
+        return used is None or int(np.count_nonzero(used)) == self.present_rows
+
+    def _add(self, block: np.ndarray, used: np.ndarray | None):
+        """A block every ``used`` row takes whole."""
+        if self._full(used):
+            self.blocks.append((block, None, None))
+        else:
+            width = block.shape[1]
+            self.blocks.append((block, np.broadcast_to(used[:, None], block.shape),
+                                used.astype(np.int64) * width))
 
     def constant(self, data: bytes, used: np.ndarray | None = None):
         """The same bytes in every row ``used`` (None: every present row)."""
         if not data:
             return
-        block = np.broadcast_to(np.frombuffer(data, np.uint8), (self.n, len(data)))
-        self.blocks.append((block, None if used is None
-                            else np.broadcast_to(used[:, None], block.shape)))
+        self._add(np.broadcast_to(np.frombuffer(data, np.uint8), (self.n, len(data))), used)
 
     def byte(self, values: np.ndarray, used: np.ndarray):
-        self.blocks.append((values.astype(np.uint8, copy=False).reshape(self.n, 1),
-                            used.reshape(self.n, 1)))
+        self._add(values.astype(np.uint8, copy=False).reshape(self.n, 1), used)
 
     def fixed(self, values: np.ndarray, used: np.ndarray):
         """Little-endian bytes of a fixed-width numpy column."""
         raw = np.ascontiguousarray(values).view(np.uint8).reshape(self.n, values.dtype.itemsize)
-        self.blocks.append((raw, np.broadcast_to(used[:, None], raw.shape)))
+        self._add(raw, used)
 
     def varint(self, u: np.ndarray, used: np.ndarray):
         """Unsigned LEB128 of ``u`` (uint64) in the rows ``used``."""
-        width = varint_widths(u, used)
+        full = self._full(used)
+        values = u if full and self.present_rows == self.n else u[used]
+        if not len(values):
+            return
+        width = _varint_width(int(values.max()))
+        if full and _varint_width(int(values.min())) == width:
+            # as long in every row: every byte but the last has its continuation bit
+            block = np.empty((self.n, width), np.uint8)
+            for k in range(width - 1):
+                block[:, k] = (u >> np.uint64(7 * k)) | np.uint64(0x80)   # low byte kept
+            block[:, width - 1] = u >> np.uint64(7 * (width - 1))
+            self.blocks.append((block, None, None))
+            return
         block = np.empty((self.n, width), np.uint8)
         sizes = np.ones(self.n, np.int64)
         for k in range(width):
@@ -114,9 +144,8 @@ class RowBytes:
                 sizes += longer
                 group |= longer.astype(np.uint64) << np.uint64(7)
             block[:, k] = group
-        mask = np.arange(width) < sizes[:, None]
-        mask &= used[:, None]
-        self.blocks.append((block, mask))
+        sizes *= used
+        self.blocks.append((block, np.arange(width) < sizes[:, None], sizes))
 
     def value(self, column: pa.Array):
         """A string/binary column's bytes, after the run so far (rows where it is null
@@ -128,14 +157,28 @@ class RowBytes:
         blocks, self.blocks = self.blocks, []
         if not blocks:
             return
-        matrix = np.concatenate([b for b, _ in blocks], axis=1)
-        mask = np.concatenate([np.broadcast_to(self.present[:, None], b.shape) if m is None
-                               else m for b, m in blocks], axis=1)
-        data = matrix[mask]
-        offsets = np.zeros(self.n + 1, np.int32)
-        np.cumsum(mask.sum(axis=1), out=offsets[1:])
-        self.parts.append(pa.Array.from_buffers(pa.binary(), self.n,
-                                                [None, pa.py_buffer(offsets), pa.py_buffer(data)]))
+        n, present = self.n, self.present
+        matrix = np.concatenate([b for b, _, _ in blocks], axis=1)
+        width = matrix.shape[1]
+        if self.present_rows == n and all(m is None for _, m, _ in blocks):
+            # every row uses every byte: the matrix is the run, row after row
+            data = matrix.reshape(-1)
+            offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
+        else:
+            mask = np.concatenate([np.broadcast_to(present[:, None], b.shape) if m is None
+                                   else m for b, m, _ in blocks], axis=1)
+            data = matrix[mask]
+            full_width = sum(b.shape[1] for b, m, _ in blocks if m is None)
+            lengths = present.astype(np.int64) * full_width
+            for _, m, sizes in blocks:
+                if m is not None:
+                    lengths += sizes
+            offsets = np.zeros(n + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+        if offsets[-1] >= 1 << 31:
+            raise OverflowError("a run of more than 2 GiB")
+        self.parts.append(pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]))
 
     def finish(self) -> pa.BinaryArray:
         """Every row's bytes; rows not ``present`` are null."""
@@ -147,14 +190,24 @@ class RowBytes:
             run = parts[0]                              # one run: already every row's bytes
             return _binary(n, present, run.buffers()[1], run.buffers()[2])
         count = len(parts)
-        order = (np.arange(count, dtype=np.int64)[None, :] * n + np.arange(n)[:, None]).ravel()
         combined = pa.concat_arrays(parts)
-        # absent rows take nothing: a value column may hold bytes under a null row
-        order_mask = None if present.all() else np.repeat(~present, count)
-        taken = pc.take(combined, pa.array(order, mask=order_mask), boundscheck=False)
+        if self.present_rows == n:
+            order = _interleaving(count, n)
+        else:       # absent rows take nothing: a value column may hold bytes under a null row
+            order = pa.array(_interleaving(count, n).to_numpy(),
+                             mask=np.repeat(~present, count))
+        taken = pc.take(combined, order, boundscheck=False)
         offsets = np.frombuffer(taken.buffers()[1], np.int32, count=len(taken) + 1)
         row_offsets = np.ascontiguousarray(offsets[::count])
         return _binary(n, present, pa.py_buffer(row_offsets), taken.buffers()[2])
+
+
+@functools.lru_cache(maxsize=8)
+def _interleaving(count: int, n: int) -> pa.Array:
+    """The take order of ``count`` parts of ``n`` rows concatenated: part 0 of row 0, part
+    1 of row 0, ..., part 0 of row 1, ... (kept: a task's batches are mostly of one size)."""
+    return pa.array((np.arange(count, dtype=np.int64)[None, :] * n
+                     + np.arange(n)[:, None]).ravel())
 
 
 def _binary(n, present, offsets, data) -> pa.BinaryArray:
