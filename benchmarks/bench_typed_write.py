@@ -22,6 +22,14 @@ and for each format, in the same run:
   write) is the highest typed / binary ratio any encoder could reach in that run; each
   write's CPU seconds less its null sink's are what kafka_ds spends on it.
 
+Every write is measured twice (``--byte-limit both``), under two settings of
+``spark.sql.execution.arrow.maxBytesPerBatch``: Spark's default (64 MiB in Spark 4.3), and
+2147483647, which turns the byte limit off. With a byte limit Spark asks its Arrow writer
+for the batch's size after every row, and for a struct column that costs more than the
+conversion itself (Arrow Java's StructVector counts its children's buffers each time);
+without it a batch ends at ``maxRecordsPerBatch`` rows (10,000). The setting is changed
+with ``spark.conf.set`` between writes of the same session.
+
 Topics of ``--partitions`` (8) partitions, ``--tasks`` (2) write tasks, acks=all. Each
 written topic is checked to hold N records, then dropped. The two writes alternate,
 ``--repeat`` (2) times after a warm-up; the best of each is compared. Prints rows/s, the
@@ -96,7 +104,22 @@ def write_null(df):
     return time.perf_counter() - started
 
 
-def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, log, ceiling):
+#: ``spark.sql.execution.arrow.maxBytesPerBatch`` settings measured: Spark's default
+#: (64 MiB in 4.3), whose check runs once per row and costs most for struct columns, and
+#: no byte limit (batches then end at ``maxRecordsPerBatch`` rows only)
+LIMITS = {"default": "Spark's default maxBytesPerBatch", "off": "maxBytesPerBatch=2147483647"}
+BYTE_LIMIT = "spark.sql.execution.arrow.maxBytesPerBatch"
+
+
+def set_byte_limit(spark, limit):
+    if limit == "default":
+        spark.conf.unset(BYTE_LIMIT)
+    else:
+        spark.conf.set(BYTE_LIMIT, str(2**31 - 1))
+
+
+def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, log, ceiling,
+            limits=tuple(LIMITS)):
     typed = cached(spark.range(0, rows, 1, tasks).selectExpr(f"{KEY_SQL} AS key",
                                                              f"{VALUE_SQL} AS value"), rows)
     first = broker.unique_topic(f"bench-typed-{fmt}")
@@ -108,34 +131,42 @@ def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, l
     size = binary.selectExpr("avg(length(value))").first()[0]
     broker.delete_topic(first, wait=False)
     kinds = ("binary", "typed", "ceiling", "null binary")
-    times = {kind: [] for kind in kinds}
-    cpu = {kind: [] for kind in kinds}                  # CPU seconds of the JVM and workers
+    times = {(limit, kind): [] for limit in limits for kind in kinds}
+    cpu = {(limit, kind): [] for limit in limits for kind in kinds}   # JVM + workers CPU s
 
-    def timed(kind, step):
+    def timed(key, step):
         with Timed(broker, spark) as t:
             step()
-        times[kind].append(t.seconds)
-        cpu[kind].append(t.cpu["Spark JVM"] + t.cpu["Python workers"])
+        times[key].append(t.seconds)
+        cpu[key].append(t.cpu["Spark JVM"] + t.cpu["Python workers"])
 
     for _ in range(repeat):
-        if ceiling:
-            timed("ceiling", lambda: write_null(typed))
-            timed("null binary", lambda: write_null(binary))
-        for kind, df, options in (("binary", binary, ()), ("typed", typed, (registry_url, fmt))):
-            topic = broker.unique_topic(f"bench-{kind}-{fmt}")
-            broker.create_topic(topic, partitions=partitions)
-            timed(kind, lambda: write(df, broker, topic, *options))
-            found = count_records(broker, topic)
-            if found != rows:
-                raise AssertionError(f"{kind} {fmt} wrote {found:,} records, expected {rows:,}")
-            broker.delete_topic(topic, wait=False)
-        log(f"{fmt}: " + ", ".join(f"{kind} {times[kind][-1]:.2f} s ({cpu[kind][-1]:.2f} CPU s)"
-                                   for kind in times if times[kind]))
+        for limit in limits:
+            set_byte_limit(spark, limit)
+            if ceiling:
+                timed((limit, "ceiling"), lambda: write_null(typed))
+                timed((limit, "null binary"), lambda: write_null(binary))
+            for kind, df, options in (("binary", binary, ()),
+                                      ("typed", typed, (registry_url, fmt))):
+                topic = broker.unique_topic(f"bench-{kind}-{fmt}")
+                broker.create_topic(topic, partitions=partitions)
+                timed((limit, kind), lambda: write(df, broker, topic, *options))
+                found = count_records(broker, topic)
+                if found != rows:
+                    raise AssertionError(f"{kind} {fmt} wrote {found:,} records, expected {rows:,}")
+                broker.delete_topic(topic, wait=False)
+            log(f"{fmt}, {LIMITS[limit]}: " + ", ".join(
+                f"{kind} {times[limit, kind][-1]:.2f} s ({cpu[limit, kind][-1]:.2f} CPU s)"
+                for kind in kinds if times[limit, kind]))
+    set_byte_limit(spark, "default")
     typed.unpersist()
     binary.unpersist()
-    return {"format": fmt, "size": size,
-            **{kind: rows / min(times[kind]) if times[kind] else None for kind in times},
-            **{f"{kind}_cpu": min(cpu[kind]) if cpu[kind] else None for kind in cpu}}
+    return [{"format": fmt, "limit": limit, "size": size,
+             **{kind: rows / min(times[limit, kind]) if times[limit, kind] else None
+                for kind in kinds},
+             **{f"{kind}_cpu": min(cpu[limit, kind]) if cpu[limit, kind] else None
+                for kind in kinds}}
+            for limit in limits]
 
 
 def main(argv=None):
@@ -147,6 +178,8 @@ def main(argv=None):
     parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--ceiling", action=argparse.BooleanOptionalAction, default=True,
                         help="also write the typed rows to a null Python sink (Spark's own cost)")
+    parser.add_argument("--byte-limit", choices=("both", *LIMITS), default="both",
+                        help=f"{BYTE_LIMIT}: Spark's default, off (2147483647), or both in turns")
     args = parser.parse_args(argv)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
 
@@ -162,10 +195,12 @@ def main(argv=None):
         where = spark.sparkContext.parallelize([0], 1).map(
             lambda _: __import__("kafka_ds").__file__).first()
         print(f"kafka_ds in the Python workers: {where}", file=sys.stderr)
-        results = [measure(spark, broker, registry.url, fmt, args.records, args.tasks,
-                           args.partitions, args.repeat, lambda s: print(s, file=sys.stderr),
-                           args.ceiling)
-                   for fmt in formats]
+        limits = tuple(LIMITS) if args.byte_limit == "both" else (args.byte_limit,)
+        results = [result for fmt in formats
+                   for result in measure(spark, broker, registry.url, fmt, args.records,
+                                         args.tasks, args.partitions, args.repeat,
+                                         lambda s: print(s, file=sys.stderr), args.ceiling,
+                                         limits)]
     finally:
         spark.stop()
         broker.stop()
@@ -174,15 +209,15 @@ def main(argv=None):
     print(f"\nTyped write, {args.records:,} rows of a flat 5-field struct, Tansu, "
           f"{args.partitions} partitions, {args.tasks} tasks, local[2], best of {args.repeat}; "
           f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n")
-    print("| valueFormat | value (framed) | binary rows/s | typed rows/s | typed / binary "
+    print("| valueFormat | Arrow batches | value (framed) | binary rows/s | typed rows/s | typed / binary "
           "| ceiling rows/s | ceiling / binary | CPU s binary / typed / ceiling / null binary |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         ceiling = (f"{r['ceiling']:,.0f} | {r['ceiling'] / r['binary']:.2f}x"
                    if r["ceiling"] else "-- | --")
         cpus = " / ".join(f"{r[k + '_cpu']:.2f}" if r[k + "_cpu"] is not None else "--"
                           for k in ("binary", "typed", "ceiling", "null binary"))
-        print(f"| {r['format']} | {r['size']:.0f} B | {r['binary']:,.0f} | {r['typed']:,.0f} | "
+        print(f"| {r['format']} | {LIMITS[r['limit']]} | {r['size']:.0f} B | {r['binary']:,.0f} | {r['typed']:,.0f} | "
               f"{r['typed'] / r['binary']:.2f}x | {ceiling} | {cpus} |")
 
 
