@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..protocol.records_arrays import binary_lengths
 from .avro_columns import FlatType, flat_type
 from .wire_columns import (
     RowBytes,
-    binary_lengths,
     boolean_values,
     fixed_values,
     valid_mask,

@@ -24,10 +24,10 @@ import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
 from ..protocol.primitives import uvarint_bytes
+from ..protocol.records_arrays import binary_lengths
 from .protobuf_schema import repeated
 from .wire_columns import (
     RowBytes,
-    binary_lengths,
     boolean_values,
     fixed_values,
     valid_mask,

@@ -51,18 +51,6 @@ def boolean_values(column: pa.Array) -> np.ndarray:
     return np.unpackbits(bits, bitorder="little", count=column.offset + n)[column.offset:]
 
 
-def binary_lengths(column: pa.Array) -> np.ndarray:
-    """int64 byte length per row of a binary/string column (garbage under nulls)."""
-    offset_type = np.int64 if (pa.types.is_large_binary(column.type)
-                               or pa.types.is_large_string(column.type)) else np.int32
-    n = len(column)
-    buffer = column.buffers()[1]
-    if buffer is None:
-        return np.zeros(n, np.int64)
-    offsets = np.frombuffer(buffer, offset_type, count=column.offset + n + 1)[column.offset:]
-    return np.diff(offsets).astype(np.int64, copy=False)
-
-
 def as_binary(column: pa.Array) -> pa.Array:
     """A string/binary column as ``binary`` (32-bit offsets), zero copy where it can."""
     if pa.types.is_string(column.type):

@@ -104,8 +104,13 @@ def as_binary_array(values, what):
 
 
 def binary_lengths(arr, dtype=np.int64):
-    """Lengths (``dtype``) of a binary array, -1 for nulls."""
-    offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1 + arr.offset)
+    """Lengths (``dtype``) of a binary or string array (large ones too), -1 for nulls."""
+    large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+    buffer = arr.buffers()[1]
+    if buffer is None:                       # an empty (or all-null) array may have none
+        return np.full(len(arr), -1 if arr.null_count else 0, dtype)
+    offs = np.frombuffer(buffer, dtype=np.int64 if large else np.int32,
+                         count=len(arr) + 1 + arr.offset)
     offs = offs[arr.offset:]
     ln = (offs[1:] - offs[:-1]).astype(dtype, copy=False)
     if arr.null_count:

@@ -35,6 +35,9 @@ def test_binary_lengths_nulls_are_minus_one():
     assert binary_lengths(_null_spanning_bytes().slice(1, 3)).tolist() == [-1, 0, 2]
     assert binary_lengths(pa.array([], pa.binary())).tolist() == []
     assert binary_lengths(pa.nulls(3, pa.binary())).tolist() == [-1, -1, -1]
+    # large offsets and strings too (the typed encoders' string columns)
+    assert binary_lengths(pa.array(["é", None, "abc"], pa.large_string())).tolist() == [2, -1, 3]
+    assert binary_lengths(pa.array([b"xy", b""], pa.large_binary()).slice(1)).tolist() == [0]
 
 
 def test_as_binary_array():
