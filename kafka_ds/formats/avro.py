@@ -19,7 +19,7 @@ import pyarrow as pa
 from ..registry.errors import RegistryUnavailableError
 from . import DecodedColumn
 from .avro_columns import ResolutionError, build_plan
-from .avro_encode import NullInRequiredField, build_encoder
+from .avro_encode import NullInRequiredField, SeveralMembersSet, build_encoder
 from .avro_members import member_plan, tag_member, union_plan
 from .avro_references import inline_references, referenced_json
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
@@ -331,7 +331,7 @@ class AvroCodec:
         if encoder is not None:
             try:
                 return encoder.encode(array, b"" if schema_id is None else frame_header(schema_id))
-            except NullInRequiredField as exc:
+            except (NullInRequiredField, SeveralMembersSet) as exc:
                 raise ValueError(f"row {exc.row} cannot be written as Avro {self.spark_type}: "
                                  f"{exc}") from exc
         schema = self._reader()

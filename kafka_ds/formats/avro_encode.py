@@ -3,9 +3,10 @@
 The reverse of :mod:`kafka_ds.formats.avro_columns`. A :class:`FlatEncoder` is built once
 per (Avro schema, Arrow type of the written column) when the schema is a flat record (or a
 single flat type) whose every field the column holds with an Arrow type that maps to it
-one to one (the pairs below); anything else (nested types, enums, decimals, unions of
-several types, fields left to their defaults, int64 columns for Avro ``int``, ...) takes
-the general path, fastavro per row.
+one to one (the pairs below), or a top-level union of such types read as spark-avro's
+member struct (:class:`UnionEncoder`: several record types in one topic); anything else
+(nested types, enums, decimals, unions inside records, fields left to their defaults,
+int64 columns for Avro ``int``, ...) takes the general path, fastavro per row.
 
 Encoding writes no Python object per row: every field is written for all rows at once
 into the slot matrix of :mod:`kafka_ds.formats.wire_columns` (union branch indexes, zigzag
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..protocol.primitives import uvarint_bytes
 from ..protocol.records_arrays import binary_lengths
 from .avro_columns import FlatType, flat_type
 from .wire_columns import (
@@ -116,15 +118,97 @@ class FlatEncoder:
         return rows.finish()
 
 
+class UnionEncoder:
+    """Encodes spark-avro's member struct (``member0``, ``member1``, ...: one field per
+    non-null branch of a union, the row's branch set) column-wise: the rows of each branch
+    with that branch's FlatEncoder, the branch index after the header, then back in row
+    order. A row with no member set takes the union's null branch (and fails without one);
+    one with several set fails: which branch is meant?"""
+
+    def __init__(self, branches: list[tuple[int, FlatEncoder]], null_index: int | None,
+                 describe: str):
+        self.branches = branches              # (union index, encoder) per member
+        self.null_index = null_index
+        self.describe = describe
+
+    def encode(self, array: pa.Array, header: bytes = b"") -> pa.BinaryArray:
+        n = len(array)
+        present = valid_mask(array)
+        set_members = np.stack([valid_mask(array.field(i)) & present
+                                for i in range(len(self.branches))])
+        counts = set_members.sum(axis=0)
+        no_member = np.flatnonzero(present & (counts == 0))
+        wrong = counts > 1
+        if self.null_index is None:
+            wrong[no_member] = True
+        if wrong.any():                          # the first bad row, as the per-row path
+            row = int(np.flatnonzero(wrong)[0])
+            if counts[row] == 0:
+                raise NullInRequiredField(row, "every member", f"union {self.describe}")
+            names = ", ".join(f"member{i}" for i in np.flatnonzero(set_members[:, row]))
+            raise SeveralMembersSet(row, f"{names} are all set; a union value has one branch")
+        parts, part_rows = [], []
+        for i, (union_index, encoder) in enumerate(self.branches):
+            rows = np.flatnonzero(set_members[i])
+            if rows.size:
+                branch = uvarint_bytes(2 * union_index)          # zigzag of the index
+                parts.append(encoder.encode(array.field(i).take(pa.array(rows)), header + branch))
+                part_rows.append(rows)
+        if no_member.size:
+            null_value = header + uvarint_bytes(2 * self.null_index)
+            parts.append(pa.array([null_value] * no_member.size, pa.binary()))
+            part_rows.append(no_member)
+        absent = np.flatnonzero(~present)
+        if absent.size:
+            parts.append(pa.nulls(absent.size, pa.binary()))
+            part_rows.append(absent)
+        if not parts:
+            return pa.array([], pa.binary())
+        position = np.empty(n, np.int64)
+        position[np.concatenate(part_rows)] = np.arange(n)
+        return pa.concat_arrays(parts).take(pa.array(position))
+
+
+class SeveralMembersSet(ValueError):
+    """A union struct row with more than one member set (``row``: its index)."""
+
+    def __init__(self, row: int, message: str):
+        super().__init__(message)
+        self.row = row
+
+
+def _union_encoder(node: dict, arrow_type: pa.DataType) -> UnionEncoder | None:
+    """A UnionEncoder for a union of several branches each of which the flat path writes,
+    from a struct of exactly ``member0`` .. ``memberN`` (as spark-avro reads the union)."""
+    branches = [(i, b) for i, b in enumerate(node["branches"]) if b["type"] != "null"]
+    null_index = next((i for i, b in enumerate(node["branches"]) if b["type"] == "null"), None)
+    if (len(branches) < 2 or not pa.types.is_struct(arrow_type)
+            or [arrow_type.field(i).name for i in range(arrow_type.num_fields)]
+            != [f"member{i}" for i in range(len(branches))]):
+        return None
+    encoders = []
+    for member, (union_index, branch) in enumerate(branches):
+        encoder = build_encoder(branch, arrow_type.field(member).type)
+        if encoder is None:
+            return None
+        encoders.append((union_index, encoder))
+    return UnionEncoder(encoders, null_index, _describe(node))
+
+
 def _describe(node: dict) -> str:
     if node["type"] == "union":
-        return "[" + ", ".join(b["type"] for b in node["branches"]) + "]"
+        return "[" + ", ".join(b.get("name", b["type"]) for b in node["branches"]) + "]"
     return node["type"]
 
 
-def build_encoder(node: dict, arrow_type: pa.DataType) -> FlatEncoder | None:
-    """A FlatEncoder writing columns of ``arrow_type`` with the parsed Avro schema
-    ``node``, or None when the pair takes the general path."""
+def build_encoder(node: dict, arrow_type: pa.DataType) -> FlatEncoder | UnionEncoder | None:
+    """A FlatEncoder (or, for a union of several flat branches, a UnionEncoder) writing
+    columns of ``arrow_type`` with the parsed Avro schema ``node``, or None when the pair
+    takes the general path."""
+    if node["type"] == "union":
+        union = _union_encoder(node, arrow_type)
+        if union is not None:
+            return union
     if node["type"] != "record":
         ft = flat_type(node)
         if ft is None or not _accepts(ft, arrow_type):
@@ -154,4 +238,5 @@ def _field(name, node, ft, child, arrow_type) -> _Field:
     return _Field(name, _describe(node), ft, child, millis)
 
 
-__all__ = ["FlatEncoder", "NullInRequiredField", "build_encoder"]
+__all__ = ["FlatEncoder", "NullInRequiredField", "SeveralMembersSet", "UnionEncoder",
+           "build_encoder"]

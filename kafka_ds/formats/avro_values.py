@@ -161,10 +161,14 @@ def avro_converter(node):
     def from_members(v):
         if v is None:
             return None
-        for i, name in enumerate(names):
-            value = v.get(f"member{i}")
-            if value is not None:
-                return (name, convs[i](value) if convs[i] else value)
+        taken = [i for i in range(len(names)) if v.get(f"member{i}") is not None]
+        if len(taken) > 1:
+            raise ValueError(", ".join(f"member{i}" for i in taken)
+                             + " are all set; a union value has one branch")
+        if taken:
+            i = taken[0]
+            value = v[f"member{i}"]
+            return (names[i], convs[i](value) if convs[i] else value)
         if has_null:
             return None
         raise ValueError("every member of a non-nullable union struct is null")

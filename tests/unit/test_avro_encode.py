@@ -9,6 +9,7 @@ same results.
 import datetime
 import io
 import json
+import struct
 
 import fastavro
 import numpy as np
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_ds.formats.avro import AvroCodec
-from kafka_ds.formats.avro_encode import build_encoder
+from kafka_ds.formats.avro_encode import UnionEncoder, build_encoder
 from kafka_ds.formats.avro_types import parse_schema
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import MockSchemaRegistryClient
@@ -331,3 +332,86 @@ def test_fields_the_column_lacks_take_their_defaults_beside_converted_fields():
                                        {"a": 2, "u": ("string", "x"), "z": 3, "tag": "none"},
                                        {"a": 3, "u": None, "z": 3, "tag": "none"}, None])
     assert codec.encode(array).to_pylist() == expected
+
+
+# --- a union of several records (several types in one topic) ------------------------------
+
+ORDER = rec({"name": "order_id", "type": "long"}, {"name": "sku", "type": "string"}, name="Order")
+PAYMENT = rec({"name": "payment_id", "type": "string"},
+              {"name": "amount", "type": ["null", "double"]}, name="Payment")
+MEMBERS = pa.struct([("member0", pa.struct([("order_id", pa.int64()), ("sku", pa.string())])),
+                     ("member1", pa.struct([("payment_id", pa.string()), ("amount", pa.float64())]))])
+
+
+def test_union_of_records_is_written_column_wise_as_fastavro_writes_it():
+    schema = [ORDER, PAYMENT]
+    rows = [{"member0": {"order_id": 7, "sku": "a"}, "member1": None},
+            {"member0": None, "member1": {"payment_id": "p", "amount": None}},
+            None,
+            {"member0": None, "member1": {"payment_id": "", "amount": 2.5}}]
+    codec = fast_codec(schema, MEMBERS, framed=True, schema_id=4)
+    assert isinstance(codec._column_encoder(MEMBERS), UnionEncoder)
+    got = codec.encode(pa.array(rows, MEMBERS)).to_pylist()
+    header = b"\x00\x00\x00\x00\x04"
+    assert got == [header + b"\x00" + b"\x0e\x02a",                 # branch 0, Order(7, "a")
+                   header + b"\x02" + b"\x02p\x00",                 # branch 1, Payment("p", null)
+                   None,
+                   header + b"\x02" + b"\x00\x02" + struct.pack("<d", 2.5)]
+    assert got == fastavro_bytes(schema, [None if r is None else (
+        ("Order", r["member0"]) if r["member0"] else ("Payment", r["member1"])) for r in rows],
+        header)
+
+
+@st.composite
+def union_cases(draw):
+    """(schema, Arrow member struct type, rows) of a union of 2-3 flat records, with or
+    without a null branch; rows with one member set, none, several, or null."""
+    records, members = [], []
+    for r in range(draw(st.integers(2, 3))):
+        kinds = [draw(st.sampled_from(KINDS[:10])) for _ in range(draw(st.integers(1, 3)))]
+        records.append(rec(*({"name": f"f{i}", "type": k[0]} for i, k in enumerate(kinds)),
+                           name=f"R{r}"))
+        members.append((pa.struct([(f"f{i}", k[1]) for i, k in enumerate(kinds)]),
+                        st.fixed_dictionaries({f"f{i}": k[2] for i, k in enumerate(kinds)})))
+    schema = list(records)
+    if draw(st.booleans()):
+        schema.insert(draw(st.integers(0, len(schema))), "null")
+    arrow_type = pa.struct([(f"member{i}", t) for i, (t, _) in enumerate(members)])
+
+    @st.composite
+    def row(draw):
+        chosen = draw(st.sets(st.integers(0, len(members) - 1), max_size=2)
+                      if draw(st.integers(0, 3)) == 0 else
+                      st.integers(0, len(members) - 1).map(lambda i: {i}))
+        return {f"member{i}": draw(values) if i in chosen else None
+                for i, (_, values) in enumerate(members)}
+    rows = draw(st.lists(st.none() | row(), max_size=12))
+    return schema, arrow_type, rows
+
+
+def _encoded_or_error(codec, array):
+    try:
+        return codec.encode(array).to_pylist()
+    except ValueError as exc:
+        return f"{type(exc).__name__}: {str(exc).split(': ', 1)[0]}"     # the row named
+
+
+@FAST
+@given(union_cases(), st.integers(0, 3))
+def test_generated_unions_equal_the_per_row_path(case, cut):
+    schema, arrow_type, rows = case
+    array = pa.array(rows, arrow_type)
+    fast = fast_codec(schema, arrow_type, framed=True, schema_id=99)
+    general = GeneralEncodeCodec(avro(schema), framed=True, schema_id=99)
+    assert _encoded_or_error(fast, array) == _encoded_or_error(general, array)
+    sliced = array.slice(min(cut, len(rows)))
+    assert _encoded_or_error(fast, sliced) == _encoded_or_error(general, sliced)
+
+
+def test_a_union_row_with_several_members_set_fails_naming_the_row_on_both_paths():
+    rows = [{"member0": {"order_id": 1, "sku": "a"}, "member1": None},
+            {"member0": {"order_id": 2, "sku": "b"}, "member1": {"payment_id": "p", "amount": 1.0}}]
+    for codec in (fast_codec([ORDER, PAYMENT], MEMBERS),
+                  GeneralEncodeCodec(avro([ORDER, PAYMENT]), framed=False)):
+        with pytest.raises(ValueError, match="row 1 .*member0, member1 are all set"):
+            codec.encode(pa.array(rows, MEMBERS))
