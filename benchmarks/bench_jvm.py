@@ -32,6 +32,10 @@ of the same run. What runs (``--records`` N records of ``--value-size`` B in
   schema registered at planning, Confluent framing) against spark-avro's ``to_avro`` of the
   same struct with the same 5-byte Confluent header concatenated (Spark has no registry
   support; skipped when ``to_avro`` is not on the classpath).
+* the same two writes through pykafka once more with ``spark.sql.execution.arrow.maxBytesPerBatch``
+  = 2147483647 (set for that write only), which turns off Spark's per-row Arrow batch-size
+  check (docs/performance.md, "Spark settings for writes"); Spark's connector hands no rows
+  to Python workers, so its columns of those rows repeat its own figures.
 * **streaming latency** at each of ``--rates`` for ``--stream-seconds``: the machinery of
   ``stream_latency.py`` (an independent producer and consumer), one query per connector,
   ``readStream.format(X) -> writeStream.format(X)``.
@@ -231,6 +235,11 @@ def writes(spark, broker, args, registry, avro):
         for label, fmt, _, options in CONFIGS:
             df, kind = (typed, "pykafka") if fmt == "pykafka" else (jvm_avro, None)
             cases.append((("write, Avro", label), write(df, fmt, options, kind), rows))
+    # pykafka again with Spark's per-row Arrow batch-size check off (docs/performance.md,
+    # "Spark settings for writes"); Spark's connector does not hand rows to Python workers
+    for (name, label), run, expected in list(cases):
+        if label == CONFIGS[0][0]:
+            cases.append(((name + BYTE_LIMIT_OFF, label), byte_limit_off(spark, run), expected))
     # The write's own time (topic creation and the count of what arrived are not timed).
     for key, run, expected in cases:
         check(key, run()[1], expected)
@@ -246,6 +255,19 @@ def writes(spark, broker, args, registry, avro):
     binary.unpersist()
     typed.unpersist()
     return rates
+
+
+BYTE_LIMIT_OFF = ", pykafka with maxBytesPerBatch=2147483647"
+
+
+def byte_limit_off(spark, run):
+    def with_setting():
+        spark.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
+        try:
+            return run()
+        finally:
+            spark.conf.unset("spark.sql.execution.arrow.maxBytesPerBatch")
+    return with_setting
 
 
 # --- streaming latency -------------------------------------------------------------------------
@@ -341,6 +363,10 @@ def tables(read_rates, write_rates, stream, args, in_range):
     for name in ("write, binary", "write, Avro"):
         if any((name, lab) in write_rates for lab in labels):
             lines.append(row(name, [write_rates.get((name, lab)) for lab in labels]))
+        if (name + BYTE_LIMIT_OFF, labels[0]) in write_rates:   # the connector's as above
+            lines.append(row(name + BYTE_LIMIT_OFF,
+                             [write_rates[name + BYTE_LIMIT_OFF, labels[0]]]
+                             + [write_rates.get((name, lab)) for lab in labels[1:]]))
     out = "\n".join(lines)
     if stream:
         s = ["| streaming, produce-to-visible ms (p50 / p99) | " + " | ".join(labels) + " |",
