@@ -19,7 +19,10 @@ boolean, a nullable string), serialized and framed by confluent-kafka's own Avro
 ``AvroCodec.encode`` on Arrow struct batches (built beforehand, as Spark hands them to the
 writer; the column-wise path of ``kafka_ds.formats.avro_encode``; ``--general`` adds the
 fastavro-per-row path) against ``AvroSerializer(record, ctx)`` on every record's dict
-(built beforehand), after checking both give the same bytes.
+(built beforehand), after checking both give the same bytes. ``--union`` writes a union
+of two records instead (several types in one topic: every other record a ``Payment``),
+from spark-avro's ``struct<member0, member1>`` on our side and the ``(name, record)``
+notation on confluent's.
 
 Best of ``--repeat`` for each. Prints records/s for each and the ratio.
 """
@@ -44,6 +47,25 @@ SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
     {"name": "status", "type": "string"}, {"name": "sku", "type": "string"},
     {"name": "gift", "type": "boolean"}, {"name": "note", "type": ["null", "string"]}]}
 STATUSES = ("new", "paid", "shipped", "cancelled", "returned")
+PAYMENT = {"type": "record", "name": "Payment", "namespace": "bench", "fields": [
+    {"name": "payment_id", "type": "string"}, {"name": "order_id", "type": "long"},
+    {"name": "amount", "type": "double"}, {"name": "card", "type": ["null", "string"]}]}
+
+
+def as_union(records):
+    """``(spark-avro member structs, confluent's (name, record) values)``: every other
+    record a Payment."""
+    members, tagged = [], []
+    for i, r in enumerate(records):
+        if i % 2:
+            payment = {"payment_id": f"pay-{r['order_id']}", "order_id": r["order_id"],
+                       "amount": r["price"], "card": r["note"]}
+            members.append({"member0": None, "member1": payment})
+            tagged.append(("bench.Payment", payment))
+        else:
+            members.append({"member0": r, "member1": None})
+            tagged.append(("bench.Order", r))
+    return members, tagged
 
 
 def make_records(n, seed=7):
@@ -73,6 +95,8 @@ def main():
     parser.add_argument("--batch", type=int, default=50_000, help="records per decode call")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--general", action="store_true", help="also time the per-record path")
+    parser.add_argument("--union", action="store_true",
+                        help="with --encode: a union of two record types (member struct)")
     parser.add_argument("--encode", action="store_true",
                         help="time encoding (AvroCodec.encode vs AvroSerializer) instead")
     args = parser.parse_args()
@@ -137,22 +161,26 @@ def encode_benchmark(args):
 
     client = MockSchemaRegistryClient({"url": "mock://bench-avro-encode"})
     ctx = SerializationContext("orders", MessageField.VALUE)
-    serializer = AvroSerializer(client, json.dumps(SCHEMA))
+    schema = [SCHEMA, PAYMENT] if args.union else SCHEMA
+    serializer = AvroSerializer(client, json.dumps(schema))
     records = list(make_records(args.records))
+    rows = records
+    if args.union:
+        rows, records = as_union(records)
     first = serializer(records[0], ctx)
     schema_id = int.from_bytes(first[1:5], "big")
-    writer = RegisteredSchema("AVRO", json.dumps(SCHEMA), schema_id=schema_id)
+    writer = RegisteredSchema("AVRO", json.dumps(schema), schema_id=schema_id)
     codec = AvroCodec(writer, framed=True, schema_id=schema_id)
-    batches = [pa.array(records[i:i + args.batch], type=codec.arrow_type)
-               for i in range(0, len(records), args.batch)]
+    batches = [pa.array(rows[i:i + args.batch], type=codec.arrow_type)
+               for i in range(0, len(rows), args.batch)]
     assert codec._column_encoder(codec.arrow_type) is not None, "not the column-wise path"
     # the same bytes both ways
     check = min(1000, args.records)
     encoded = codec.encode(batches[0])
     assert encoded.to_pylist()[:check] == [serializer(r, ctx) for r in records[:check]]
     size = len(encoded.buffers()[2]) / len(encoded)
-    print(f"{args.records} records, {size:.1f} B each framed (first batch), Arrow batches "
-          f"of {args.batch}")
+    print(f"{args.records} records{' of two types (a union)' if args.union else ''}, "
+          f"{size:.1f} B each framed (first batch), Arrow batches of {args.batch}")
 
     def ours():
         for batch in batches:
