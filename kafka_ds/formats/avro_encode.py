@@ -29,6 +29,7 @@ from .wire_columns import (
     RowBytes,
     boolean_values,
     fixed_values,
+    in_row_order,
     valid_mask,
 )
 
@@ -147,26 +148,20 @@ class UnionEncoder:
                 raise NullInRequiredField(row, "every member", f"union {self.describe}")
             names = ", ".join(f"member{i}" for i in np.flatnonzero(set_members[:, row]))
             raise SeveralMembersSet(row, f"{names} are all set; a union value has one branch")
-        parts, part_rows = [], []
+        groups = []                              # (rows, their encoded values)
         for i, (union_index, encoder) in enumerate(self.branches):
             rows = np.flatnonzero(set_members[i])
             if rows.size:
                 branch = uvarint_bytes(2 * union_index)          # zigzag of the index
-                parts.append(encoder.encode(array.field(i).take(pa.array(rows)), header + branch))
-                part_rows.append(rows)
+                groups.append((rows, encoder.encode(array.field(i).take(pa.array(rows)),
+                                                    header + branch)))
         if no_member.size:
             null_value = header + uvarint_bytes(2 * self.null_index)
-            parts.append(pa.array([null_value] * no_member.size, pa.binary()))
-            part_rows.append(no_member)
+            groups.append((no_member, pa.array([null_value] * no_member.size, pa.binary())))
         absent = np.flatnonzero(~present)
         if absent.size:
-            parts.append(pa.nulls(absent.size, pa.binary()))
-            part_rows.append(absent)
-        if not parts:
-            return pa.array([], pa.binary())
-        position = np.empty(n, np.int64)
-        position[np.concatenate(part_rows)] = np.arange(n)
-        return pa.concat_arrays(parts).take(pa.array(position))
+            groups.append((absent, pa.nulls(absent.size, pa.binary())))
+        return in_row_order(n, groups)
 
 
 class SeveralMembersSet(ValueError):

@@ -190,6 +190,18 @@ class RowBytes:
         return _binary(n, present, pa.py_buffer(row_offsets), taken.buffers()[2])
 
 
+def in_row_order(n: int, groups: list[tuple[np.ndarray, pa.Array]]) -> pa.BinaryArray:
+    """The binary values of ``n`` rows encoded in groups: each ``(rows, values)`` the row
+    indexes of a group and their values in that order; together the groups cover every
+    row once. One concatenation and one take put them back in row order."""
+    if not groups:
+        return pa.array([], pa.binary())
+    position = np.empty(n, np.int64)
+    position[np.concatenate([rows for rows, _ in groups])] = np.arange(n)
+    values = pa.concat_arrays([v.cast(pa.binary()) for _, v in groups])
+    return values.take(pa.array(position))
+
+
 @functools.lru_cache(maxsize=8)
 def _interleaving(count: int, n: int) -> pa.Array:
     """The take order of ``count`` parts of ``n`` rows concatenated: part 0 of row 0, part
