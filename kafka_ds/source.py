@@ -120,7 +120,7 @@ class KafkaDataSource(DataSource):
         from .write.plan import plan_columns
         from .write.topics import check_topic_exists
         opts = parse_write_options(self.options)
-        plan = plan_columns(schema, opts)
+        plan = plan_columns(schema, opts, streaming=streaming)
         if streaming and opts.topic is not None:
             _check_stream_topic(opts, check_topic_exists)
         else:

@@ -3,11 +3,15 @@ DataFrame carry which Kafka field, with which types (as Spark's Kafka sink check
 and the typed columns' writer schemas (``valueFormat``/``keyFormat``)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from ..columns import sink_column, spark_type_name
 from ..errors import ConfigurationError
 from ..options import WriteOptions
+from ..registry.errors import RegistryUnavailableError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -25,11 +29,17 @@ class ColumnPlan:
     typed: object = None
 
 
-def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
+def plan_columns(schema, opts: WriteOptions, streaming: bool = False) -> ColumnPlan:
     """Check the written DataFrame's schema; a ConfigurationError names column and fix.
 
     Column names match case-insensitively (as in Spark's Kafka sink); other columns
     are ignored.  Which columns are read, with which types: ``kafka_ds.columns``.
+
+    ``streaming``: pyspark builds the sink's writer anew on the driver for every
+    micro-batch's commit, which needs no writer schema (the tasks write with the plan made
+    when the query started). A registry outage there must not fail a micro-batch already
+    written, so the typed columns' resolution is deferred to the first batch a task
+    encodes (:class:`~kafka_ds.write.typed_writes.DeferredTypedColumns`).
     """
     found = {}
     for index, fld in enumerate(schema.fields):
@@ -67,6 +77,13 @@ def plan_columns(schema, opts: WriteOptions) -> ColumnPlan:
     typed = None
     if typed_names:
         from .typed_writes import resolve_for_write
-        typed = resolve_for_write(opts.typed_spec, opts.topic,
-                                  {name: fld for name, (_, fld) in found.items()})
+        fields = {name: fld for name, (_, fld) in found.items()}
+        try:
+            typed = resolve_for_write(opts.typed_spec, opts.topic, fields)
+        except RegistryUnavailableError as exc:
+            if not streaming:
+                raise
+            from .typed_writes import DeferredTypedColumns
+            log.warning("the sink's writer schemas are resolved by the tasks: %s", exc)
+            typed = DeferredTypedColumns(opts.typed_spec, opts.topic, fields)
     return ColumnPlan(names=tuple(f.name for f in schema.fields), typed=typed, **index_of)

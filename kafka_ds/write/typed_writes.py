@@ -45,6 +45,29 @@ class TypedWriteColumns:
         return codec.encode(array)
 
 
+@dataclass
+class DeferredTypedColumns:
+    """A streaming sink's typed columns whose writer schemas the driver could not look up
+    (the registry was unavailable when pyspark built the writer): the task resolves them
+    at its first batch, as the driver would have (``plan_columns(streaming=True)``)."""
+    spec: object            # TypedColumnsSpec
+    topic: str | None
+    fields: dict            # column name -> pyspark StructField
+    resolved: TypedWriteColumns | None = None
+
+    def _columns(self) -> TypedWriteColumns:
+        if self.resolved is None:
+            self.resolved = resolve_for_write(self.spec, self.topic, self.fields)
+        return self.resolved
+
+    @property
+    def codecs(self) -> dict:
+        return self._columns().codecs
+
+    def encode(self, name: str, array):
+        return self._columns().encode(name, array)
+
+
 def _schema_support(fmt: str):
     """``(misfit, derive)`` of a format: ``misfit(spark_type, schema_text)`` -> the first
     field that does not fit (None: fits); ``derive(spark_type)`` -> schema text."""

@@ -375,8 +375,9 @@ def test_budget_exhausted_names_urls_not_secrets():
 
 
 def test_a_typed_write_planned_while_the_registry_is_down_fails_as_an_outage():
-    """A typed sink looks its writer schema up when it is planned, in a stream at every
-    micro-batch. With the registry down past its budget that failed as a ConfigurationError
+    """A typed sink looks its writer schema up when it is planned (a stream's writer,
+    built anew for every micro-batch's commit, defers it: the next test). With the
+    registry down past its budget that failed as a ConfigurationError
     ("could not be resolved for writing"), not retriable and pointing at the options; it is
     the registry's RegistryUnavailableError, naming the subject, the budget and its option.
     Found by the soak (issue #32)."""
@@ -399,6 +400,45 @@ def test_a_typed_write_planned_while_the_registry_is_down_fails_as_an_outage():
         text = str(caught.value)
         assert "300 ms ('schema.registry.retry.budget.ms')" in text, text
         assert ("orders-value" if not extra else "a-value") in text, text
+
+
+def test_a_stream_sink_built_while_the_registry_is_down_commits_and_its_tasks_resolve_later(
+        broker, new_topic, schema_registry):
+    """pyspark builds a streaming sink's writer anew on the driver for every micro-batch's
+    commit, and that looked the writer schema up again: a registry down past its budget
+    failed the commit of a micro-batch the tasks had already written (the soak of issue
+    #32 lost two queries to it). The commit needs no schema; a writer built during an
+    outage defers the lookup to the tasks' first batch. A batch write still fails at
+    planning, as before."""
+    import pyarrow as pa
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from kafka_ds.source import KafkaDataSource
+    from kafka_ds.write.messages import KafkaCommitMessage
+    from kafka_ds.write.typed_writes import DeferredTypedColumns
+    topic = new_topic(partitions=1)
+    value = StructType([StructField("id", LongType()), StructField("name", StringType())])
+    schema = StructType([StructField("value", value)])
+    options = {"kafka.bootstrap.servers": broker.bootstrap_servers, "topic": topic,
+               "valueFormat": "avro", "schema.registry.url": schema_registry.url,
+               "schema.registry.retry.budget.ms": "300"}
+    schema_registry.fail_next(100_000, 503)
+    try:
+        with pytest.raises(RegistryUnavailableError):
+            KafkaDataSource(options).writer(schema, False)
+        writer = KafkaDataSource(options).streamWriter(schema, False)
+        assert isinstance(writer.plan.typed, DeferredTypedColumns)
+        writer.commit([KafkaCommitMessage(task=0, records=2, bytes=20)], 7)
+    finally:
+        schema_registry._failures.clear()
+    task_side = pickle.loads(pickle.dumps(writer))          # as Spark ships it to a task
+    rows = pa.array([{"id": 1, "name": "a"}, {"id": 2, "name": None}],
+                    pa.struct([("id", pa.int64()), ("name", pa.string())]))
+    framed = task_side.plan.typed.encode("value", rows).to_pylist()
+    deserializer = AvroDeserializer(confluent(schema_registry))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    assert [deserializer(f, ctx) for f in framed] == [{"id": 1, "name": "a"},
+                                                      {"id": 2, "name": None}]
 
 
 def test_429_and_5xx_are_retried_then_reported(schema_registry):
