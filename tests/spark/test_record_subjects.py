@@ -31,8 +31,8 @@ def write(df, broker, topic, registry, fmt, subjects, **options):
     writer.mode("append").save()
 
 
-def test_protobuf_types_by_subject_read_and_written_as_confluent(spark, broker, new_topic,
-                                                                  schema_registry):
+def test_protobuf_types_by_subject_read_and_written_as_confluent(  # noqa: F811
+        spark, broker, new_topic, schema_registry):  # noqa: F811
     topic, copy = new_topic(partitions=1), new_topic(partitions=1)
     client = confluent_registry(schema_registry)
     classes = {**message_classes(SHOP), **message_classes(REFUND)}
@@ -79,8 +79,8 @@ JSON_TYPES = {name: {"title": f"rs.{name}", "type": "object", "properties": prop
                   ("Refund", {"refund_id": {"type": "string"}}))}
 
 
-def test_json_types_by_subject_read_and_written_as_confluent(spark, broker, new_topic,
-                                                              schema_registry):
+def test_json_types_by_subject_read_and_written_as_confluent(  # noqa: F811
+        spark, broker, new_topic, schema_registry):  # noqa: F811
     from kafka_ds.functions import from_registry
     topic, copy = new_topic(partitions=1), new_topic(partitions=1)
     client = confluent_registry(schema_registry)
