@@ -257,3 +257,39 @@ def test_protobuf_messages_after_the_first_read_column_wise_as_row_by_row(
     assert not len(fast.bad_rows) and not len(slow.bad_rows)
     assert fast.array.to_pylist() == slow.array.to_pylist() == [
         {"payment_id": f"p{i}", "cents": i} for i in range(4)]
+
+
+def test_protobuf_subject_importing_another_read_and_written(schema_registry):  # noqa: F811
+    # ProtobufSerializer registers the imported file as a subject of its own (a reference):
+    # read and written through the registry, the bytes confluent's
+    client = SchemaRegistryClient({"url": schema_registry.url})
+    common = file_proto("money.proto", {"Money": [("cents", "int64")]}, package="imp")
+    order = file_proto("imp_order.proto", {"Order": [("id", "int64"), ("price", ".imp.Money")]},
+                       package="imp", deps=["money.proto"])
+    other = file_proto("imp_other.proto", {"Note": [("text", "string")]}, package="imp")
+    classes = {**message_classes(common, order), **message_classes(other)}
+    conf = {"subject.name.strategy": record_subject_name_strategy,
+            "use.deprecated.format": False}
+    raw = [ProtobufSerializer(classes["imp.Order"], client, conf=dict(conf))(
+               classes["imp.Order"](id=1, price=classes["imp.Money"](cents=5)), CTX),
+           ProtobufSerializer(classes["imp.Note"], client, conf=dict(conf))(
+               classes["imp.Note"](text="t"), CTX)]
+    codec = subjects_codec(spec("protobuf", "imp.Order", "imp.Note"), lookup_for(schema_registry))
+    spark_type = "struct<member0:struct<id:bigint,price:struct<cents:bigint>>,member1:struct<text:string>>"
+    assert codec.spark_type == spark_type
+    result = codec.decode(pa.array(raw, pa.binary()))
+    assert result.array.to_pylist() == [
+        {"member0": {"id": 1, "price": {"cents": 5}}, "member1": None},
+        {"member0": None, "member1": {"text": "t"}}]
+    from pyspark.sql.types import LongType, StringType, StructType
+    field = StructField("value", StructType([
+        StructField("member0", StructType([StructField("id", LongType()), StructField(
+            "price", StructType([StructField("cents", LongType())]))])),
+        StructField("member1", StructType([StructField("text", StringType())]))]))
+    from kafka_ds.write.typed_writes import several_subjects_encoder
+    column = spec("protobuf", "imp.Order", "imp.Note")
+    encoder = several_subjects_encoder(column, TypedColumnsSpec(
+        value=column, key=ColumnFormatSpec("key"),
+        registry=RegistrySettings.from_options({"schema.registry.url": schema_registry.url})),
+        field)
+    assert encoder.encode(result.array).to_pylist() == raw
