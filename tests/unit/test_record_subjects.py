@@ -4,10 +4,13 @@ Spark: the fake registry (real HTTP) and confluent-kafka's serializers give the 
 ``subject.name.strategy`` = RecordNameStrategy and TopicRecordNameStrategy, the schemas
 registered by the serializer (``auto.register.schemas``) or beforehand
 (``use.latest.version``); kafka_ds's bytes are read back by confluent's deserializers."""
+import base64
 import json
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from confluent_kafka.schema_registry import (Schema, SchemaRegistryClient,
                                              record_subject_name_strategy,
                                              topic_record_subject_name_strategy)
@@ -77,7 +80,6 @@ def test_protobuf_records_go_to_their_subject_by_message_and_back(
     conf = {"subject.name.strategy": name_of, "use.deprecated.format": False}
     if registered == "use.latest.version":
         b64 = {"shop": SHOP, "refund": REFUND}
-        import base64
         for subject, proto in ((f"{prefix}shop.Order", "shop"), (f"{prefix}shop.Payment", "shop"),
                                (f"{prefix}shop.Refund", "refund")):
             client.register_schema(subject, Schema(
@@ -293,3 +295,32 @@ def test_protobuf_subject_importing_another_read_and_written(schema_registry):  
         registry=RegistrySettings.from_options({"schema.registry.url": schema_registry.url})),
         field)
     assert encoder.encode(result.array).to_pylist() == raw
+
+
+_FUZZ = {}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=30),
+                          st.tuples(st.sampled_from([b"\x00", b"\x02\x02", b"\x02\x04", b"\x03",
+                                                     b"\x04\x02\x00", b""]),
+                                    st.binary(max_size=30)).map(lambda t: t[0] + t[1])),
+                max_size=12), st.sampled_from(["protobuf", "json"]))
+def test_fuzz_decode_keeps_the_contract(schema_registry, values, fmt):  # noqa: F811
+    # any bytes, also after a real header of one of the types: one row out per row in,
+    # null exactly where the input is null or the row is reported bad, never an exception
+    from tests.support.registry_fixtures import assert_decode_contract
+    if fmt not in _FUZZ:
+        client = SchemaRegistryClient({"url": schema_registry.url})
+        shop = Schema(base64.b64encode(SHOP.SerializeToString()).decode(), "PROTOBUF")
+        subjects = ("fzp-shop.Order", "fzp-shop.Payment") if fmt == "protobuf" \
+            else ("fzj.Order", "fzj.Payment")
+        for subject in subjects:
+            client.register_schema(subject, shop if fmt == "protobuf" else Schema(json.dumps(
+                JSON_TYPES[subject[4:]] | {"title": subject}), "JSON"))
+        codec = subjects_codec(spec(fmt, *subjects), lookup_for(schema_registry))
+        _FUZZ[fmt] = (codec, client.get_latest_version(subjects[0]).schema_id)
+    codec, schema_id = _FUZZ[fmt]
+    header = b"\x00" + schema_id.to_bytes(4, "big")
+    values = [v if v is None or len(v) % 3 else header + v for v in values]
+    assert_decode_contract(codec.decode(pa.array(values, pa.binary())), values)
