@@ -128,8 +128,10 @@ class SubjectsCodec:
     ``type_names``: each subject's type (Protobuf message full name / JSON Schema title);
     ``lookup``: the registry, to find the type of a writer schema id."""
 
-    def __init__(self, fmt: str, subjects, type_names, codecs, lookup, names=None):
+    def __init__(self, fmt: str, subjects, type_names, codecs, lookup, names=None,
+                 option: str = "valueSubjects"):
         self.format = fmt
+        self.option = option
         self.subjects = tuple(subjects)
         self.type_names = tuple(type_names)
         self.codecs = list(codecs)
@@ -155,7 +157,7 @@ class SubjectsCodec:
 
     def renamed(self, names) -> SubjectsCodec:
         return SubjectsCodec(self.format, self.subjects, self.type_names, self.codecs,
-                             self.lookup, names)
+                             self.lookup, names, self.option)
 
     # -- which type a record is -------------------------------------------------------------
 
@@ -259,8 +261,8 @@ class SubjectsCodec:
             if k is None:
                 if error is None:
                     error = (f"its type {name} (schema id {schema_id}) is none of the types "
-                             f"read ({', '.join(self.type_names)}): a subject of "
-                             "another type, not listed in the Subjects option")
+                             f"read ({', '.join(self.type_names)}), the types of the "
+                             f"subjects '{self.option}' lists")
                 for row in group.tolist():
                     bad[row] = (error, schema_id)
                 continue
@@ -272,7 +274,8 @@ class SubjectsCodec:
             if not taken.size:
                 children.append(pa.nulls(n, arrow_type))
                 continue
-            result = codec.decode(values.take(pa.array(taken)))
+            whole = taken.size == n             # every row of the batch is of this type
+            result = codec.decode(values if whole else values.take(pa.array(taken)))
             array = result.array
             if isinstance(array, pa.ChunkedArray):
                 array = array.combine_chunks()
@@ -284,6 +287,9 @@ class SubjectsCodec:
                                                   sub_ids.tolist()):
                     bad[row] = (reason, schema_id)
                 member[taken[local]] = -1
+            if whole:
+                children.append(array)
+                continue
             position = np.full(n, -1, np.int64)
             position[taken] = np.arange(taken.size)
             children.append(array.take(pa.array(position, mask=position < 0)))
@@ -307,7 +313,7 @@ def subjects_codec(spec, client) -> SubjectsCodec:
     codecs = [member_codec(spec, schema, name, client, lookup=client)
               for _subject, name, schema in listed]
     return SubjectsCodec(spec.format, [s for s, _, _ in listed], [n for _, n, _ in listed],
-                         codecs, client)
+                         codecs, client, option=spec.option("Subjects"))
 
 
 def member_codec(spec, schema, type_name, client, *, lookup):

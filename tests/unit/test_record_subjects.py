@@ -103,8 +103,8 @@ def test_protobuf_records_go_to_their_subject_by_message_and_back(
         {"member0": {"order_id": 7, "note": "n"}, "member1": None},
         {"member0": None, "member1": {"payment_id": "p", "cents": 250}}, None, None, None]
     assert result.bad_rows.tolist() == [3, 4]
-    assert result.reasons[0].startswith(
-        "its type shop.Refund (schema id ") and "(shop.Order, shop.Payment)" in result.reasons[0]
+    assert result.reasons[0].startswith("its type shop.Refund (schema id ") and result.reasons[
+        0].endswith("(shop.Order, shop.Payment), the types of the subjects 'valueSubjects' lists")
     assert "truncated" in result.reasons[1] or "invalid" in result.reasons[1]
 
     # written: each row with its field's subject's schema, confluent's bytes exactly
@@ -161,6 +161,10 @@ def test_json_records_go_to_their_subject_by_title_and_back(
     assert result.bad_rows.tolist() == [2, 3]
     assert result.reasons[0].startswith("its type Refund (schema id ")
     assert "has no title" in result.reasons[1]
+    # a batch of one type only: that subject's codec decodes it whole
+    assert codec.decode(pa.array([raw[5], raw[1]])).array.to_pylist() == [
+        {"member0": {"order_id": 2, "note": "b"}, "member1": None},
+        {"member0": {"order_id": 1, "note": None}, "member1": None}]
 
     encoder = _encoder(schema_registry, "json", listed, JSON_SPARK)
     written = encoder.encode(result.array)
@@ -201,7 +205,7 @@ def test_member_names_by_type_and_a_prefix(schema_registry):  # noqa: F811
                                        names=["key", "offset"])
     from kafka_ds.errors import RecordDecodeError
     with pytest.raises(RecordDecodeError, match=r"key of named-0 at offset 41 as json \(schema "
-                                                r"id \d+\): its type Refund"):
+                                                r"id \d+\): its type Refund.*'keySubjects' lists"):
         typed.decode_batch(batch, "named", 0)
 
 
