@@ -2,7 +2,8 @@
 column-wise. The contract every codec keeps is below; which codec a column gets:
 :func:`.codecs.make_codec`.
 
-What every codec keeps (``avro.py``, ``protobuf.py``, ``json_format.py``):
+What every codec keeps (``avro.py``, ``protobuf.py``, ``json_format.py``; for reads also
+``record_subjects.SubjectsCodec``, several Protobuf/JSON subjects in one column):
 
 * A codec is built on the driver from a *reader schema* (:class:`kafka_ds.registry.
   RegisteredSchema`, from the registry or given inline) and pickled to the executors.

@@ -178,13 +178,26 @@ class ProtobufCodec:
             if len(frames.data):
                 first[readable] = frames.data[index_at[readable]]
             simple = first == 0
+            # a message [k] of the file's top level, k < 64 (another message of a file that
+            # holds several): the two bytes 2, 2k
+            second = np.full(len(ok_rows), 0xFF, dtype=np.uint8)
+            two = (first == 2) & (index_at + 1 < frames.ends[ok_rows])
+            if two.any():
+                second[two] = frames.data[index_at[two] + 1]
+            top = two & ((second & 0x81) == 0)
             starts = starts.copy()
             starts[ok_rows[simple]] += 1
+            starts[ok_rows[top]] += 2
             ids = frames.schema_ids
             for schema_id in np.unique(ids[ok_rows[simple]]).tolist():
                 rows = ok_rows[simple & (ids[ok_rows] == schema_id)].tolist()
                 groups[(schema_id, (0,))] = rows
-            for row in ok_rows[~simple].tolist():
+            for value in np.unique(second[top]).tolist():
+                at = top & (second == value)
+                for schema_id in np.unique(ids[ok_rows[at]]).tolist():
+                    rows = ok_rows[at & (ids[ok_rows] == schema_id)].tolist()
+                    groups.setdefault((schema_id, (value >> 1,)), []).extend(rows)
+            for row in ok_rows[~simple & ~top].tolist():
                 try:
                     indexes, starts[row] = decode_message_indexes(data(), int(starts[row]),
                                                                   int(frames.ends[row]))

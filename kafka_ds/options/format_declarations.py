@@ -52,8 +52,9 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
                  "Registry subject of the COLUMN schema.",
                  text, example="orders-value"),
     *_per_column("Subjects",
-                 "Avro: several record types in the COLUMN, one subject per type "
-                 "(RecordNameStrategy, TopicRecordNameStrategy): the subjects, comma-separated; "
+                 "Several record types in the COLUMN, one subject per type "
+                 "(RecordNameStrategy, TopicRecordNameStrategy; Avro, Protobuf or JSON Schema): "
+                 "the subjects, comma-separated; "
                  "an entry ending in `*` is every subject with that prefix (`orders-*`, leaving "
                  "out `orders-key`/`orders-value`). Read as `struct<member0, member1, ...>` of "
                  "their latest versions in that order; a record of another type is a bad "
@@ -61,8 +62,8 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
                  "([Several types in one topic](typed-values.md#several-types-in-one-topic)).",
                  _subject_list, example="com.acme.Order,com.acme.Payment"),
     *_per_column("MemberNames",
-                 "Avro: how the fields of the struct a union of several record types reads as "
-                 "(several event types in one topic, also with `COLUMNSubjects`) are named: "
+                 "How the fields of the struct several record types read as (an Avro union, "
+                 "or `COLUMNSubjects` in any format) are named: "
                  "`position` as spark-avro (`member0`, `member1`, ...), or `type`, each type's "
                  "name (`Order`, `Payment`; the full name with `_` for dots where two share a "
                  "name). Writes take the fields by position either way.",

@@ -20,7 +20,7 @@ class ColumnFormatSpec:
     column: str                      # "key" or "value"
     format: str = "binary"           # binary | string | avro | protobuf | json
     subject: str | None = None       # None: TopicNameStrategy, "<topic>-<column>"
-    #: several record types, one subject per type (or ``prefix*``): Avro only
+    #: several record types, one subject per type (or ``prefix*``)
     subjects: tuple | None = None
     #: "position" (member0, ...) or "type": the field names of a union of several types
     member_names: str = "position"
@@ -115,10 +115,12 @@ def _check_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
                 f"the {spec.column} schema: keep one")
         if spec.subjects is not None:
             _check_several_subjects(spec, options)
-        if spec.option("MemberNames").lower() in options and spec.format != "avro":
+        if spec.option("MemberNames").lower() in options and spec.format != "avro" \
+                and spec.subjects is None:
             raise ConfigurationError(
                 f"Option '{spec.option('MemberNames')}' applies to {spec.option('Format')}=avro "
-                f"only (it is '{spec.format}'): remove it")
+                f"and to '{spec.option('Subjects')}' only (it is '{spec.format}' with one "
+                "subject): remove it")
         return
     for stem in ("Subject", "Subjects", "SchemaVersion", "Schema", "MessageName",
                  "MemberNames"):
@@ -131,13 +133,10 @@ def _check_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
 
 def _check_several_subjects(spec: ColumnFormatSpec, options: dict) -> None:
     option = spec.option("Subjects")
-    if spec.format != "avro":
-        raise ConfigurationError(
-            f"Option '{option}' applies to {spec.option('Format')}=avro only (it is "
-            f"'{spec.format}'): name one subject with '{spec.option('Subject')}'")
-    for stem in ("Subject", "Schema", "SchemaVersion"):
+    for stem in ("Subject", "Schema", "SchemaVersion", "MessageName"):
         if spec.option(stem).lower() in options:
             raise ConfigurationError(
                 f"Options '{option}' and '{spec.option(stem)}' both choose the "
-                f"{spec.column} schema ('{option}' reads each subject's latest version): "
-                "keep one")
+                f"{spec.column} schema ('{option}' reads each subject's latest version"
+                + (", its message the one the subject is named after, else the first"
+                   if stem == "MessageName" else "") + "): keep one")

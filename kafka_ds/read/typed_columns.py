@@ -219,6 +219,9 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumn
         if column_spec.format == "string":
             columns.append(TypedColumn(column_spec, None, "string"))
             continue
+        if column_spec.subjects is not None and column_spec.format != "avro":
+            columns.append(_several_subjects(column_spec, spec))
+            continue
         schema = reader_schema(column_spec, spec.registry, topics)
         codec = make_codec(column_spec, schema, framed=spec.registry is not None,
                            lookup=registry_for(spec.registry) if spec.registry else None,
@@ -228,6 +231,15 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumn
         else:
             columns.append(TypedColumn(column_spec, codec, codec.spark_type))
     return TypedColumns(tuple(columns), spec.mode)
+
+
+def _several_subjects(spec: ColumnFormatSpec, typed: TypedColumnsSpec) -> TypedColumn:
+    """Protobuf/JSON ``valueSubjects``: records routed to their subject by type."""
+    from ..formats.record_subjects import member_type_names, subjects_codec
+    codec = subjects_codec(spec, registry_for(typed.registry))
+    if spec.member_names == "type":
+        codec = codec.renamed(member_type_names(codec.type_names))
+    return TypedColumn(spec, codec, codec.spark_type)
 
 
 def _named_by_type(spec: ColumnFormatSpec, codec) -> TypedColumn:

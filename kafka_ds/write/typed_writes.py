@@ -244,17 +244,21 @@ def _written_by_position(spec: TypedColumnsSpec, codecs: dict) -> frozenset:
 
 def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, field):
     """``valueSubjects`` on write: field i of the struct column is written with subject i's
-    latest schema (framed with its id); each field's type must fit its subject's schema."""
-    from ..formats.avro_references import self_contained
-    from ..formats.avro_subjects import SeveralSubjectsEncoder, subject_schemas
-    from ..formats.avro_types import spark_type_misfit
+    latest schema (framed with its id; Protobuf with the message indexes of the subject's
+    message); each field's type must fit its subject's schema."""
+    from ..formats.avro_subjects import SeveralSubjectsEncoder
     from ..registry.errors import RegistryUnavailableError, SchemaRegistryError
     option = spec.option("Subjects")
     if typed.registry is None:
         raise ConfigurationError(f"Option '{option}' needs 'schema.registry.url'")
     client = registry_for(typed.registry)
     try:
-        listed = subject_schemas(client, spec)
+        if spec.format == "avro":
+            from ..formats.avro_subjects import subject_schemas
+            listed = subject_schemas(client, spec)
+        else:
+            from ..formats.record_subjects import subject_types
+            listed = subject_types(client, spec)
         members = list(getattr(field.dataType, "fields", None) or ())
         if len(members) != len(listed):
             raise ConfigurationError(
@@ -263,20 +267,44 @@ def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, fi
                 f"struct of as many fields, one per subject in that order (it is "
                 f"{field.dataType.simpleString()})")
         codecs = []
-        for member, (subject, _name, schema) in zip(members, listed):
-            schema = self_contained(schema, client)
-            problem = spark_type_misfit(member.dataType, schema.schema_str,
-                                        f"{field.name}.{member.name}")
+        for member, (subject, name, schema) in zip(members, listed):
+            schema, problem, codec = _subject_member(spec, client, member, field.name,
+                                                     schema, name)
             if problem is not None:
                 raise ConfigurationError(
                     f"Field '{field.name}.{member.name}' does not fit subject '{subject}' "
                     f"version {schema.version}: {problem}. '{option}' writes each field with "
                     "its subject's latest schema: make the field's type match it")
-            codecs.append(make_codec(spec, schema, framed=True, lookup=None,
-                                     schema_id=schema.schema_id))
+            codecs.append(codec)
     except SchemaRegistryError as exc:
         if isinstance(exc, (ConfigurationError, RegistryUnavailableError)):
             raise   # an outage is no configuration problem: retriable, and it says so
         raise ConfigurationError(
             f"The subjects of '{option}' could not be resolved for writing: {exc}") from exc
     return SeveralSubjectsEncoder(codecs, [s for s, _, _ in listed], spec.column)
+
+
+def _subject_member(spec, client, member, column, schema, type_name):
+    """``(schema, misfit or None, codec)`` of one field written with one subject."""
+    if spec.format == "avro":
+        from ..formats.avro_references import self_contained
+        from ..formats.avro_types import spark_type_misfit
+        schema = self_contained(schema, client)
+        problem = spark_type_misfit(member.dataType, schema.schema_str,
+                                    f"{column}.{member.name}")
+        return schema, problem, make_codec(spec, schema, framed=True, lookup=None,
+                                           schema_id=schema.schema_id)
+    from ..formats.record_subjects import member_codec
+    misfit, _derive = _schema_support(spec.format)
+    if spec.format == "json":
+        from ..formats.json_references import self_contained as json_self_contained
+        schema = json_self_contained(schema, client)
+        problem = misfit(member.dataType, schema.schema_str)
+        lookup = None
+    else:
+        imported = _imported_files(client, schema) if schema.references else ()
+        problem = misfit(member.dataType, schema.schema_str, imported=imported,
+                         message_name=type_name)
+        # imports stay references: the tasks' codec builds its pool through the registry
+        lookup = client if schema.references else None
+    return schema, problem, member_codec(spec, schema, type_name, client, lookup=lookup)

@@ -207,7 +207,8 @@ def test_value_subjects_option_conflicts_name_both_options():
     read = READ
     spec = parse_typed_columns({**base, "valuesubjects": " a.A, b.B "}, read)
     assert spec.value.subjects == ("a.A", "b.B")
-    for extra, match in (({"valueformat": "protobuf"}, "applies to valueFormat=avro only"),
+    for extra, match in (({"valueformat": "protobuf", "valuemessagename": "x"},
+                          "'valueSubjects' and 'valueMessageName' both"),
                          ({"valuesubject": "x"}, "'valueSubjects' and 'valueSubject' both"),
                          ({"valueschemaversion": "2"}, "'valueSubjects' and 'valueSchemaVersion'"),
                          ({"valuesubjects": "a,,b"}, "valueSubjects"),
@@ -243,7 +244,7 @@ def test_member_names_by_type():
         resolve_for_read(parse_typed_columns({**options, "valueschema": json.dumps(a)}, READ),
                          ["t"])
     with pytest.raises(ConfigurationError, match="'valueMemberNames' applies to "
-                                                 "valueFormat=avro only"):
+                                                 "valueFormat=avro and to 'valueSubjects' only"):
         parse_typed_columns({"valueformat": "json", "valueschema": "{}",
                              "valuemembernames": "type"}, READ)
 
