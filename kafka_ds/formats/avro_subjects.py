@@ -19,6 +19,7 @@ import pyarrow as pa
 from ..errors import ConfigurationError
 from ..registry.schema import RegisteredSchema, SchemaReference
 from .avro_types import load_json
+from .wire_columns import in_row_order
 
 
 def expand_subjects(client, spec) -> list[str]:
@@ -112,18 +113,12 @@ class SeveralSubjectsEncoder:
                 f"row {row} of column '{self.column}' has {int(counts[row])} of its fields "
                 f"set; with '{self.column}Subjects' exactly one must be, naming the subject "
                 f"({', '.join(self.subjects)}) it is written with ({len(wrong)} such rows)")
-        parts, part_rows = [], []
+        groups = []                              # (rows, their encoded values)
         for codec, child, rows in zip(self.codecs, children, set_fields):
             index = np.flatnonzero(rows)
             if index.size:
-                parts.append(codec.encode(child.take(pa.array(index))))
-                part_rows.append(index)
+                groups.append((index, codec.encode(child.take(pa.array(index)))))
         nulls = np.flatnonzero(~present)
         if nulls.size:
-            parts.append(pa.nulls(nulls.size, pa.binary()))
-            part_rows.append(nulls)
-        if not parts:
-            return pa.nulls(0, pa.binary())
-        position = np.empty(n, np.int64)
-        position[np.concatenate(part_rows)] = np.arange(n)
-        return pa.concat_arrays([p.cast(pa.binary()) for p in parts]).take(pa.array(position))
+            groups.append((nulls, pa.nulls(nulls.size, pa.binary())))
+        return in_row_order(n, groups)
