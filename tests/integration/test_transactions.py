@@ -260,6 +260,52 @@ def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothin
     assert time.monotonic() - started < 20
 
 
+def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, caplog):
+    """The driver's abort() marks the write aborted before it fences: a task whose
+    InitProducerId comes after the fence (nothing fences it) finds the marker and fails
+    before its first record; a task that began before the fence is fenced by it (Tansu;
+    the mock does not fence: deviation 10); another write with the same prefix is not
+    taken for the aborted one."""
+    import pyarrow as pa
+
+    from kafka_ds.write.exactly_once import abort_all, abort_marker, transactional_id
+    from kafka_ds.write.plan import ColumnPlan
+    from kafka_ds.write.task import TaskWriter, write_batches
+
+    bs = broker.bootstrap_servers
+    topic = new_topic(partitions=2)
+    opts = eos_options(bs, topic=topic)
+    prefix, plan = f"{topic}-w", ColumnPlan(value=0)
+    marker = abort_marker(opts, prefix)
+    assert marker[0].startswith(prefix + "-aborted-") and marker[1] == topic
+    assert marker != abort_marker(opts, prefix)
+
+    def rows(name):
+        return pa.table({"value": pa.array([f"{name}-{i}".encode() for i in range(50)])})
+
+    early = TaskWriter(opts, plan, 0, transactional_id(prefix, 0), marker)
+    abort_all(opts, prefix, [None, None], marker)
+    assert "could not" not in caplog.text
+    with pytest.raises(TransactionError, match="the write was aborted") as info:
+        write_batches(opts, plan, rows("late").to_batches(), 1, transactional_id(prefix, 1),
+                      marker)
+    assert marker[0] in str(info.value)
+    if broker.name == "tansu":
+        with pytest.raises(Exception, match="PRODUCER_FENCED|fenced"):
+            for batch in rows("early").to_batches():
+                early.write_batch(batch)
+            early.finish()
+    early.close()
+    result = verdict(bs, topic)
+    assert not any(v.startswith(b"late") for v in result.committed + result.aborted + result.open)
+    if broker.name == "tansu":
+        assert result.open == [] and result.committed == []
+    # The same prefix in a later write, with a marker of its own, writes.
+    message = write_batches(opts, plan, rows("next").to_batches(), 1,
+                            transactional_id(prefix, 1), abort_marker(opts, prefix))
+    assert message.records == 50 and message.producer_id >= 0
+
+
 # --- read_committed against a scripted broker that sends an aborted-transactions list ------
 
 def _aborted_list_cluster(log_bytes, aborted, end):
