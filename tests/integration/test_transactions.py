@@ -306,6 +306,35 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
     assert message.records == 50 and message.producer_id >= 0
 
 
+def test_abort_fences_through_an_outage_longer_than_the_request_timeout(tansu_broker,
+                                                                       tansu_topic, caplog):
+    """abort()'s fence (InitProducerId) is retried within kafka.delivery.timeout.ms, as
+    EndTxn is: a coordinator unreachable for longer than kafka.request.timeout.ms does not
+    leave a failed task's transaction open. (Tansu: the mock does not fence.)"""
+    import threading
+
+    from kafka_ds.write.exactly_once import abort_all, transactional_id
+    from tests.support.faultproxy import FaultProxy
+
+    bs = tansu_broker.bootstrap_servers
+    topic = tansu_topic("fence-outage", 1)
+    prefix = f"{topic}-w"
+    produce_in_transaction(bs, topic, transactional_id(prefix, 0), {0: [b"failed-task"]})
+    with FaultProxy(bs) as proxy:
+        opts = eos_options(proxy.bootstrap_servers, topic=topic,
+                           **{"kafka.request.timeout.ms": "1000",
+                              "kafka.delivery.timeout.ms": "20000"})
+        proxy.down()
+        threading.Timer(3.0, proxy.up).start()
+        started = time.monotonic()
+        abort_all(opts, prefix, [None])   # the task failed: no commit message
+        waited = time.monotonic() - started
+    result = verdict(bs, topic)
+    assert result.open == [] and result.aborted == [b"failed-task"]
+    assert "could not fence" not in caplog.text
+    assert waited > 2.5   # it did wait out the outage
+
+
 # --- read_committed against a scripted broker that sends an aborted-transactions list ------
 
 def _aborted_list_cluster(log_bytes, aborted, end):
