@@ -6,6 +6,7 @@ drivers of its own: tests/spark/test_transactions.py.
 Exactly-once is judged on the raw log (``txlog.verdict``): a transactional batch
 counts only when its producer's next marker in that partition is a COMMIT.
 """
+import dataclasses
 import os
 import re
 import subprocess
@@ -268,7 +269,8 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
     taken for the aborted one."""
     import pyarrow as pa
 
-    from kafka_ds.write.exactly_once import abort_all, abort_marker, transactional_id
+    from kafka_ds.write.exactly_once import (abort_all, abort_marker, check_not_aborted,
+                                             mark_aborted, transactional_id)
     from kafka_ds.write.plan import ColumnPlan
     from kafka_ds.write.task import TaskWriter, write_batches
 
@@ -304,6 +306,14 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
     message = write_batches(opts, plan, rows("next").to_batches(), 1,
                             transactional_id(prefix, 1), abort_marker(opts, prefix))
     assert message.records == 50 and message.producer_id >= 0
+    # A write with a topic column marks on a topic the cluster has.
+    column_marker = abort_marker(dataclasses.replace(opts, topic=None), prefix)
+    with KafkaClient(bs) as client:
+        assert column_marker[1] in client.list_topics()
+        check_not_aborted(client, column_marker, "t-0")
+        assert mark_aborted(client, column_marker)
+        with pytest.raises(TransactionError, match="the write was aborted"):
+            check_not_aborted(client, column_marker, "t-0")
 
 
 def test_abort_fences_through_an_outage_longer_than_the_request_timeout(tansu_broker,
