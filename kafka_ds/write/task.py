@@ -133,7 +133,7 @@ class TaskWriter:
 
 def write_batches(opts: WriteOptions, plan: ColumnPlan, batches, task: int | None = None,
                   transactional_id: str | None = None,
-                 abort_marker: tuple[str, str] | None = None):
+                  abort_marker: tuple[str, str] | None = None):
     """Write an iterator of Arrow batches; the commit message once all are acknowledged."""
     writer = TaskWriter(opts, plan, task, transactional_id, abort_marker)
     try:
