@@ -29,6 +29,8 @@ class _TaskWrites:
         self.plan = plan
         self.summary: WriteSummary | None = None
         self.prefix: str | None = None        # exactly-once: transactional id prefix
+        # exactly-once: (consumer group, topic) whose offset abort() commits, tasks check
+        self.abort_marker: tuple[str, str] | None = None
         self.committed_through = -1           # streaming exactly-once: replays to skip
 
     @spark_entry_point
@@ -48,7 +50,7 @@ class _TaskWrites:
                      batch_id, task)
             return KafkaCommitMessage(task=task, records=0, bytes=0, skipped=True)
         return write_batches(self.opts, self.plan, iterator, task,
-                             transactional_id(self.prefix, task))
+                             transactional_id(self.prefix, task), self.abort_marker)
 
 
 class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
@@ -57,8 +59,9 @@ class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions, plan: ColumnPlan):
         super().__init__(opts, plan)
         if opts.exactly_once:
-            from .write.exactly_once import batch_prefix
+            from .write.exactly_once import abort_marker, batch_prefix
             self.prefix = batch_prefix(opts)
+            self.abort_marker = abort_marker(opts, self.prefix)
 
     @spark_entry_point
     def commit(self, messages) -> None:
@@ -73,7 +76,7 @@ class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
         self.summary = WriteSummary.of(messages)
         if self.prefix is not None:
             from .write.exactly_once import abort_all
-            abort_all(self.opts, self.prefix, messages)
+            abort_all(self.opts, self.prefix, messages, self.abort_marker)
             log.warning("pykafka write failed; its transactions were aborted: %s",
                         self.summary.describe())
             return
@@ -90,8 +93,10 @@ class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceSt
         super().__init__(opts, plan)
         if opts.exactly_once:
             # Driver side, at query (re)start: finish what a crashed run was committing.
-            from .write.exactly_once import TransactionLog, require_checkpoint, stream_prefix
+            from .write.exactly_once import (TransactionLog, abort_marker, require_checkpoint,
+                                             stream_prefix)
             self.prefix = stream_prefix(opts)
+            self.abort_marker = abort_marker(opts, self.prefix)
             self.committed_through = TransactionLog(require_checkpoint(opts)).recover(opts)
 
     @spark_entry_point
@@ -114,7 +119,7 @@ class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceSt
         self.summary = WriteSummary.of(messages)
         if self.prefix is not None:
             from .write.exactly_once import abort_all
-            abort_all(self.opts, self.prefix, messages)
+            abort_all(self.opts, self.prefix, messages, self.abort_marker)
             log.warning("pykafka micro-batch %s failed; its transactions were aborted: %s",
                         batchId, self.summary.describe())
             return

@@ -8,9 +8,17 @@ transactional id ``<prefix>-<Spark partition>``) and return the transaction's
   transaction is still open (so a transaction fenced after its task finished -- by a
   speculative copy of the task, say -- fails the write before anything is visible),
   then EndTxn(commit) for every task.
-* :func:`abort_all` -- the write failed: EndTxn(abort) for every transaction a task
-  returned that is still open, and InitProducerId (fencing: aborts whatever is open)
-  for every other id a task of this write could have used.
+* :func:`abort_all` -- the write failed: first the write's abort marker (an offset
+  committed for the consumer group :func:`abort_marker` names), then EndTxn(abort) for every
+  transaction a task returned that is still open, and InitProducerId (fencing: aborts
+  whatever is open) for every other id a task of this write could have used.
+* :func:`check_not_aborted` -- every task, after its InitProducerId and before it writes:
+  a task that finds the marker writes nothing and fails. Spark calls ``abort()`` while
+  tasks of the failed job may still be starting; one whose InitProducerId came after
+  the driver's fence would otherwise write into a transaction nobody ends. The order
+  makes it sound: a task that checked before the marker was committed had its
+  InitProducerId answered before that, hence before the fence, which aborts it; a task
+  that checks after the marker was committed sees it.
 * :class:`TransactionLog` -- streaming only: before a micro-batch's transactions are
   committed, their handles are written to ``<checkpointLocation>/pykafka-transactions/
   <batch>.pending``; once all are committed the file becomes ``<batch>.committed``. On
@@ -50,6 +58,27 @@ def batch_prefix(opts) -> str:
         return opts.transactional_id_prefix
     target = opts.topic or "topics"
     return f"pykafka-{target}-{uuid.uuid4().hex[:12]}"
+
+
+def abort_marker(opts, prefix: str) -> tuple[str, str] | None:
+    """``(group, topic)``: the write is aborted once consumer group ``group`` has an offset
+    for partition 0 of ``topic``. The group is named after the transactional-id prefix
+    (a prefixed group ACL on the prefix covers it) and unique per write, so a later write
+    with the same prefix is never taken for an aborted one. The topic is one the cluster
+    has (brokers refuse offsets of unknown topics): the write's ``topic``, else (a topic
+    column) the first topic the cluster lists. Made on the driver with the writer; the
+    tasks get it with the pickled writer. None when the cluster has no topic at all."""
+    topic = opts.topic
+    if topic is None:
+        with make_client(opts) as client:
+            topics = client.list_topics()
+        if not topics:
+            log.warning("the cluster has no topic to mark an aborted write with: if the "
+                        "write fails, a task starting after the driver's abort() would "
+                        "leave its transaction open until kafka.transaction.timeout.ms")
+            return None
+        topic = topics[0]
+    return f"{prefix}-aborted-{uuid.uuid4().hex[:12]}", topic
 
 
 def stream_prefix(opts) -> str:
@@ -159,20 +188,63 @@ def commit_all(opts, messages, before_first_commit=None) -> int:
     return len(handles)
 
 
-def abort_all(opts, prefix: str, messages) -> None:
+def mark_aborted(client, marker: tuple[str, str]) -> bool:
+    """Commit the abort marker (an offset for the marker's group). False, logged, if that
+    fails: a task starting after the fence could then leave a transaction open until
+    kafka.transaction.timeout.ms."""
+    group, topic = marker
+    try:
+        client.commit_offsets(group, {(topic, 0): 0}, metadata="aborted")
+        return True
+    except KafkaError as exc:
+        log.warning("could not mark the write aborted (OffsetCommit of consumer group %r, "
+                    "topic %r): %s. A task of it starting now (Spark cancels tasks "
+                    "asynchronously) would leave its transaction open until "
+                    "kafka.transaction.timeout.ms", group, topic, exc)
+        return False
+
+
+def check_not_aborted(client, marker: tuple[str, str], txn_id: str) -> None:
+    """Raise unless the write is still going: called by every task after its
+    InitProducerId, before it writes anything (its transaction is still empty, so there
+    is nothing to end). One OffsetFetch at the group's coordinator (plus its lookup)."""
+    group, topic = marker
+    try:
+        found = client.fetch_committed(group, [(topic, 0)])
+    except KafkaError as exc:
+        raise TransactionError(
+            f"transactional id {txn_id!r}: could not check whether the write was aborted "
+            f"(OffsetFetch of consumer group {group!r}, topic {topic!r}): {exc}. "
+            "Exactly-once writes read and commit offsets of consumer groups named after "
+            "transactionalIdPrefix (with ACLs: Describe and Read on groups with that "
+            "prefix)", code=getattr(exc, "code", -1)) from exc
+    if found:
+        raise TransactionError(
+            f"the write was aborted (its job failed) before this task's transaction "
+            f"{txn_id!r} began: the task writes nothing (consumer group {group!r} marks "
+            "the write aborted)")
+
+
+def abort_all(opts, prefix: str, messages, marker: tuple[str, str] | None = None) -> None:
     """End every transaction this write may have left open.
 
-    A reported transaction that is still open gets EndTxn(abort). Every other id of the
+    First the abort marker (:func:`mark_aborted`), so a task that begins its
+    transaction after this fails before it writes (:func:`check_not_aborted`). Then a
+    reported transaction that is still open gets EndTxn(abort). Every other id of the
     write gets a new epoch (InitProducerId aborts whatever that id has open): tasks that
-    failed (no message), and tasks whose transaction is no longer theirs -- fenced by a
-    speculative copy, which may have one open. (Tansu answers EndTxn of a fenced
-    transaction by closing the connection, so EndTxn is only sent to open ones.)"""
+    failed or are still running (no message), and tasks whose transaction is no longer
+    theirs -- fenced by a speculative copy, which may have one open. (Tansu answers
+    EndTxn of a fenced transaction by closing the connection, so EndTxn is only sent to
+    open ones.) A fence is retried on retriable errors within kafka.delivery.timeout.ms,
+    as EndTxn is."""
     reported = _reported(messages)
     reported_ids = {msg.transactional_id for msg in messages
                     if msg is not None and msg.transactional_id}
     fence = [transactional_id(prefix, task) for task in range(len(messages))
              if transactional_id(prefix, task) not in reported_ids]
     with make_client(opts) as client:
+        if marker is not None:
+            mark_aborted(client, marker)
         not_open = {h.transactional_id for h, _ in verify_transactions(
             client, _probes(messages), timeout_ms=opts.request_timeout_ms)}
         still_open = [_handle(msg) for msg in reported if msg.transactional_id not in not_open]
@@ -186,7 +258,7 @@ def abort_all(opts, prefix: str, messages) -> None:
         for txn_id in fence:
             try:
                 init_transactional_producer(client, txn_id, opts.transaction_timeout_ms,
-                                            timeout_ms=opts.request_timeout_ms)
+                                            timeout_ms=opts.delivery_timeout_ms)
             except KafkaError as exc:
                 log.warning("could not fence transactional id %r: %s", txn_id, exc)
 

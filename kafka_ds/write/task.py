@@ -14,6 +14,7 @@ from ..client.producer import Producer
 from ..client.transactions import Transaction
 from ..options import WriteOptions
 from .buffers import RecordBatcher
+from .exactly_once import check_not_aborted
 from .messages import KafkaCommitMessage, spark_partition_id
 from .plan import ColumnPlan
 from .rows import RowTopics, TopicState, assign_partitions, check_record_sizes, row_columns, row_topics
@@ -24,12 +25,26 @@ class TaskWriter:
     """Writes one task's Arrow batches; not thread-safe. ``close()`` when done."""
 
     def __init__(self, opts: WriteOptions, plan: ColumnPlan, task: int | None = None,
-                 transactional_id: str | None = None):
+                 transactional_id: str | None = None,
+                 abort_marker: tuple[str, str] | None = None):
         self.opts = opts
         self.plan = plan
         self.task = spark_partition_id() if task is None else task
         # Both settings objects were built on the driver (kafka_ds.options).
         self.client = make_client(opts)
+        try:
+            self._producer(transactional_id, abort_marker)
+        except BaseException:
+            self.client.close()
+            raise
+        self.batches = RecordBatcher(opts, self.producer, self.transaction, self.describe_rows)
+        self.topics: dict[str, TopicState] = {}
+        self.rows_seen = 0
+        self.started = time.monotonic()
+
+    def _producer(self, transactional_id: str | None,
+                  abort_marker: tuple[str, str] | None) -> None:
+        opts = self.opts
         producer_config = opts.producer
         if transactional_id is not None:
             producer_config = dataclasses.replace(producer_config,
@@ -43,12 +58,12 @@ class TaskWriter:
                                            opts.transaction_timeout_ms,
                                            timeout_ms=opts.delivery_timeout_ms)
             self.transaction.begin()
+            if abort_marker is not None:
+                # After the InitProducerId, before any record (exactly_once.py): a task
+                # of a write the driver already aborted stops here.
+                check_not_aborted(self.client, abort_marker, transactional_id)
             self.producer.use_transaction(self.transaction.producer_id,
                                           self.transaction.producer_epoch)
-        self.batches = RecordBatcher(opts, self.producer, self.transaction, self.describe_rows)
-        self.topics: dict[str, TopicState] = {}
-        self.rows_seen = 0
-        self.started = time.monotonic()
 
     # --- context for errors ---
 
@@ -117,9 +132,10 @@ class TaskWriter:
 
 
 def write_batches(opts: WriteOptions, plan: ColumnPlan, batches, task: int | None = None,
-                  transactional_id: str | None = None):
+                  transactional_id: str | None = None,
+                  abort_marker: tuple[str, str] | None = None):
     """Write an iterator of Arrow batches; the commit message once all are acknowledged."""
-    writer = TaskWriter(opts, plan, task, transactional_id)
+    writer = TaskWriter(opts, plan, task, transactional_id, abort_marker)
     try:
         for batch in batches:
             writer.write_batch(batch)

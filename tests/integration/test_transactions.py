@@ -6,6 +6,7 @@ drivers of its own: tests/spark/test_transactions.py.
 Exactly-once is judged on the raw log (``txlog.verdict``): a transactional batch
 counts only when its producer's next marker in that partition is a COMMIT.
 """
+import dataclasses
 import os
 import re
 import subprocess
@@ -258,6 +259,90 @@ def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothin
     assert b"copy" in result.aborted and b"task0-0" in result.aborted
     # No request waited for a deadline (Tansu closes the connection on a fenced EndTxn).
     assert time.monotonic() - started < 20
+
+
+def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, caplog):
+    """The driver's abort() marks the write aborted before it fences: a task whose
+    InitProducerId comes after the fence (nothing fences it) finds the marker and fails
+    before its first record; a task that began before the fence is fenced by it (Tansu;
+    the mock does not fence: deviation 10); another write with the same prefix is not
+    taken for the aborted one."""
+    import pyarrow as pa
+
+    from kafka_ds.write.exactly_once import (abort_all, abort_marker, check_not_aborted,
+                                             mark_aborted, transactional_id)
+    from kafka_ds.write.plan import ColumnPlan
+    from kafka_ds.write.task import TaskWriter, write_batches
+
+    bs = broker.bootstrap_servers
+    topic = new_topic(partitions=2)
+    opts = eos_options(bs, topic=topic)
+    prefix, plan = f"{topic}-w", ColumnPlan(value=0)
+    marker = abort_marker(opts, prefix)
+    assert marker[0].startswith(prefix + "-aborted-") and marker[1] == topic
+    assert marker != abort_marker(opts, prefix)
+
+    def rows(name):
+        return pa.table({"value": pa.array([f"{name}-{i}".encode() for i in range(50)])})
+
+    early = TaskWriter(opts, plan, 0, transactional_id(prefix, 0), marker)
+    abort_all(opts, prefix, [None, None], marker)
+    assert "could not" not in caplog.text
+    with pytest.raises(TransactionError, match="the write was aborted") as info:
+        write_batches(opts, plan, rows("late").to_batches(), 1, transactional_id(prefix, 1),
+                      marker)
+    assert marker[0] in str(info.value)
+    if broker.name == "tansu":
+        with pytest.raises(Exception, match="PRODUCER_FENCED|fenced"):
+            for batch in rows("early").to_batches():
+                early.write_batch(batch)
+            early.finish()
+    early.close()
+    result = verdict(bs, topic)
+    assert not any(v.startswith(b"late") for v in result.committed + result.aborted + result.open)
+    if broker.name == "tansu":
+        assert result.open == [] and result.committed == []
+    # The same prefix in a later write, with a marker of its own, writes.
+    message = write_batches(opts, plan, rows("next").to_batches(), 1,
+                            transactional_id(prefix, 1), abort_marker(opts, prefix))
+    assert message.records == 50 and message.producer_id >= 0
+    # A write with a topic column marks on a topic the cluster has.
+    column_marker = abort_marker(dataclasses.replace(opts, topic=None), prefix)
+    with KafkaClient(bs) as client:
+        assert column_marker[1] in client.list_topics()
+        check_not_aborted(client, column_marker, "t-0")
+        assert mark_aborted(client, column_marker)
+        with pytest.raises(TransactionError, match="the write was aborted"):
+            check_not_aborted(client, column_marker, "t-0")
+
+
+def test_abort_fences_through_an_outage_longer_than_the_request_timeout(tansu_broker,
+                                                                       tansu_topic, caplog):
+    """abort()'s fence (InitProducerId) is retried within kafka.delivery.timeout.ms, as
+    EndTxn is: a coordinator unreachable for longer than kafka.request.timeout.ms does not
+    leave a failed task's transaction open. (Tansu: the mock does not fence.)"""
+    import threading
+
+    from kafka_ds.write.exactly_once import abort_all, transactional_id
+    from tests.support.faultproxy import FaultProxy
+
+    bs = tansu_broker.bootstrap_servers
+    topic = tansu_topic("fence-outage", 1)
+    prefix = f"{topic}-w"
+    produce_in_transaction(bs, topic, transactional_id(prefix, 0), {0: [b"failed-task"]})
+    with FaultProxy(bs) as proxy:
+        opts = eos_options(proxy.bootstrap_servers, topic=topic,
+                           **{"kafka.request.timeout.ms": "1000",
+                              "kafka.delivery.timeout.ms": "20000"})
+        proxy.down()
+        threading.Timer(3.0, proxy.up).start()
+        started = time.monotonic()
+        abort_all(opts, prefix, [None])   # the task failed: no commit message
+        waited = time.monotonic() - started
+    result = verdict(bs, topic)
+    assert result.open == [] and result.aborted == [b"failed-task"]
+    assert "could not fence" not in caplog.text
+    assert waited > 2.5   # it did wait out the outage
 
 
 # --- read_committed against a scripted broker that sends an aborted-transactions list ------

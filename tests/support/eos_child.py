@@ -16,6 +16,14 @@ so no path entry is needed); SPEC: ``scenario``, ``bootstrap``, ``topic``, ``fla
   refused (PRODUCER_FENCED) and it fails. The copy waits until then, finishes and is
   committed. Flag files under ``flag`` (a directory) time the two attempts. Prints
   ``DONE``.
+* ``zombie``: master local[2,2] with ``spark.python.task.killTimeout`` 60 s (a killed
+  task's Python worker lives that long instead of 2-4 s); a 9k-row write in 3 tasks
+  through a subclass of the writer whose task 2 waits, before kafka_ds's ``write`` runs,
+  until the driver's ``abort()`` has returned (flag ``aborted``), and whose task 1 fails
+  on every attempt once task 2 has started (flag ``task2-started``): task 2 is a task
+  Spark cancelled that begins its transaction after the driver fenced its id. Prints
+  ``FAILED``, then ``ZOMBIE <what task 2 did>`` once it is over (flag ``zombie-done``;
+  ``flag`` is a directory).
 * ``stream``: ``source`` topic -> pykafka sink (exactly-once, ``checkpoint``), trigger
   ``trigger_ms``, until killed or, with ``available_now``, until the source is drained.
 """
@@ -58,7 +66,7 @@ def batch_write(spark, spec, always_fail):
     write_rows(spark, spec, 90000, 3, check)
 
 
-def write_rows(spark, spec, rows, tasks, each_value):
+def write_rows(spark, spec, rows, tasks, each_value, source="pykafka"):
     """Exactly-once batch write of values b"row-0" .. in ``tasks`` tasks, every value
     passing through the Python UDF ``each_value`` on its way to the writer."""
     from pyspark.sql import functions as F
@@ -68,7 +76,7 @@ def write_rows(spark, spec, rows, tasks, each_value):
     df = (spark.range(0, rows, 1, tasks)
           .select(through(F.concat(F.lit("row-"), F.col("id").cast("string")).cast("binary"))
                   .alias("value")))
-    (df.write.format("pykafka")
+    (df.write.format(source)
      .option("kafka.bootstrap.servers", spec["bootstrap"])
      .option("topic", spec["topic"])
      .option("deliveryGuarantee", "exactly-once")
@@ -116,6 +124,71 @@ def speculative_write(spark, spec):
     write_rows(spark, spec, 4 * rows_per_task, 4, pace)
 
 
+def _touch(path, text=""):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def zombie_write(spark, spec):
+    from pyspark import TaskContext
+
+    from kafka_ds.source import KafkaDataSource
+    from kafka_ds.writer import KafkaDataSourceWriter
+
+    flags = spec["flag"]
+    started, aborted, done = (os.path.join(flags, name)
+                              for name in ("task2-started", "aborted", "zombie-done"))
+
+    class ZombieWriter(KafkaDataSourceWriter):
+        def write(self, iterator):
+            if TaskContext.get().partitionId() != 2:
+                return super().write(iterator)
+            # A task slow to reach its InitProducerId (a Python worker starting under
+            # memory pressure, say) until after the job failed and abort() fenced.
+            _touch(started)
+            _wait_for(aborted, 120)
+            try:
+                message = super().write(iterator)
+            except BaseException as exc:
+                _touch(done, f"failed: {type(exc).__name__}: {exc}".replace("\n", " "))
+                raise
+            _touch(done, f"wrote {message.records} records")
+            return message
+
+        def abort(self, messages):
+            try:
+                super().abort(messages)
+            finally:
+                _touch(aborted)
+
+    class ZombieSource(KafkaDataSource):
+        @classmethod
+        def name(cls):
+            return "pykafka_zombie_test"
+
+        def writer(self, schema, overwrite):
+            return ZombieWriter(*self._write_plan(schema))
+
+    spark.dataSource.register(ZombieSource)
+
+    def fail_task_1(value):
+        # Task 1's rows are 3000..5999: every attempt fails at row 4000, once task 2 runs.
+        if value == b"row-4000":
+            _wait_for(started, 120)
+            raise RuntimeError("injected failure of a write task")
+        return value
+
+    try:
+        write_rows(spark, spec, 9000, 3, fail_task_1, source="pykafka_zombie_test")
+    except Exception as exc:   # noqa: BLE001 -- the job is meant to fail
+        print("FAILED", type(exc).__name__, flush=True)
+    else:
+        print("DONE", flush=True)
+    _wait_for(done, 120)
+    with open(done) as f:
+        print("ZOMBIE", f.read(), flush=True)
+
+
 def stream(spark, spec):
     reader = (spark.readStream.format("pykafka")
               .option("kafka.bootstrap.servers", spec["bootstrap"])
@@ -155,6 +228,9 @@ def main():
         spark.sparkContext.setLogLevel("WARN")
         speculative_write(spark, spec)
         print("DONE", flush=True)
+        return
+    if scenario == "zombie":
+        zombie_write(session("local[2,2]", **{"spark.python.task.killTimeout": "60s"}), spec)
         return
     spark = session("local[2,2]")
     if scenario == "retry":
