@@ -93,10 +93,12 @@ class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceSt
         super().__init__(opts, plan)
         if opts.exactly_once:
             # Driver side, at query (re)start: finish what a crashed run was committing.
-            from .write.exactly_once import (TransactionLog, abort_marker, require_checkpoint,
-                                             stream_prefix)
+            # No abort marker (batch writes'): pyspark builds this writer anew for every
+            # micro-batch's commit or abort, so a marker made here is not the one the
+            # tasks carry. A stream's task that begins after its micro-batch's abort is
+            # fenced by the restarted query's tasks, which take the same transactional ids.
+            from .write.exactly_once import TransactionLog, require_checkpoint, stream_prefix
             self.prefix = stream_prefix(opts)
-            self.abort_marker = abort_marker(opts, self.prefix)
             self.committed_through = TransactionLog(require_checkpoint(opts)).recover(opts)
 
     @spark_entry_point

@@ -433,3 +433,31 @@ def test_recorded_transactions_are_committed_on_restart(broker, new_topic, tmp_p
     assert sorted(result.committed) == [b"a", b"b", b"c"] and result.open == []
     assert sorted(os.listdir(tmp_path / "pykafka-transactions")) == [f"{7:020d}.committed"]
     assert restarted.recover(opts) == 7   # nothing pending any more
+
+
+def test_a_marker_the_acls_hide_is_skipped_with_a_warning_and_the_task_writes(mock_cluster,
+                                                                              caplog):
+    """A cluster whose ACLs predate the abort marker (no Describe on the write's groups):
+    the task's OffsetFetch is refused, and the task writes as before the marker, warning
+    which ACLs close the gap, instead of failing a write that used to work."""
+    import uuid
+
+    import pyarrow as pa
+
+    from kafka_ds.write.exactly_once import abort_marker, transactional_id
+    from kafka_ds.write.plan import ColumnPlan
+    from kafka_ds.write.task import write_batches
+
+    offset_fetch, group_authorization_failed = 9, 30
+    topic = f"acl{uuid.uuid4().hex[:8]}"
+    mock_cluster.create_topic(topic, partitions=1)
+    opts = eos_options(mock_cluster.bootstrap_servers, topic=topic)
+    prefix = f"{topic}-w"
+    marker = abort_marker(opts, prefix)
+    values = pa.table({"value": pa.array([b"a", b"b"])}).to_batches()
+    mock_cluster.push_request_errors(offset_fetch, group_authorization_failed)
+    message = write_batches(opts, ColumnPlan(value=0), values, 0, transactional_id(prefix, 0),
+                            marker)
+    assert message.records == 2
+    assert "not allowed to check whether the write was aborted" in caplog.text
+    assert "GROUP_AUTHORIZATION_FAILED" in caplog.text or "authorization" in caplog.text.lower()
