@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import pyarrow as pa
 
@@ -37,6 +36,7 @@ from confluent_kafka.schema_registry.json_schema import JSONSerializer  # noqa: 
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
+from bench_protobuf_json import best  # noqa: E402
 from kafka_ds.formats.record_subjects import subjects_codec  # noqa: E402
 from kafka_ds.options.formats import ColumnFormatSpec  # noqa: E402
 from kafka_ds.registry.client import SchemaRegistry  # noqa: E402
@@ -81,13 +81,6 @@ def values(fmt, client, count):
     return [serialize[name](fields, CTX) for name, fields in map(record, range(count))]
 
 
-def best(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def bench(fmt, registry, records, batch, repeat):

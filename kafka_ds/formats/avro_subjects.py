@@ -53,17 +53,21 @@ def _full_name(schema: RegisteredSchema, subject: str, option: str) -> str:
         "type (a record): each subject listed must hold one record type")
 
 
-def subject_schemas(client, spec) -> list[tuple[str, str, RegisteredSchema]]:
-    """``(subject, full type name, latest RegisteredSchema)`` of every subject listed."""
+def listed_subjects(client, spec, schema_type: str, type_name, fmt=None):
+    """``(subject, type name, latest RegisteredSchema)`` of every subject ``spec.subjects``
+    lists, each of ``schema_type`` (``fmt``: the registry's schema format, e.g.
+    ``serialized``) and of a type no other listed subject holds; ``type_name(subject,
+    schema)`` names a subject's type (the format's own rule)."""
     option = spec.option("Subjects")
     out, seen = [], {}
     for subject in expand_subjects(client, spec):
-        schema = client.schema_version(subject, "latest")
-        if schema.schema_type != "AVRO":
+        schema = client.schema_version(subject, "latest", fmt=fmt)
+        if schema.schema_type != schema_type:
             raise ConfigurationError(
-                f"Option '{option}' reads Avro, but subject '{subject}' holds a "
-                f"{schema.schema_type} schema: remove it from the list")
-        name = _full_name(schema, subject, option)
+                f"Option '{option}' reads {spec.format} ('{spec.option('Format')}'), but "
+                f"subject '{subject}' holds a {schema.schema_type} schema: remove it from the "
+                "list")
+        name = type_name(subject, schema)
         if name in seen:
             raise ConfigurationError(
                 f"Option '{option}': subjects '{seen[name]}' and '{subject}' both hold type "
@@ -71,6 +75,13 @@ def subject_schemas(client, spec) -> list[tuple[str, str, RegisteredSchema]]:
         seen[name] = subject
         out.append((subject, name, schema))
     return out
+
+
+def subject_schemas(client, spec) -> list[tuple[str, str, RegisteredSchema]]:
+    """``(subject, full type name, latest RegisteredSchema)`` of every subject listed."""
+    option = spec.option("Subjects")
+    return listed_subjects(client, spec, "AVRO",
+                           lambda subject, schema: _full_name(schema, subject, option))
 
 
 def union_reader_schema(client, spec) -> RegisteredSchema:

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from . import DecodedColumn
 from ..errors import ConfigurationError
-from .avro_subjects import SeveralSubjectsEncoder, expand_subjects
+from .avro_subjects import SeveralSubjectsEncoder, listed_subjects
 from .framing import split_frames
 
 __all__ = ["SubjectsCodec", "SeveralSubjectsEncoder", "subject_types", "member_type_names"]
@@ -87,24 +87,13 @@ def subject_types(client, spec) -> list[tuple[str, str, object]]:
     lists (Protobuf schemas as serialized descriptors); at least two, types distinct."""
     from .codecs import SCHEMA_TYPES
     option = spec.option("Subjects")
-    wanted = SCHEMA_TYPES[spec.format]
-    out, seen = [], {}
-    for subject in expand_subjects(client, spec):
-        schema = client.schema_version(
-            subject, "latest", fmt="serialized" if spec.format == "protobuf" else None)
-        if schema.schema_type != wanted:
-            raise ConfigurationError(
-                f"Option '{option}' reads {spec.format} ('{spec.option('Format')}'), but "
-                f"subject '{subject}' holds a {schema.schema_type} schema: remove it from the "
-                "list")
-        name = _protobuf_type(subject, schema, client, option) if spec.format == "protobuf" \
-            else _json_type(subject, schema, option)
-        if name in seen:
-            raise ConfigurationError(
-                f"Option '{option}': subjects '{seen[name]}' and '{subject}' both hold type "
-                f"{name}; list one of them")
-        seen[name] = subject
-        out.append((subject, name, schema))
+    protobuf = spec.format == "protobuf"
+
+    def type_name(subject, schema):
+        return (_protobuf_type(subject, schema, client, option) if protobuf
+                else _json_type(subject, schema, option))
+    out = listed_subjects(client, spec, SCHEMA_TYPES[spec.format], type_name,
+                          fmt="serialized" if protobuf else None)
     if len(out) < 2:
         raise ConfigurationError(
             f"Option '{option}' names one subject ({out[0][0]}): use "
