@@ -407,7 +407,7 @@ def test_a_stream_sink_built_while_the_registry_is_down_commits_and_its_tasks_re
     """pyspark builds a streaming sink's writer anew on the driver for every micro-batch's
     commit, and that looked the writer schema up again: a registry down past its budget
     failed the commit of a micro-batch the tasks had already written (the soak of issue
-    #32 lost two queries to it). The commit needs no schema; a writer built during an
+    #32 lost a query to it). The commit needs no schema; a writer built during an
     outage defers the lookup to the tasks' first batch. A batch write still fails at
     planning, as before."""
     import pyarrow as pa
