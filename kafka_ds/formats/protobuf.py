@@ -18,8 +18,8 @@ from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
 from kafka_ds.formats.protobuf_columns import NeedsRuntime, build_message_decoder
 from kafka_ds.formats.protobuf_encode import build_message_encoder
 from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
-                                              decode_message_indexes, encode_message_indexes,
-                                              indexes_of, message_at, message_types)
+                                              encode_message_indexes, indexes_of, message_at,
+                                              message_types, read_message_indexes)
 from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
 
@@ -171,40 +171,17 @@ class ProtobufCodec:
         starts = frames.starts
         groups = {}   # (schema id, indexes) -> [rows]
         if self.framed and len(ok_rows):
-            # the common message index is [0], the single byte 0: find those rows at once
-            index_at = starts[ok_rows]
-            readable = index_at < frames.ends[ok_rows]
-            first = np.full(len(ok_rows), 0xFF, dtype=np.uint8)
-            if len(frames.data):
-                first[readable] = frames.data[index_at[readable]]
-            simple = first == 0
-            # a message [k] of the file's top level, k < 64 (another message of a file that
-            # holds several): the two bytes 2, 2k
-            second = np.full(len(ok_rows), 0xFF, dtype=np.uint8)
-            two = (first == 2) & (index_at + 1 < frames.ends[ok_rows])
-            if two.any():
-                second[two] = frames.data[index_at[two] + 1]
-            top = two & ((second & 0x81) == 0)
+            code, paths, after, errors = read_message_indexes(
+                frames.data, starts[ok_rows], frames.ends[ok_rows], data)
             starts = starts.copy()
-            starts[ok_rows[simple]] += 1
-            starts[ok_rows[top]] += 2
-            ids = frames.schema_ids
-            for schema_id in np.unique(ids[ok_rows[simple]]).tolist():
-                rows = ok_rows[simple & (ids[ok_rows] == schema_id)].tolist()
-                groups[(schema_id, (0,))] = rows
-            for value in np.unique(second[top]).tolist():
-                at = top & (second == value)
-                for schema_id in np.unique(ids[ok_rows[at]]).tolist():
-                    rows = ok_rows[at & (ids[ok_rows] == schema_id)].tolist()
-                    groups.setdefault((schema_id, (value >> 1,)), []).extend(rows)
-            for row in ok_rows[~simple & ~top].tolist():
-                try:
-                    indexes, starts[row] = decode_message_indexes(data(), int(starts[row]),
-                                                                  int(frames.ends[row]))
-                except ValueError as exc:
-                    bad(row, f"invalid message indexes: {exc}", int(ids[row]))
-                    continue
-                groups.setdefault((int(ids[row]), indexes), []).append(row)
+            starts[ok_rows] = after
+            ids = frames.schema_ids[ok_rows]
+            for i, reason in errors.items():
+                bad(int(ok_rows[i]), f"invalid message indexes: {reason}", int(ids[i]))
+            for c in np.unique(code[code >= 0]).tolist():
+                for schema_id in np.unique(ids[code == c]).tolist():
+                    groups[(schema_id, paths[c])] = \
+                        ok_rows[(code == c) & (ids == schema_id)].tolist()
         elif len(ok_rows):
             groups[(-1, ())] = ok_rows.tolist()
 

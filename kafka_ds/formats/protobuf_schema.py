@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 
+import numpy as np
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool
 # imported for their side effect: the well-known files land in the runtime's default pool
@@ -114,6 +115,53 @@ def decode_message_indexes(data: bytes, pos: int, end: int):
         index, pos = _read_zigzag_varint(data, pos, end)
         indexes.append(index)
     return tuple(indexes), pos
+
+
+def read_message_indexes(data, starts, ends, raw):
+    """Every row's Confluent message indexes, the row's bytes being ``data[starts[i]:
+    ends[i]]`` (numpy: ``data`` uint8, ``starts``/``ends`` int64 per row). The two forms
+    writers use for a file's top-level messages are found for all rows at once -- [0], the
+    one byte 0, and [k] (k < 64), the bytes 2, 2k --; any other row is read on its own
+    from ``raw()`` (the data as bytes, asked for only then).
+
+    Returns ``(code, paths, after, errors)``: ``code`` int64 per row, an index into
+    ``paths`` (index tuples; ``paths[0]`` is (0,)), -1 where the indexes do not read;
+    ``after`` int64 per row, where the payload starts; ``errors`` {row: reason}."""
+    n = len(starts)
+    first = np.full(n, 0xFF, np.uint8)
+    second = np.full(n, 0xFF, np.uint8)
+    has = starts < ends
+    two = has & (starts + 1 < ends)
+    if len(data):
+        first[has] = data[starts[has]]
+        second[two] = data[starts[two] + 1]
+    code = np.full(n, -1, np.int64)
+    after = starts.copy()
+    paths = [(0,)]
+    simple = first == 0
+    code[simple] = 0
+    after[simple] += 1
+    top = two & (first == 2) & ((second & 0x81) == 0)
+    after[top] += 2
+    for value in np.unique(second[top]).tolist():
+        path = (value >> 1,)
+        if path not in paths:
+            paths.append(path)
+        code[top & (second == value)] = paths.index(path)
+    errors = {}
+    rest = np.flatnonzero(~simple & ~top)
+    if len(rest):
+        buffer = raw()
+        for i in rest.tolist():
+            try:
+                path, after[i] = decode_message_indexes(buffer, int(starts[i]), int(ends[i]))
+            except ValueError as exc:
+                errors[i] = str(exc)
+                continue
+            if path not in paths:
+                paths.append(path)
+            code[i] = paths.index(path)
+    return code, paths, after, errors
 
 
 def message_at(file_desc, indexes):

@@ -188,36 +188,12 @@ class SubjectsCodec:
     def _index_paths(self, frames, rows, bad):
         """``(code per row of rows, paths)``: each row's Protobuf message indexes as an index
         into ``paths`` (tuples), -1 where they do not read (the row is then in ``bad``)."""
-        from .protobuf_schema import decode_message_indexes
-        data, starts, ends = frames.data, frames.starts[rows], frames.ends[rows]
-        first = np.full(len(rows), 0xFF, np.uint8)
-        second = np.full(len(rows), 0xFF, np.uint8)
-        has = starts < ends
-        two = has & (starts + 1 < ends)
-        if len(data):
-            first[has] = data[starts[has]]
-            second[two] = data[starts[two] + 1]
-        code = np.full(len(rows), -1, np.int64)
-        paths = [(0,)]
-        code[first == 0] = 0                       # [0]: the common case, one byte 0
-        top = two & (first == 2) & ((second & 0x81) == 0)   # [k], k < 64: bytes 2, 2k
-        for value in np.unique(second[top]).tolist():
-            if (value >> 1,) not in paths:
-                paths.append((value >> 1,))
-            code[top & (second == value)] = paths.index((value >> 1,))
-        rest = np.flatnonzero((first != 0) & ~top)
-        if len(rest):
-            buffer = data.tobytes()
-            for i in rest.tolist():
-                try:
-                    path, _ = decode_message_indexes(buffer, int(starts[i]), int(ends[i]))
-                except ValueError as exc:
-                    bad[int(rows[i])] = (f"invalid message indexes: {exc}",
-                                         int(frames.schema_ids[rows[i]]))
-                    continue
-                if path not in paths:
-                    paths.append(path)
-                code[i] = paths.index(path)
+        from .protobuf_schema import read_message_indexes
+        code, paths, _after, errors = read_message_indexes(
+            frames.data, frames.starts[rows], frames.ends[rows], frames.data.tobytes)
+        for i, reason in errors.items():
+            bad[int(rows[i])] = (f"invalid message indexes: {reason}",
+                                 int(frames.schema_ids[rows[i]]))
         return code, paths
 
     # -- decode -------------------------------------------------------------------------------
