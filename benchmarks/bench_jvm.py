@@ -261,12 +261,14 @@ BYTE_LIMIT_OFF = ", pykafka with maxBytesPerBatch=2147483647"
 
 
 def byte_limit_off(spark, run):
+    from bench_typed_write import set_byte_limit
+
     def with_setting():
-        spark.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
+        set_byte_limit(spark, "off")
         try:
             return run()
         finally:
-            spark.conf.unset("spark.sql.execution.arrow.maxBytesPerBatch")
+            set_byte_limit(spark, "default")
     return with_setting
 
 
