@@ -947,6 +947,21 @@ def main(argv=None):
                 return bool(new and python_under(new, driver.proc.pid))
             return wait_for(ready, timeout)
 
+        def executor_then_registry_outage(length, draw_seconds, why, counter):
+            """SIGKILL an executor, then stop the registry for ``draw_seconds()`` (drawn
+            after the kill, as the seed's schedule has it) while the new executor's Python
+            workers look the writer schemas up."""
+            old = set(executor_pids(driver.proc.pid)) if driver.alive else set()
+            if kill_executor(f"then a {length} registry outage") is None:
+                return
+            kills["executor"] += 1
+            wait_new_executor_python(old)
+            seconds = draw_seconds()
+            registry_stop(seconds, why)
+            watch(now() + seconds)
+            registry_start()
+            kills[counter] += 1
+
         def wait_driver_planning(timeout=300):
             """Until the new driver starts its first Python data source worker (before it
             looks the reader schema up)."""
@@ -977,16 +992,9 @@ def main(argv=None):
                 if kill_executor("plain") is not None:
                     kills["executor"] += 1
             elif kind == "registry_short":
-                old = set(executor_pids(driver.proc.pid)) if driver.alive else set()
-                if kill_executor("then a short registry outage") is not None:
-                    kills["executor"] += 1
-                    # the new executor's Python workers look the writer schemas up
-                    wait_new_executor_python(old)
-                    seconds = budget_s * rng.uniform(0.25, 0.6)
-                    registry_stop(seconds, "shorter than the budget, new executor starting")
-                    watch(now() + seconds)
-                    registry_start()
-                    kills["registry_short"] += 1
+                executor_then_registry_outage(
+                    "short", lambda: budget_s * rng.uniform(0.25, 0.6),
+                    "shorter than the budget, new executor starting", "registry_short")
             elif kind == "driver_kill":
                 if not wait_for(lambda: driver.alive and driver.started(), 300):
                     log("driver not running: no mid-commit kill")
@@ -1012,15 +1020,9 @@ def main(argv=None):
                 registry_start()
                 kills["registry_long"] += 1
             elif kind == "registry_long_executor":
-                old = set(executor_pids(driver.proc.pid)) if driver.alive else set()
-                if kill_executor("then a long registry outage") is not None:
-                    kills["executor"] += 1
-                    wait_new_executor_python(old)
-                    seconds = budget_s + rng.uniform(15, 30)
-                    registry_stop(seconds, "longer than the budget, executor replaced")
-                    watch(now() + seconds)
-                    registry_start()
-                    kills["registry_long"] += 1
+                executor_then_registry_outage(
+                    "long", lambda: budget_s + rng.uniform(15, 30),
+                    "longer than the budget, executor replaced", "registry_long")
         # --- the end: faults off, production off, catch up -----------------------------------
         log("faults and production stop; catching up")
         faults.stopping.set()
