@@ -30,6 +30,7 @@ from .wire_columns import (
     boolean_values,
     fixed_values,
     in_row_order,
+    set_members,
     valid_mask,
 )
 
@@ -134,10 +135,7 @@ class UnionEncoder:
 
     def encode(self, array: pa.Array, header: bytes = b"") -> pa.BinaryArray:
         n = len(array)
-        present = valid_mask(array)
-        set_members = np.stack([valid_mask(array.field(i)) & present
-                                for i in range(len(self.branches))])
-        counts = set_members.sum(axis=0)
+        present, chosen, counts = set_members(array, len(self.branches))
         no_member = np.flatnonzero(present & (counts == 0))
         wrong = counts > 1
         if self.null_index is None:
@@ -146,11 +144,11 @@ class UnionEncoder:
             row = int(np.flatnonzero(wrong)[0])
             if counts[row] == 0:
                 raise NullInRequiredField(row, "every member", f"union {self.describe}")
-            names = ", ".join(f"member{i}" for i in np.flatnonzero(set_members[:, row]))
+            names = ", ".join(f"member{i}" for i in np.flatnonzero(chosen[:, row]))
             raise SeveralMembersSet(row, f"{names} are all set; a union value has one branch")
         groups = []                              # (rows, their encoded values)
         for i, (union_index, encoder) in enumerate(self.branches):
-            rows = np.flatnonzero(set_members[i])
+            rows = np.flatnonzero(chosen[i])
             if rows.size:
                 branch = uvarint_bytes(2 * union_index)          # zigzag of the index
                 groups.append((rows, encoder.encode(array.field(i).take(pa.array(rows)),

@@ -19,7 +19,7 @@ import pyarrow as pa
 from ..errors import ConfigurationError
 from ..registry.schema import RegisteredSchema, SchemaReference
 from .avro_types import load_json
-from .wire_columns import in_row_order
+from .wire_columns import in_row_order, set_members
 
 
 def expand_subjects(client, spec) -> list[str]:
@@ -113,10 +113,8 @@ class SeveralSubjectsEncoder:
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
         n = len(array)
-        present = np.asarray(array.is_valid())
+        present, set_fields, counts = set_members(array, len(self.codecs))
         children = [array.field(i) for i in range(len(self.codecs))]
-        set_fields = np.stack([np.asarray(c.is_valid()) for c in children]) & present
-        counts = set_fields.sum(axis=0)
         wrong = np.flatnonzero(present & (counts != 1))
         if wrong.size:
             row = int(wrong[0])

@@ -190,6 +190,15 @@ class RowBytes:
         return _binary(n, present, pa.py_buffer(row_offsets), taken.buffers()[2])
 
 
+def set_members(array: pa.StructArray, members: int):
+    """``(present, set, counts)`` of a struct column whose fields are alternatives (one
+    per union branch or subject): bool per row, bool (members, rows) -- the field is set in
+    a present row --, and how many fields each row has set."""
+    present = valid_mask(array)
+    chosen = np.stack([valid_mask(array.field(i)) & present for i in range(members)])
+    return present, chosen, chosen.sum(axis=0)
+
+
 def in_row_order(n: int, groups: list[tuple[np.ndarray, pa.Array]]) -> pa.BinaryArray:
     """The binary values of ``n`` rows encoded in groups: each ``(rows, values)`` the row
     indexes of a group and their values in that order; together the groups cover every
