@@ -1,11 +1,17 @@
 """Shared fixtures: real brokers started (lazily, once per session) by the suite.
 
-* ``mock_cluster`` / ``tansu_broker``: session-scoped, started on first use.
-* ``broker``: parametrized over the enabled brokers (ids "mock", "tansu"), so a
-  test written against ``broker`` runs on each of them.
+* ``kafka_broker``: Apache Kafka itself, one KRaft node (tests/support/apache_kafka.py), started
+  once for the whole run and shared by every pytest-xdist worker.
+* ``kafka3``: three Apache Kafka nodes, replication factor 3, ``min.insync.replicas=2``
+  (started by the one worker that runs the failover module).
+* ``kafka_older``: Apache Kafka 3.9 (KRaft), one node, shared: the older line's smoke set.
+* ``mock_cluster`` / ``tansu_broker``: librdkafka's mock cluster (injected errors) and Tansu
+  (the demo's broker), session-scoped, started on first use.
+* ``broker``: parametrized over the enabled brokers ``mock`` and ``kafka``, so a test written
+  against ``broker`` runs on each of them; tests marked ``smoke`` run on ``tansu`` too.
 * ``new_topic(partitions=1, prefix="t", replication=1)``: fresh topic on ``broker``.
 
-Restrict brokers with ``--brokers=mock`` or ``KAFKA_DS_BROKERS=mock,tansu``.
+Restrict brokers with ``--brokers=mock,kafka`` or ``KAFKA_DS_BROKERS=kafka``.
 Tests using any of these fixtures get the ``integration`` marker automatically.
 
 Running in parallel (the README's ``-n 4 --dist loadgroup``): each pytest-xdist worker starts
@@ -15,10 +21,11 @@ run on one worker each (see ``pytest_xdist_make_scheduler``).
 """
 import os
 import sys
+import tempfile
 
 import pytest
 
-from tests.support import jvm_options, spark_home
+from tests.support import apache_kafka, jvm_options, spark_home
 from tests.support.brokers import BROKER_CLASSES, BrokerError
 
 # Spark's Python workers import pyspark from site-packages, not from a zip
@@ -29,22 +36,35 @@ spark_home.install()
 # from a shared archive (tests/support/jvm_options.py: half the CPU of a Spark session's start).
 _SPARK_CLASS_ARCHIVE = jvm_options.install()
 
-ALL_BROKERS = ("mock", "tansu")
+ALL_BROKERS = ("mock", "kafka", "tansu")
+# the brokers a test written against ``broker`` runs on; Tansu (the demo's broker) only for
+# the tests marked ``smoke``
+PARAMETRIZED_BROKERS = ("mock", "kafka")
+# Apache Kafka clusters shared by all pytest-xdist workers: started by the first worker that
+# asks, stopped by pytest's main process at the end (apache_kafka.shared_cluster)
+SHARED_KAFKA = {"kafka": {}, "kafka_older": {"version": apache_kafka.OLDER_VERSION}}
 
 # Modules whose module-scoped fixtures must run once: the wheel is built once, and the other
 # pyspark releases are installed into one shared folder (.venv-spark).
 ONE_WORKER_MODULES = ("tests/spark/test_wheel.py", "tests/spark/test_spark_versions.py")
-_BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic"}
+_BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic", "kafka_broker",
+                    "kafka3", "kafka_older"}
 
 
 def pytest_addoption(parser):
     parser.addoption(
         "--brokers", action="store", default=None,
-        help="comma-separated brokers for integration tests: mock,tansu "
-             "(default: $KAFKA_DS_BROKERS or both)")
+        help="comma-separated brokers for integration tests: mock,kafka,tansu "
+             "(default: $KAFKA_DS_BROKERS or all three)")
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput") and "KAFKA_DS_SHARED_STATE" not in os.environ:
+        # pytest's main process: the workers (started after this, with this environment)
+        # record the shared Apache Kafka clusters here; pytest_unconfigure stops them
+        os.environ["KAFKA_DS_SHARED_STATE"] = tempfile.mkdtemp(prefix="kafka_ds-shared-")
+        os.environ["KAFKA_DS_SHARED_OWNER"] = str(os.getpid())
+        config._kafka_ds_shared_state = os.environ["KAFKA_DS_SHARED_STATE"]
     if _SPARK_CLASS_ARCHIVE and not hasattr(config, "workerinput"):   # not in xdist workers
         jvm_options.train_in_background(_SPARK_CLASS_ARCHIVE)
     config.addinivalue_line("markers", "integration: needs a real broker started by the suite")
@@ -53,11 +73,21 @@ def pytest_configure(config):
                    "tests that start and kill several Spark drivers: one real broker is enough "
                    "for what they prove, and each run costs a minute of the suite)")
     config.addinivalue_line(
+        "markers", "smoke: a test of ``broker`` that also runs on Tansu, the demo's broker")
+    config.addinivalue_line(
         "markers", "heavy: starts Spark driver processes or venvs of its own (tens of "
                    "seconds); collected first")
     # kafka-python 3.x loads its schemas with deprecated importlib.resources calls
     config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
+
+
+def pytest_unconfigure(config):
+    state = getattr(config, "_kafka_ds_shared_state", None)
+    if state:
+        apache_kafka.stop_shared(state)
+        for name in ("KAFKA_DS_SHARED_STATE", "KAFKA_DS_SHARED_OWNER"):
+            os.environ.pop(name, None)
 
 
 def enabled_brokers(config):
@@ -71,7 +101,9 @@ def enabled_brokers(config):
 
 def pytest_generate_tests(metafunc):
     if "broker" in metafunc.fixturenames:
-        names = enabled_brokers(metafunc.config)
+        smoke = metafunc.definition.get_closest_marker("smoke") is not None
+        names = [name for name in enabled_brokers(metafunc.config)
+                 if name in PARAMETRIZED_BROKERS or (smoke and name == "tansu")]
         only = metafunc.definition.get_closest_marker("only_brokers")
         if only is not None:
             names = [name for name in names if name in only.args]
@@ -113,20 +145,32 @@ class _Brokers:
         self.failures = {}
 
     def get(self, name):
-        if name not in enabled_brokers(self.config):
+        if name.startswith("kafka") and "kafka" not in enabled_brokers(self.config):
+            pytest.skip("Apache Kafka disabled (--brokers / KAFKA_DS_BROKERS)")
+        if not name.startswith("kafka") and name not in enabled_brokers(self.config):
             pytest.skip(f"broker {name!r} disabled (--brokers / KAFKA_DS_BROKERS)")
         if name in self.failures:  # do not retry a failed start for every test
             pytest.fail(f"{name} broker failed to start earlier: {self.failures[name]}")
         b = self.instances.get(name)
         if b is None:
             try:
-                b = self.instances[name] = BROKER_CLASSES[name]()
+                b = self.instances[name] = self._start(name)
             except Exception as e:
                 self.failures[name] = e
                 raise
         if not b.is_alive():
             raise BrokerError(f"{name} broker died; log: {b.log_path}")
         return b
+
+    @staticmethod
+    def _start(name):
+        if name in SHARED_KAFKA:
+            return apache_kafka.shared_cluster(
+                os.environ["KAFKA_DS_SHARED_STATE"], name,
+                int(os.environ["KAFKA_DS_SHARED_OWNER"]), **SHARED_KAFKA[name])
+        if name == "kafka3":   # killed and restarted by its tests: one worker's own
+            return apache_kafka.KafkaCluster(3, name="kafka3")
+        return BROKER_CLASSES[name]()
 
     def stop_all(self):
         for b in self.instances.values():
@@ -162,24 +206,48 @@ def tansu_broker(_brokers):
     return _brokers.get("tansu")
 
 
+@pytest.fixture(scope="session")
+def kafka_broker(_brokers):
+    """Apache Kafka, one KRaft node (tests.support.apache_kafka.KafkaCluster), shared by all
+    workers."""
+    return _brokers.get("kafka")
+
+
+@pytest.fixture(scope="session")
+def kafka3(_brokers):
+    """Apache Kafka, three KRaft nodes: replication factor 3, min.insync.replicas=2."""
+    return _brokers.get("kafka3")
+
+
+@pytest.fixture(scope="session")
+def kafka_older(_brokers):
+    """Apache Kafka of the older line (3.9, KRaft), one node, shared by all workers."""
+    return _brokers.get("kafka_older")
+
+
 @pytest.fixture
 def broker(request, _brokers):
-    """The broker named by the test's parameter ("mock" or "tansu")."""
+    """The broker named by the test's parameter ("mock", "kafka", or "tansu" for smoke)."""
     return _brokers.get(request.param)
 
 
 @pytest.fixture
 def new_topic(broker):
-    """Factory: ``new_topic(partitions=1, prefix="t", replication=1) -> name``.
+    """Factory: ``new_topic(partitions=1, prefix="t", replication=1, config=None) -> name``
+    (``config``: topic configs, e.g. ``{"max.message.bytes": ...}``; the mock ignores them).
 
     The topic is created on ``broker`` and usable (all partitions have a
     leader) when this returns; it is deleted (best effort) after the test.
     """
     created = []
 
-    def make(partitions=1, prefix="t", replication=1):
+    def make(partitions=1, prefix="t", replication=1, config=None):
         name = broker.unique_topic(prefix)
-        broker.create_topic(name, partitions=partitions, replication=replication)
+        if config and broker.name != "mock":   # the mock takes no topic configs
+            broker.create_topic(name, partitions=partitions, replication=replication,
+                                config=config)
+        else:
+            broker.create_topic(name, partitions=partitions, replication=replication)
         created.append(name)
         return name
 

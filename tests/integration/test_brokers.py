@@ -97,9 +97,11 @@ def test_metadata_without_auto_create_does_not_create(broker):
 def test_api_versions_cover_connector_needs(broker):
     av = api_versions(broker.bootstrap_servers)
     assert av == broker.api_versions()
-    for key, min_max in {0: 3, 1: 4, 2: 1, 3: 1, 18: 0}.items():
+    # each range holds the version the connector needs at least (Kafka 4 dropped the oldest
+    # versions, KIP-896: Produce starts at 3, Fetch at 4, ListOffsets at 1)
+    for key, needed in {0: 3, 1: 4, 2: 1, 3: 1, 18: 0}.items():
         lo, hi = av[key]
-        assert lo == 0 and hi >= min_max, (key, av[key])
+        assert lo <= needed <= hi, (key, av[key])
 
 
 # ---------------------------------------------------------------- mock only
@@ -246,9 +248,10 @@ def test_offsets_for_times(request, broker, new_topic):
     c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "kafka_ds-oft",
                   "log_level": 3})
     try:
-        res = c.offsets_for_times([TopicPartition(topic, 0, ts) for ts in (500, 1500, 3000)],
-                                  timeout=10)
-        res += c.offsets_for_times([TopicPartition(topic, 0, 3001)], timeout=10)
+        # one partition per call: librdkafka answers a list naming a partition several times
+        # with one look-up (the last), which only a broker that implements it shows
+        res = [c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0]
+               for ts in (500, 1500, 3000, 3001)]
     finally:
         c.close()
     assert [r.offset for r in res] == [0, 1, 2, -1]

@@ -90,7 +90,8 @@ def test_fetch_decodes_independent_producers_byte_exactly(broker, new_topic, pro
 
 
 def test_fetch_one_mib_value_and_tiny_fetch_size(broker, new_topic):
-    topic = new_topic()
+    # Kafka's default max.message.bytes (1 MiB + 12) refuses a batch of a 1 MiB value
+    topic = new_topic(config={"max.message.bytes": str(2 << 20)})
     big = bytes(range(256)) * 4096   # 1 MiB
     records = [{"key": b"a", "value": b"small", "timestamp_ms": BASE_TS},
                {"key": b"big", "value": big, "timestamp_ms": BASE_TS + 1},
@@ -121,7 +122,7 @@ def test_records_larger_than_both_fetch_limits_are_read(broker, new_topic):
     kafka.fetch.max.bytes comes back whole (Fetch v3+), so the read makes progress without
     asking for more, and no answer holds more than one large batch: memory is bounded by
     the record, not by the range."""
-    topic = new_topic()
+    topic = new_topic(config={"max.message.bytes": str(8 << 20)})
     big = 2 << 20       # twice: 4 MiB, under the ~5 MiB the mock keeps of a partition
     records = [{"value": b"a"}, {"value": bytes(range(256)) * (big // 256)}, {"value": b"b"},
                {"value": b"\x01" * big}, {"value": b"c"}]

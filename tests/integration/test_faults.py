@@ -181,15 +181,15 @@ def test_read_through_dropped_cut_stalled_and_reset_responses(broker, new_topic)
 
 
 @pytest.mark.parametrize("kind", ["reset", "truncate", "stall"])
-def test_lost_produce_answer_leaves_no_duplicate_with_idempotence(tansu_broker, kind):
+def test_lost_produce_answer_leaves_no_duplicate_with_idempotence(kafka_broker, kind):
     """Tansu implements idempotent producers: a Produce it appended but whose answer was
     lost is resent with the same sequence numbers and not appended again."""
-    topic = tansu_broker.unique_topic("idem")
-    tansu_broker.create_topic(topic, partitions=2)
+    topic = kafka_broker.unique_topic("idem")
+    kafka_broker.create_topic(topic, partitions=2)
     rows = 6000
     table = pa.table({"key": pa.array([b"k%d" % i for i in range(rows)]),
                       "value": pa.array([str(i).encode() for i in range(rows)])})
-    with FaultProxy(tansu_broker.bootstrap_servers) as proxy:
+    with FaultProxy(kafka_broker.bootstrap_servers) as proxy:
         proxy.inject(PRODUCE, kind, 2, seconds=2.0)
         opts = parse_write_options({"kafka.bootstrap.servers": proxy.bootstrap_servers,
                                     "topic": topic, "kafka.batch.size": "16384",
@@ -199,7 +199,7 @@ def test_lost_produce_answer_leaves_no_duplicate_with_idempotence(tansu_broker, 
                                 table.to_batches(max_chunksize=1000), task=0)
         assert proxy.injected[kind] == 2
     assert message.retries >= 2
-    values = [m.value for m in consume_confluent(tansu_broker.bootstrap_servers, topic,
+    values = [m.value for m in consume_confluent(kafka_broker.bootstrap_servers, topic,
                                                  expected=rows, timeout=30)]
     assert collections.Counter(values) == collections.Counter(
         str(i).encode() for i in range(rows))
@@ -238,16 +238,16 @@ def _assert_each_row_once_in_order(bootstrap, topic, rows):
         assert written == sorted(written), f"partition {partition} is out of order"
 
 
-def test_refused_batch_with_later_ones_in_flight_is_resent_before_them(tansu_broker):
+def test_refused_batch_with_later_ones_in_flight_is_resent_before_them(kafka_broker):
     """One Produce request never reaches the broker (the proxy answers it with
     NOT_LEADER_OR_FOLLOWER itself) while the writer already has later requests in flight:
     the broker refuses those with OUT_OF_ORDER_SEQUENCE_NUMBER (a gap in the sequence
     numbers), and the writer resends the lost batch first, then the refused ones, in
     order: nothing lost, nothing twice, each partition in write order."""
-    topic = tansu_broker.unique_topic("inflight")
-    tansu_broker.create_topic(topic, partitions=3)
+    topic = kafka_broker.unique_topic("inflight")
+    kafka_broker.create_topic(topic, partitions=3)
     rows = 30_000
-    with FaultProxy(tansu_broker.bootstrap_servers) as proxy:
+    with FaultProxy(kafka_broker.bootstrap_servers) as proxy:
         proxy.refuse_produce(1, NOT_LEADER, skip=6)
         message = _write_pipelined(proxy.bootstrap_servers, topic, rows)
         assert proxy.injected["refuse"] == 1
@@ -256,19 +256,19 @@ def test_refused_batch_with_later_ones_in_flight_is_resent_before_them(tansu_bro
         assert proxy.produce_errors[OUT_OF_ORDER_SEQUENCE] >= 1, dict(proxy.produce_errors)
     assert message.records == rows
     assert message.retries >= 2
-    _assert_each_row_once_in_order(tansu_broker.bootstrap_servers, topic, rows)
+    _assert_each_row_once_in_order(kafka_broker.bootstrap_servers, topic, rows)
 
 
 @pytest.mark.parametrize("kind", ["stall", "drop"])
-def test_lost_answer_with_later_requests_in_flight_leaves_no_duplicate(tansu_broker, kind):
+def test_lost_answer_with_later_requests_in_flight_leaves_no_duplicate(kafka_broker, kind):
     """The broker appended a batch but its answer is lost (held past the request timeout,
     or the connection dropped) while later Produce requests are in flight on the same
     connection: every unanswered request is resent in order with its sequence numbers,
     and the broker keeps one copy of each batch."""
-    topic = tansu_broker.unique_topic("inflight-lost")
-    tansu_broker.create_topic(topic, partitions=3)
+    topic = kafka_broker.unique_topic("inflight-lost")
+    kafka_broker.create_topic(topic, partitions=3)
     rows = 30_000
-    with FaultProxy(tansu_broker.bootstrap_servers) as proxy:
+    with FaultProxy(kafka_broker.bootstrap_servers) as proxy:
         # A few answers go through first; the damaged one is held until the writer has
         # three more requests in flight behind it.
         proxy.inject(PRODUCE, kind, 1, seconds=2.0, skip=6, behind=3)
@@ -278,15 +278,15 @@ def test_lost_answer_with_later_requests_in_flight_leaves_no_duplicate(tansu_bro
         assert fault == kind and in_flight >= 4, proxy.in_flight_at_fault
     assert message.records == rows
     assert message.retries >= in_flight
-    _assert_each_row_once_in_order(tansu_broker.bootstrap_servers, topic, rows)
+    _assert_each_row_once_in_order(kafka_broker.bootstrap_servers, topic, rows)
 
 
-def test_fault_proxy_outage_cuts_connections_and_refuses_new_ones(tansu_broker):
+def test_fault_proxy_outage_cuts_connections_and_refuses_new_ones(kafka_broker):
     """The proxy's down()/up() (benchmarks/soak.py's broker outage), checked with a raw
     socket and kafka_ds's client: while down, a connection open before is cut and a new one
     is closed at once; after up(), Metadata answers again through the same addresses."""
     import socket
-    with FaultProxy(tansu_broker.bootstrap_servers) as proxy:
+    with FaultProxy(kafka_broker.bootstrap_servers) as proxy:
         host, port = proxy.bootstrap_servers.split(",")[0].rsplit(":", 1)
         client = KafkaClient(proxy.bootstrap_servers)
         try:

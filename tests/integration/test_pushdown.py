@@ -42,7 +42,7 @@ class Data:
                 .option("pushFilters", "true" if push else "false").load())
 
 
-@pytest.fixture(scope="module", params=["mock", "tansu"])
+@pytest.fixture(scope="module", params=["mock", "kafka"])
 def data(request, _brokers):
     return Data(_brokers.get(request.param))
 

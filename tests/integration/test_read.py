@@ -70,7 +70,7 @@ class Dataset:
         return spark.createDataFrame(rows, spark_ddl(include_headers))
 
 
-@pytest.fixture(scope="module", params=["mock", "tansu"])
+@pytest.fixture(scope="module", params=["mock", "kafka"])
 def data(request, _brokers):
     return Dataset(_brokers.get(request.param))
 

@@ -57,7 +57,7 @@ class Topic:
                       for o, ts in self.records[p] if lo <= o < hi)
 
 
-@pytest.fixture(scope="module", params=["mock", "tansu"])
+@pytest.fixture(scope="module", params=["mock", "kafka"])
 def topic(request, _brokers):
     return Topic(_brokers.get(request.param))
 

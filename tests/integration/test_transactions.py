@@ -81,20 +81,20 @@ def crc_errors_confluent(bootstrap, topic, seconds=15.0):
 
 
 @pytest.fixture
-def tansu_topic(tansu_broker):
-    """Factory for tests that need Tansu (the mock does not fence): ``tansu_topic(prefix,
+def kafka_topic(kafka_broker):
+    """Factory for tests that need Tansu (the mock does not fence): ``kafka_topic(prefix,
     partitions) -> name``; the topics are deleted after the test."""
     made = []
 
     def make(prefix, partitions=1):
-        name = tansu_broker.unique_topic(prefix)
-        tansu_broker.create_topic(name, partitions)
+        name = kafka_broker.unique_topic(prefix)
+        kafka_broker.create_topic(name, partitions)
         made.append(name)
         return name
 
     yield make
     for name in made:
-        tansu_broker.delete_topic(name)
+        kafka_broker.delete_topic(name)
 
 
 @pytest.mark.heavy
@@ -137,10 +137,10 @@ def test_commit_again_is_harmless(broker, new_topic):
     assert verdict(bs, topic).committed == [b"v"]
 
 
-def test_new_epoch_fences_and_aborts_open_transaction(tansu_broker, tansu_topic):
+def test_new_epoch_fences_and_aborts_open_transaction(kafka_broker, kafka_topic):
     # Only Tansu fences (the librdkafka mock keeps the old transaction open).
-    bs = tansu_broker.bootstrap_servers
-    topic = tansu_topic("fence", 1)
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic("fence", 1)
     first = produce_in_transaction(bs, topic, f"{topic}-t", {0: [b"old"]})
     with KafkaClient(bs) as client:
         second = init_transactional_producer(client, f"{topic}-t", 60000)
@@ -156,12 +156,13 @@ def test_new_epoch_fences_and_aborts_open_transaction(tansu_broker, tansu_topic)
     assert result.aborted == [b"old"]
 
 
-def test_last_stable_offset_after_a_fenced_transaction(request, tansu_broker, tansu_topic):
+def test_last_stable_offset_after_a_fenced_transaction(request, kafka_broker, kafka_topic):
     """The pattern of a retried write task: x's first attempt is fenced by its retry while
-    y is open; z opens after the retry's first batch; all three commit. Tansu only (the
-    mock does not fence), where the last check is a strict xfail: deviation 14."""
-    bs = tansu_broker.bootstrap_servers
-    topic = tansu_topic("lso", 1)
+    y is open; z opens after the retry's first batch; all three commit. On Apache Kafka (the
+    mock does not fence; Tansu 0.6.0 keeps the last stable offset at b'x-retry', its
+    deviation 14)."""
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic("lso", 1)
     y = produce_in_transaction(bs, topic, f"{topic}-y", {0: [b"y"]})
     produce_in_transaction(bs, topic, f"{topic}-x", {0: [b"x-first"]})
     x = produce_in_transaction(bs, topic, f"{topic}-x", {0: [b"x-retry"]})
@@ -169,17 +170,18 @@ def test_last_stable_offset_after_a_fenced_transaction(request, tansu_broker, ta
     with KafkaClient(bs) as client:
         for handle in (y, x, z):
             end_transaction(client, handle, commit=True)
-        part = client.fetch(topic, 0, 0, max_bytes=1, max_wait_ms=1, min_bytes=0)
+        # Kafka answers EndTxn before it writes the markers (PrepareCommit): wait for them
+        deadline = time.monotonic() + 15
+        while True:
+            part = client.fetch(topic, 0, 0, max_bytes=1, max_wait_ms=1, min_bytes=0)
+            if part["high_watermark"] >= 8 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     result = verdict(bs, topic)
     assert sorted(result.committed) == [b"x-retry", b"y", b"z"] and result.open == []
     assert result.aborted == [b"x-first"]
     assert part["high_watermark"] == 8
-    # Every transaction has ended, so the last stable offset is the high watermark (Kafka).
-    # Marked only now, so that a failure of the checks above still fails the test.
-    request.applymarker(pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="Tansu 0.6.0 deviation 14 (tests/README.md): the last stable offset stays at "
-               "the offset of the fenced id's next transaction (3, b'x-retry')"))
+    # Every transaction has ended, so the last stable offset is the high watermark.
     x_retry = next(b.base_offset for b in result.batches if b.values == [b"x-retry"])
     assert part["last_stable_offset"] == part["high_watermark"], (
         f"last stable offset {part['last_stable_offset']} (offset of b'x-retry': {x_retry})")
@@ -223,15 +225,15 @@ def test_fatal_end_txn_error_names_the_transaction(mock_cluster):
 # --- the driver's commit, after a speculative copy fenced a finished task -----------------
 
 def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothing_visible(
-        tansu_broker, tansu_topic):
+        kafka_broker, kafka_topic):
     """The window the speculation test cannot time: a speculative copy that opens its
     transaction (fencing the original's) after the original finished, and is then killed.
     The driver's commit must fail before any EndTxn, and its abort leave nothing open."""
     from kafka_ds.write.exactly_once import abort_all, commit_all, transactional_id
     from kafka_ds.write.messages import KafkaCommitMessage
 
-    bs = tansu_broker.bootstrap_servers
-    topic = tansu_topic("late-fence", 2)
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic("late-fence", 2)
     prefix = f"{topic}-w"
     originals = [produce_in_transaction(bs, topic, transactional_id(prefix, task),
                                         {task: [f"task{task}-{i}".encode() for i in range(3)]})
@@ -316,8 +318,8 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
             check_not_aborted(client, column_marker, "t-0")
 
 
-def test_abort_fences_through_an_outage_longer_than_the_request_timeout(tansu_broker,
-                                                                       tansu_topic, caplog):
+def test_abort_fences_through_an_outage_longer_than_the_request_timeout(kafka_broker,
+                                                                       kafka_topic, caplog):
     """abort()'s fence (InitProducerId) is retried within kafka.delivery.timeout.ms, as
     EndTxn is: a coordinator unreachable for longer than kafka.request.timeout.ms does not
     leave a failed task's transaction open. (Tansu: the mock does not fence.)"""
@@ -326,8 +328,8 @@ def test_abort_fences_through_an_outage_longer_than_the_request_timeout(tansu_br
     from kafka_ds.write.exactly_once import abort_all, transactional_id
     from tests.support.faultproxy import FaultProxy
 
-    bs = tansu_broker.bootstrap_servers
-    topic = tansu_topic("fence-outage", 1)
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic("fence-outage", 1)
     prefix = f"{topic}-w"
     produce_in_transaction(bs, topic, transactional_id(prefix, 0), {0: [b"failed-task"]})
     with FaultProxy(bs) as proxy:

@@ -463,15 +463,24 @@ def test_resent_idempotent_batch_is_not_appended_again(broker, idempotent_batche
     assert raw_produce(conn, topic, batch(10))[0] == 45      # a gap: OUT_OF_ORDER_SEQUENCE
 
 
-def test_duplicate_answer_to_a_first_attempt_fails_instead_of_counting_records(tansu_broker):
+@pytest.mark.parametrize("broker_name, refusal", [
+    # Apache Kafka refuses sequence 0 after 0-2 as out of order
+    ("kafka", r"OUT_OF_ORDER_SEQUENCE_NUMBER"),
+    # Tansu answers DUPLICATE_SEQUENCE_NUMBER: a duplicate of records the producer never sent
+    ("tansu", r"DUPLICATE_SEQUENCE_NUMBER \(46\) to the first attempt of 2 records .*never sent "
+              r"before"),
+])
+def test_duplicate_answer_to_a_first_attempt_fails_instead_of_counting_records(
+        _brokers, broker_name, refusal):
     """DUPLICATE_SEQUENCE_NUMBER means "written before" only for a batch sent before. Two
-    producers sharing one producer id (Tansu checks sequences; the mock does not, mock
-    deviation 8): the second one's first batch is refused as a duplicate of records it never
-    sent. The write must fail, not count those records as written."""
+    producers sharing one producer id (the mock does not check sequences, mock deviation 8):
+    the broker refuses the second one's first batch. The write must fail, not count those
+    records as written."""
     from kafka_ds.client.producer import Producer
-    topic = tansu_broker.unique_topic("dup")
-    tansu_broker.create_topic(topic, partitions=1)
-    client = KafkaClient(tansu_broker.bootstrap_servers)
+    kafka_broker = _brokers.get(broker_name)
+    topic = kafka_broker.unique_topic("dup")
+    kafka_broker.create_topic(topic, partitions=1)
+    client = KafkaClient(kafka_broker.bootstrap_servers)
     try:
         first, second = Producer(client), Producer(client)
         first.start()
@@ -486,14 +495,13 @@ def test_duplicate_answer_to_a_first_attempt_fails_instead_of_counting_records(t
             producer.flush()
 
         send(first, [b"a", b"b", b"c"])
-        with pytest.raises(ProduceError, match=r"DUPLICATE_SEQUENCE_NUMBER \(46\) to the first "
-                                               r"attempt of 2 records .*never sent before"):
+        with pytest.raises(ProduceError, match=refusal):
             send(second, [b"x", b"y"])
         assert second.results() == {}
         assert client.fetch_watermarks({(topic, 0): 0})[(topic, 0)][0] == 3
     finally:
         client.close()
-        tansu_broker.delete_topic(topic)
+        kafka_broker.delete_topic(topic)
 
 
 def test_resent_idempotent_batch_is_answered_with_its_offset(broker, idempotent_batches, request):

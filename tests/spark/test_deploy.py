@@ -28,30 +28,30 @@ def _env():
 
 @pytest.mark.spark
 @pytest.mark.timeout(1200)
-def test_smoke_set_over_spark_connect(tansu_broker, tmp_path):
+def test_smoke_set_over_spark_connect(kafka_broker, tmp_path):
     pytest.importorskip("grpc", reason="Spark Connect needs the test extras (grpcio)")
-    topic = tansu_broker.unique_topic("connect")
-    tansu_broker.create_topic(topic, partitions=3)
+    topic = kafka_broker.unique_topic("connect")
+    kafka_broker.create_topic(topic, partitions=3)
     try:
-        seen = run_smoke(sys.executable, tansu_broker.bootstrap_servers, topic,
+        seen = run_smoke(sys.executable, kafka_broker.bootstrap_servers, topic,
                          "--remote", "local[2]", cwd=tmp_path, env=_env())
     finally:
-        tansu_broker.delete_topic(topic)
+        kafka_broker.delete_topic(topic)
     assert_mistyped_option_reaches_the_user(seen)
     print("connect", seen["seconds"])
 
 
 @pytest.mark.spark
 @pytest.mark.timeout(1200)
-def test_smoke_set_on_a_local_cluster_with_two_executor_jvms(tansu_broker, tmp_path):
-    topic = tansu_broker.unique_topic("cluster")
-    tansu_broker.create_topic(topic, partitions=3)
+def test_smoke_set_on_a_local_cluster_with_two_executor_jvms(kafka_broker, tmp_path):
+    topic = kafka_broker.unique_topic("cluster")
+    kafka_broker.create_topic(topic, partitions=3)
     try:
-        seen = run_smoke(sys.executable, tansu_broker.bootstrap_servers, topic,
+        seen = run_smoke(sys.executable, kafka_broker.bootstrap_servers, topic,
                          "--master", "local-cluster[2,1,1024]", "--count-executor-jvms",
                          "--conf", "spark.executor.memory=1024m", cwd=tmp_path, env=_env())
     finally:
-        tansu_broker.delete_topic(topic)
+        kafka_broker.delete_topic(topic)
     assert seen["executor_jvms"] == 2, seen
     assert_mistyped_option_reaches_the_user(seen)
     print("local-cluster", seen["seconds"])

@@ -50,21 +50,21 @@ def spark_pipelines_cli() -> Path:
 
 
 @pytest.mark.timeout(600)
-def test_pipeline_copies_a_topic_upper_cased_through_a_streaming_table(tansu_broker, tmp_path):
+def test_pipeline_copies_a_topic_upper_cased_through_a_streaming_table(kafka_broker, tmp_path):
     pytest.importorskip("pyspark.pipelines", reason="Spark Declarative Pipelines need pyspark >= 4.1")
     pytest.importorskip("grpc", reason="spark-pipelines runs over Spark Connect (grpcio)")
-    source = tansu_broker.unique_topic("sdp_in")
-    sink = tansu_broker.unique_topic("sdp_out")
-    tansu_broker.create_topic(source, partitions=2)
-    tansu_broker.create_topic(sink, partitions=1)
+    source = kafka_broker.unique_topic("sdp_in")
+    sink = kafka_broker.unique_topic("sdp_out")
+    kafka_broker.create_topic(source, partitions=2)
+    kafka_broker.create_topic(sink, partitions=1)
     # Keys repeat and values are mixed case, so a pipeline that dropped, duplicated or did
     # not transform a record, or lost the key, gives a different multiset.
     produced = [{"key": f"k{i % 7}", "value": f"Event-{i}-ok", "partition": i % 2}
                 for i in range(60)]
-    produce_confluent(tansu_broker.bootstrap_servers, source, produced)
+    produce_confluent(kafka_broker.bootstrap_servers, source, produced)
 
     spec = copy_example(tmp_path / "pipeline", tmp_path / "storage", {
-        "kafka_ds.example.bootstrapServers": tansu_broker.bootstrap_servers,
+        "kafka_ds.example.bootstrapServers": kafka_broker.bootstrap_servers,
         "kafka_ds.example.inputTopic": source,
         "kafka_ds.example.outputTopic": sink})
     run_dir = tmp_path / "run"
@@ -76,10 +76,10 @@ def test_pipeline_copies_a_topic_upper_cased_through_a_streaming_table(tansu_bro
         run = subprocess.run([str(spark_pipelines_cli()), "run", "--spec", str(spec)],
                              cwd=run_dir, env=env, capture_output=True, text=True, timeout=540)
         assert run.returncode == 0, f"rc={run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
-        written = consume_confluent(tansu_broker.bootstrap_servers, sink, timeout=20)
+        written = consume_confluent(kafka_broker.bootstrap_servers, sink, timeout=20)
     finally:
         for topic in (source, sink):
-            tansu_broker.delete_topic(topic)
+            kafka_broker.delete_topic(topic)
     expected = Counter((r["key"].encode(), r["value"].upper().encode()) for r in produced)
     assert Counter((m.key, m.value) for m in written) == expected
     assert len(written) == len(produced)

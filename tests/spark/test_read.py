@@ -247,7 +247,7 @@ def _topic_with_a_later_batch_written_first(broker, deadline_s=90.0):
 
 
 @pytest.mark.spark
-def test_earliest_offset_when_a_later_batch_was_stored_first(spark, tansu_broker):
+def test_earliest_offset_when_a_later_batch_was_stored_first(spark, kafka_broker):
     """Tansu's ListOffsets EARLIEST can name a later batch; the default lookup checks it
     against the log start offset of one small Fetch and reads from offset 0, where
     ``latestOffsetsVia=listOffsets`` (Spark's lookup alone) silently skips the batch."""
@@ -255,11 +255,11 @@ def test_earliest_offset_when_a_later_batch_was_stored_first(spark, tansu_broker
     from kafka_ds.read.planner import OffsetPlanner
     from kafka_ds.client import make_client
 
-    topic, records, wrong = _topic_with_a_later_batch_written_first(tansu_broker)
+    topic, records, wrong = _topic_with_a_later_batch_written_first(kafka_broker)
     try:
         assert wrong > 0
         for via, expected in (("auto", 0), ("listOffsets", wrong)):
-            opts = parse_read_options({"kafka.bootstrap.servers": tansu_broker.bootstrap_servers,
+            opts = parse_read_options({"kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
                                        "subscribe": topic, "latestOffsetsVia": via},
                                       streaming=False)
             client = make_client(opts)
@@ -268,12 +268,12 @@ def test_earliest_offset_when_a_later_batch_was_stored_first(spark, tansu_broker
             finally:
                 client.close()
         rows = (spark.read.format("pykafka")
-                .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+                .option("kafka.bootstrap.servers", kafka_broker.bootstrap_servers)
                 .option("subscribe", topic).load()
                 .selectExpr("min(offset)", "max(offset)", "count(*)").collect())
         assert tuple(rows[0]) == (0, records - 1, records)
     finally:
-        tansu_broker.delete_topic(topic, wait=False)
+        kafka_broker.delete_topic(topic, wait=False)
 
 
 # --- records larger than the fetch limits (KIP-74) ---------------------------------------------

@@ -77,17 +77,17 @@ def spark_venvs():
 @pytest.mark.spark
 @pytest.mark.timeout(2400)
 @pytest.mark.parametrize("version", VERSIONS)
-def test_smoke_set_on_other_pyspark_releases(spark_venvs, version, tansu_broker, tmp_path):
+def test_smoke_set_on_other_pyspark_releases(spark_venvs, version, kafka_broker, tmp_path):
     python, install_seconds, error = spark_venvs[version]
     assert error is None, f"installing pyspark=={version} failed:\n{error}"
     print(f"pyspark {version}: install {install_seconds} s (None: already installed)")
-    topic = tansu_broker.unique_topic(f"v{version.replace('.', '')}")
-    tansu_broker.create_topic(topic, partitions=3)
+    topic = kafka_broker.unique_topic(f"v{version.replace('.', '')}")
+    kafka_broker.create_topic(topic, partitions=3)
     try:
-        seen = run_smoke(python, tansu_broker.bootstrap_servers, topic, cwd=tmp_path,
+        seen = run_smoke(python, kafka_broker.bootstrap_servers, topic, cwd=tmp_path,
                          timeout=1200)
     finally:
-        tansu_broker.delete_topic(topic)
+        kafka_broker.delete_topic(topic)
     assert seen["pyspark"] == version and seen["spark"] == version, seen
     assert seen["kafka_ds"] == str(ROOT / "kafka_ds"), seen
     print(f"pyspark {version}: smoke {seen['seconds']}")
@@ -113,7 +113,7 @@ finally:
 
 @pytest.mark.spark
 @pytest.mark.timeout(1200)
-def test_admission_control_before_42_fails_naming_the_release(spark_venvs, tansu_broker,
+def test_admission_control_before_42_fails_naming_the_release(spark_venvs, kafka_broker,
                                                               tmp_path):
     older = [v for v in VERSIONS if tuple(map(int, v.split(".")[:2])) < (4, 2)]
     if not older:
@@ -121,14 +121,14 @@ def test_admission_control_before_42_fails_naming_the_release(spark_venvs, tansu
     version = older[0]
     python, _took, error = spark_venvs[version]
     assert error is None, error
-    topic = tansu_broker.unique_topic("ac")
-    tansu_broker.create_topic(topic, partitions=1)
+    topic = kafka_broker.unique_topic("ac")
+    kafka_broker.create_topic(topic, partitions=1)
     try:
-        run = subprocess.run([str(python), "-c", NEEDS_42, tansu_broker.bootstrap_servers, topic],
+        run = subprocess.run([str(python), "-c", NEEDS_42, kafka_broker.bootstrap_servers, topic],
                              cwd=tmp_path, capture_output=True, text=True, timeout=600,
                              env=clean_env())
     finally:
-        tansu_broker.delete_topic(topic)
+        kafka_broker.delete_topic(topic)
     assert "EXCEPTION" in run.stdout, run.stderr[-3000:]
     assert (f"Option 'maxOffsetsPerTrigger' (admission control) needs pyspark >= 4.2"
             in run.stdout), run.stdout[-3000:]

@@ -154,7 +154,7 @@ class Producer(threading.Thread):
         return self.rows
 
 
-@pytest.mark.only_brokers("tansu")   # one real broker: each run starts and kills Spark drivers
+@pytest.mark.only_brokers("kafka")   # one real broker: each run starts and kills Spark drivers
 @pytest.mark.heavy
 def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, new_topic,
                                                                tmp_path):

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.integration.test_transactions import END_TXN, read_committed_both
-from tests.integration.test_transactions import tansu_topic  # noqa: F401  (fixture)
+from tests.integration.test_transactions import kafka_topic  # noqa: F401  (fixture)
 from tests.support import PROJECT_ROOT
 from tests.support.brokers import produce_confluent
 from tests.support.faultproxy import FaultProxy
@@ -83,7 +83,7 @@ def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
         assert len(result.aborted) > 0
 
 
-@pytest.mark.only_brokers("tansu")   # the marker on both brokers: integration/test_transactions.py
+@pytest.mark.only_brokers("kafka")   # the marker on both brokers: integration/test_transactions.py
 @pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_path):
@@ -112,15 +112,15 @@ def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_pa
 
 @pytest.mark.heavy
 @pytest.mark.timeout(900)
-def test_speculative_copy_fences_the_original_and_commits_every_row_once(tansu_broker, tansu_topic,
+def test_speculative_copy_fences_the_original_and_commits_every_row_once(kafka_broker, kafka_topic,
                                                                         tmp_path):
     # Tansu only: the mock does not fence (tests/README.md, mock deviation 10). A standalone
     # cluster with workers on two hosts, since Spark never speculates on the host of a
     # running attempt (local and local-cluster masters have one host).
     from tests.support.standalone import StandaloneCluster
 
-    bs = tansu_broker.bootstrap_servers
-    topic = tansu_topic("spec", 3)
+    bs = kafka_broker.bootstrap_servers
+    topic = kafka_topic("spec", 3)
     flags = tmp_path / "flags"
     flags.mkdir()
     with StandaloneCluster(str(tmp_path / "cluster")) as cluster:
@@ -180,7 +180,7 @@ def wait_committed(bootstrap, topic, at_least, child, timeout=240):
     raise AssertionError(f"fewer than {at_least} records committed in {timeout} s")
 
 
-@pytest.mark.only_brokers("tansu")   # one real broker: each run starts and kills Spark drivers
+@pytest.mark.only_brokers("kafka")   # one real broker: each run starts and kills Spark drivers
 @pytest.mark.heavy
 @pytest.mark.timeout(1200)
 def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, tmp_path):

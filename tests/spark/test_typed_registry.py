@@ -376,7 +376,7 @@ def test_from_registry_and_to_registry_on_a_plain_kafka_read(spark, broker, new_
 
 @pytest.mark.heavy
 def test_stream_decodes_a_new_writer_version_after_the_registry_was_down_20s(
-        spark, tansu_broker, tmp_path):
+        spark, kafka_broker, tmp_path):
     """The reader schema is fixed when the query starts; a writer version first seen while
     the registry is down is fetched once it is back (the look-up's retry budget, 60 s by
     default, outlasts the outage), and no record is lost or skipped."""
@@ -386,17 +386,17 @@ def test_stream_decodes_a_new_writer_version_after_the_registry_was_down_20s(
     from tests.support.schema_registry import start_registry
     registry = start_registry()
     try:
-        topic = tansu_broker.unique_topic("typedstream")
-        tansu_broker.create_topic(topic, partitions=1)
+        topic = kafka_broker.unique_topic("typedstream")
+        kafka_broker.create_topic(topic, partitions=1)
         client = confluent_registry(registry)
         ctx = SerializationContext(topic, MessageField.VALUE)
         v1 = AvroSerializer(client, USER_V1)
-        produce_confluent(tansu_broker.bootstrap_servers, topic,
+        produce_confluent(kafka_broker.bootstrap_servers, topic,
                           [{"value": v1({"id": i, "name": "a"}, ctx), "partition": 0}
                            for i in range(5)])
         name = "typed_" + uuid.uuid4().hex[:8]
         query = (spark.readStream.format("pykafka")
-                 .option("kafka.bootstrap.servers", tansu_broker.bootstrap_servers)
+                 .option("kafka.bootstrap.servers", kafka_broker.bootstrap_servers)
                  .option("subscribe", topic).option("startingOffsets", "earliest")
                  .option("valueFormat", "avro").option("schema.registry.url", registry.url)
                  .load().select("offset", "value.id", "value.name")
@@ -411,7 +411,7 @@ def test_stream_decodes_a_new_writer_version_after_the_registry_was_down_20s(
             # ... and first needed by the query while it is down for 20 s
             registry.stop()
             threading.Timer(20.0, registry.start).start()
-            produce_confluent(tansu_broker.bootstrap_servers, topic,
+            produce_confluent(kafka_broker.bootstrap_servers, topic,
                               [{"value": v, "partition": 0} for v in later])
             started = time.monotonic()
             query.processAllAvailable()

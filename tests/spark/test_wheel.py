@@ -110,14 +110,14 @@ def run_smoke(python, bootstrap, topic, *extra, cwd, env=None, timeout=900):
 
 
 @pytest.mark.spark
-def test_smoke_set_from_the_installed_wheel(wheel_python, tansu_broker, tmp_path):
+def test_smoke_set_from_the_installed_wheel(wheel_python, kafka_broker, tmp_path):
     python, site = wheel_python
-    topic = tansu_broker.unique_topic("wheel")
-    tansu_broker.create_topic(topic, partitions=3)
+    topic = kafka_broker.unique_topic("wheel")
+    kafka_broker.create_topic(topic, partitions=3)
     try:
-        seen = run_smoke(python, tansu_broker.bootstrap_servers, topic, cwd=tmp_path)
+        seen = run_smoke(python, kafka_broker.bootstrap_servers, topic, cwd=tmp_path)
     finally:
-        tansu_broker.delete_topic(topic)
+        kafka_broker.delete_topic(topic)
     # Found from the wheel: kafka_ds (and pyspark_pykafka, which Spark's look-up imports)
     # come from the venv, not from this checkout, and the source has Spark's Kafka schema.
     assert seen["kafka_ds"].startswith(site), seen

@@ -298,7 +298,7 @@ def test_null_topic_value_fails_the_task_naming_the_row(spark, broker, new_topic
         writer(df, broker.bootstrap_servers).save()
 
 
-@pytest.mark.only_brokers("tansu")   # kafka_ds's own check: the broker plays no part
+@pytest.mark.only_brokers("kafka")   # kafka_ds's own check: the broker plays no part
 def test_record_larger_than_the_request_limit_fails_the_write(spark, broker, new_topic):
     """A record that cannot fit 'kafka.max.request.size' (1 MiB by default) even alone: the
     write fails, naming topic, partition, size and the limit. (A broker's own limit:

@@ -20,11 +20,14 @@
     The child exits (destroying the cluster) on ``quit`` or when stdin closes,
     i.e. when the parent dies.
 
-``python mock_cluster_child.py guard LOGFILE -- CMD ARGS...``
+``python mock_cluster_child.py guard LOGFILE [--owner PID] [--grace S] -- CMD ARGS...``
     Starts CMD (stdout+stderr appended to LOGFILE) with PR_SET_PDEATHSIG so it
     is killed if this guard dies, prints ``pid <pid>``, then waits for stdin to
     close (parent died or stop()) or for CMD to exit. On stdin EOF it sends
-    SIGTERM to CMD, then SIGKILL after 1 s. Exit status = CMD's exit status.
+    SIGTERM to CMD, then SIGKILL after S seconds (1). Exit status = CMD's exit status.
+    With ``--owner PID`` it watches that process instead of stdin (a broker shared by
+    pytest-xdist workers outlives the worker that started it, not the pytest run), and
+    SIGTERM to the guard ends it the same way.
 
 Set KAFKA_DS_MOCK_DEBUG (a librdkafka ``debug`` list, e.g. ``mock,protocol``) to
 get the mock's debug log on stderr (the parent writes it to the broker log).
@@ -161,12 +164,24 @@ def run_mock(libpath, num_brokers):
     return 0
 
 
-def run_guard(logfile, cmd):
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_guard(logfile, cmd, owner_pid=None, grace=1.0):
     log = open(logfile, "ab", buffering=0)
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             preexec_fn=_set_pdeathsig)  # safe: this process has one thread
     print("pid %d" % proc.pid, flush=True)
-    eof = threading.Event()
+    done = threading.Event()
+    # SIGTERM to the guard stops CMD the same way as the end of its watch
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
 
     def _wait_stdin():
         try:
@@ -174,16 +189,19 @@ def run_guard(logfile, cmd):
                 pass
         except Exception:
             pass
-        eof.set()
+        done.set()
 
-    threading.Thread(target=_wait_stdin, daemon=True).start()
-    while not eof.wait(0.2):
+    if owner_pid is None:
+        threading.Thread(target=_wait_stdin, daemon=True).start()
+    while not done.wait(0.2):
         if proc.poll() is not None:
             return proc.returncode
+        if owner_pid is not None and not _pid_alive(owner_pid):
+            break
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(1)  # tansu waits ~5 s for idle client connections on SIGTERM
+            proc.wait(grace)  # tansu waits ~5 s for idle client connections on SIGTERM
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -195,8 +213,11 @@ def main(argv):
         return run_mock(argv[2], int(argv[3]))
     if argv[1] == "guard":
         sep = argv.index("--")
-        return run_guard(argv[2], argv[sep + 1:])
-    print("usage: mock LIB N | guard LOG -- CMD...", file=sys.stderr)
+        options = argv[3:sep]
+        owner = int(options[options.index("--owner") + 1]) if "--owner" in options else None
+        grace = float(options[options.index("--grace") + 1]) if "--grace" in options else 1.0
+        return run_guard(argv[2], argv[sep + 1:], owner, grace)
+    print("usage: mock LIB N | guard LOG [--owner PID] [--grace S] -- CMD...", file=sys.stderr)
     return 2
 
 
