@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from ..registry.errors import RegistryUnavailableError
 from . import DecodedColumn
+from .avro_bytes import is_raw_bytes, with_avro_lengths, without_avro_lengths
 from .avro_columns import ResolutionError, build_plan
 from .avro_encode import NullInRequiredField, SeveralMembersSet, build_encoder
 from .avro_members import member_plan, tag_member, union_plan
@@ -156,6 +157,19 @@ class _Failed:
         self.reason = reason
 
 
+class _RawBytes:
+    """The decoder of framed records whose writer schema is a top-level ``bytes``: their
+    payload is the bytes alone, as Confluent's serializers write them
+    (:mod:`kafka_ds.formats.avro_bytes`). Avro's length is put back in front and the rows
+    decoded by ``decoder`` (the pair's column plan or general path) as Avro."""
+
+    def __init__(self, decoder):
+        self.decoder = decoder
+
+    def decode(self, data, starts, ends):
+        return self.decoder.decode(*with_avro_lengths(data, starts, ends))
+
+
 class AvroCodec:
     """Avro values of one reader schema: ``decode`` to Arrow, ``encode`` from Arrow."""
 
@@ -232,14 +246,16 @@ class AvroCodec:
             return _Failed(f"not decoded: the writer schema has an array of {endless}, items of "
                            "zero bytes, so a bad record could announce endless items")
         try:
-            plan = self._column_plan(writer, reader)
+            decoder = self._column_plan(writer, reader)
         except ResolutionError as exc:
             return _Failed(f"cannot be resolved to the reader schema: {exc}")
-        if plan is not None:
-            return plan
-        same = writer is reader or writer.fastavro == reader.fastavro
-        return tag_member(_GeneralDecoder(writer, None if same else reader, self.arrow_type),
-                          writer.node, reader.node)
+        if decoder is None:
+            same = writer is reader or writer.fastavro == reader.fastavro
+            decoder = tag_member(_GeneralDecoder(writer, None if same else reader,
+                                                 self.arrow_type), writer.node, reader.node)
+        if schema_id is not _PLAIN and is_raw_bytes(writer.node):
+            return _RawBytes(decoder)        # Confluent's top-level bytes: no Avro length
+        return decoder
 
     def _column_plan(self, writer, reader):
         """The column-wise decode plan from ``writer`` to ``reader`` (None: the schema
@@ -319,7 +335,9 @@ class AvroCodec:
         ``to_pylist`` fastavro accepts for the reader schema); null rows stay null; framed
         with ``schema_id`` when given (else, when ``framed``, the reader schema's id).
         Flat records whose column types map one to one take the column-wise path
-        (:mod:`kafka_ds.formats.avro_encode`), the rest fastavro per row."""
+        (:mod:`kafka_ds.formats.avro_encode`), the rest fastavro per row. A framed
+        top-level ``bytes`` value is written as Confluent's serializers write it, without
+        Avro's length (:mod:`kafka_ds.formats.avro_bytes`)."""
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
         schema_id = self.schema_id
@@ -327,6 +345,12 @@ class AvroCodec:
             schema_id = self.reader_schema.schema_id
             if schema_id is None:
                 raise ValueError("a framed Avro codec needs a schema id to encode with")
+        if schema_id is not None and is_raw_bytes(self._reader().node):
+            return frame(schema_id, without_avro_lengths(self._encode(array, None)))
+        return self._encode(array, schema_id)
+
+    def _encode(self, array, schema_id):
+        """Avro binary of every row, framed with ``schema_id`` unless it is None."""
         encoder = self._column_encoder(array.type)
         if encoder is not None:
             try:
