@@ -19,8 +19,8 @@ import pyarrow as pa
 from ..registry.errors import RegistryUnavailableError
 from . import DecodedColumn
 from .avro_bytes import is_raw_bytes, with_avro_lengths, without_avro_lengths
-from .avro_columns import ResolutionError, build_plan
-from .avro_encode import NullInRequiredField, SeveralMembersSet, build_encoder
+from .avro_columns import FlatPlan, ResolutionError, build_plan
+from .avro_encode import FlatEncoder, NullInRequiredField, SeveralMembersSet, build_encoder
 from .avro_members import member_plan, tag_member, union_plan
 from .avro_references import inline_references, referenced_json
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
@@ -158,10 +158,11 @@ class _Failed:
 
 
 class _RawBytes:
-    """The decoder of framed records whose writer schema is a top-level ``bytes``: their
-    payload is the bytes alone, as Confluent's serializers write them
-    (:mod:`kafka_ds.formats.avro_bytes`). Avro's length is put back in front and the rows
-    decoded by ``decoder`` (the pair's column plan or general path) as Avro."""
+    """The per-row decoder of framed records whose writer schema is a top-level ``bytes``
+    (a decimal on it, or a reader the column plans do not take): their payload is the bytes
+    alone, as Confluent's serializers write them (:mod:`kafka_ds.formats.avro_bytes`).
+    Avro's length is put back in front, column-wise, and ``decoder`` reads the rows as
+    Avro. (A column plan reads such payloads raw itself: ``FlatPlan.raw_bytes``.)"""
 
     def __init__(self, decoder):
         self.decoder = decoder
@@ -254,7 +255,8 @@ class AvroCodec:
             decoder = tag_member(_GeneralDecoder(writer, None if same else reader,
                                                  self.arrow_type), writer.node, reader.node)
         if schema_id is not _PLAIN and is_raw_bytes(writer.node):
-            return _RawBytes(decoder)        # Confluent's top-level bytes: no Avro length
+            # Confluent's top-level bytes: the payload is the value, no Avro length
+            return decoder.raw_bytes() if isinstance(decoder, FlatPlan) else _RawBytes(decoder)
         return decoder
 
     def _column_plan(self, writer, reader):
@@ -345,13 +347,10 @@ class AvroCodec:
             schema_id = self.reader_schema.schema_id
             if schema_id is None:
                 raise ValueError("a framed Avro codec needs a schema id to encode with")
-        if schema_id is not None and is_raw_bytes(self._reader().node):
-            return frame(schema_id, without_avro_lengths(self._encode(array, None)))
-        return self._encode(array, schema_id)
-
-    def _encode(self, array, schema_id):
-        """Avro binary of every row, framed with ``schema_id`` unless it is None."""
+        raw = schema_id is not None and is_raw_bytes(self._reader().node)
         encoder = self._column_encoder(array.type)
+        if raw and isinstance(encoder, FlatEncoder):
+            encoder = encoder.raw_bytes()        # Confluent's top-level bytes: no length
         if encoder is not None:
             try:
                 return encoder.encode(array, b"" if schema_id is None else frame_header(schema_id))
@@ -374,4 +373,6 @@ class AvroCodec:
                                  f"{self.spark_type}: {type(exc).__name__}: {exc}") from exc
             out.append(stream.getvalue())
         payloads = pa.array(out, type=pa.binary())
+        if raw:
+            payloads = without_avro_lengths(payloads)
         return payloads if schema_id is None else frame(schema_id, payloads)

@@ -9,12 +9,13 @@ a ``bytes`` branch, a record of ``bytes`` fields, ``fixed``, ``string``) is plai
 after the header, and so are unframed values (no registry, as Spark's ``from_avro`` reads
 and ``to_avro`` writes them).
 
-The codec keeps one Avro decoder and one encoder for all schemas and converts at the edge,
-column-wise (numpy over the offsets and the data buffer, nothing per record in Python):
-reading, :func:`with_avro_lengths` puts the length back in front of every payload, so the
-rows resolve to the reader schema (``bytes`` read as ``string``, as a union branch, as a
-decimal) by the usual rules on either path; writing, :func:`without_avro_lengths` cuts the
-length the Avro encoder wrote off again.
+The column-wise paths read and write such values raw themselves (``FlatPlan.raw_bytes``:
+the value is the rest of the payload; ``FlatEncoder.raw_bytes``: no length written). The
+per-row paths (a decimal on the bytes, a reader schema the column plans do not take) keep
+fastavro and convert at the edge, column-wise (numpy over the offsets and the data buffer,
+nothing per record in Python): reading, :func:`with_avro_lengths` puts the length back in
+front of every payload, so the rows resolve to the reader schema by the usual rules;
+writing, :func:`without_avro_lengths` cuts the length fastavro wrote off again.
 """
 from __future__ import annotations
 
