@@ -111,7 +111,7 @@ def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_pa
 @pytest.mark.timeout(900)
 def test_speculative_copy_fences_the_original_and_commits_every_row_once(kafka_broker, kafka_topic,
                                                                         tmp_path):
-    # Tansu only: the mock does not fence (tests/README.md, mock deviation 10). A standalone
+    # Apache Kafka only: the mock does not fence (tests/README.md, mock deviation 10). A standalone
     # cluster with workers on two hosts, since Spark never speculates on the host of a
     # running attempt (local and local-cluster masters have one host).
     from tests.support.standalone import StandaloneCluster
@@ -128,8 +128,11 @@ def test_speculative_copy_fences_the_original_and_commits_every_row_once(kafka_b
     # while the original waited, and the original went on after that.
     assert sorted(os.listdir(flags)) == ["copy-halfway", "original-resumed",
                                          "original-waiting"]
-    # ... and the original, fenced by the copy's InitProducerId, was refused.
-    lost = [line for line in proc.stderr.splitlines() if "PRODUCER_FENCED" in line]
+    # ... and the original, fenced by the copy's InitProducerId, was refused (Apache Kafka
+    # answers a Produce of the fenced epoch with INVALID_PRODUCER_EPOCH, its coordinator
+    # answers PRODUCER_FENCED)
+    lost = [line for line in proc.stderr.splitlines()
+            if "PRODUCER_FENCED" in line or "INVALID_PRODUCER_EPOCH" in line]
     assert lost, proc.stderr[-3000:]
     result = verdict(bs, topic)
     assert len(result.committed) == 120000
