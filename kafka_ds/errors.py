@@ -144,3 +144,34 @@ class BrokerError(KafkaError):
             text = f"{text} ({message})"
         super().__init__(text)
 
+
+
+# --- ACLs ------------------------------------------------------------------------------------
+
+#: The ACL operation each request needs on each kind of resource (Apache Kafka's
+#: "Operations and Resources on Protocols" table), for the messages of refused requests.
+ACL_OPERATIONS = {
+    "Metadata": {"topic": "Describe"},
+    "ListOffsets": {"topic": "Describe"},
+    "Fetch": {"topic": "Read"},
+    "Produce": {"topic": "Write", "transactional id": "Write"},
+    "OffsetCommit": {"group": "Read", "topic": "Read"},
+    "OffsetFetch": {"group": "Describe", "topic": "Describe"},
+    "FindCoordinator": {"group": "Describe", "transactional id": "Describe"},
+    "InitProducerId": {"transactional id": "Write", "cluster": "IdempotentWrite"},
+    "AddPartitionsToTxn": {"transactional id": "Write", "topic": "Write"},
+    "EndTxn": {"transactional id": "Write"},
+}
+_REFUSED_RESOURCE = {29: "topic", 30: "group", 31: "cluster", 53: "transactional id"}
+
+
+def acl_hint(code: int, request: str, name: str | None = None) -> str:
+    """For an authorization error code (TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID_AUTHORIZATION_
+    FAILED) of ``request`` on the resource ``name``: "; the principal lacks ACL <operation>
+    on <resource> '<name>'"; "" for any other code."""
+    resource = _REFUSED_RESOURCE.get(code)
+    if resource is None:
+        return ""
+    operation = ACL_OPERATIONS.get(request, {}).get(resource, "an operation")
+    where = f"{resource} {name!r}" if name and resource != "cluster" else resource
+    return f"; the principal lacks ACL {operation} on {where} (Kafka's authorizer refused {request})"

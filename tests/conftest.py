@@ -5,6 +5,8 @@
 * ``kafka3``: three Apache Kafka nodes, replication factor 3, ``min.insync.replicas=2``
   (started by the one worker that runs the failover module).
 * ``kafka_older``: Apache Kafka 3.9 (KRaft), one node, shared: the older line's smoke set.
+* ``kafka_secure``: Apache Kafka, one node, with SASL (PLAIN, SCRAM, OAUTHBEARER), TLS and
+  mTLS listeners and the StandardAuthorizer (tests/support/secure_kafka.py), shared.
 * ``mock_cluster`` / ``tansu_broker``: librdkafka's mock cluster (injected errors) and Tansu
   (the demo's broker), session-scoped, started on first use.
 * ``broker``: parametrized over the enabled brokers ``mock`` and ``kafka``, so a test written
@@ -26,7 +28,7 @@ import tempfile
 
 import pytest
 
-from tests.support import apache_kafka, jvm_options, spark_home
+from tests.support import apache_kafka, jvm_options, secure_kafka, spark_home
 from tests.support.brokers import BROKER_CLASSES, BrokerError
 
 # Spark's Python workers import pyspark from site-packages, not from a zip
@@ -43,13 +45,14 @@ ALL_BROKERS = ("mock", "kafka", "tansu")
 PARAMETRIZED_BROKERS = ("mock", "kafka")
 # Apache Kafka clusters shared by all pytest-xdist workers: started by the first worker that
 # asks, stopped by pytest's main process at the end (apache_kafka.shared_cluster)
-SHARED_KAFKA = {"kafka": {}, "kafka_older": {"version": apache_kafka.OLDER_VERSION}}
+SHARED_KAFKA = {"kafka": {}, "kafka_older": {"version": apache_kafka.OLDER_VERSION},
+                "kafka_secure": secure_kafka.CLUSTER_ARGS}
 
 # Modules whose module-scoped fixtures must run once: the wheel is built once, and the other
 # pyspark releases are installed into one shared folder (.venv-spark).
 ONE_WORKER_MODULES = ("tests/spark/test_wheel.py", "tests/spark/test_spark_versions.py")
 _BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic", "kafka_broker",
-                    "kafka3", "kafka_older"}
+                    "kafka3", "kafka_older", "kafka_secure"}
 
 
 def pytest_addoption(parser):
@@ -228,6 +231,14 @@ def kafka3(_brokers):
 def kafka_older(_brokers):
     """Apache Kafka of the older line (3.9, KRaft), one node, shared by all workers."""
     return _brokers.get("kafka_older")
+
+
+@pytest.fixture(scope="session")
+def kafka_secure(_brokers):
+    """Apache Kafka, one KRaft node with the security tests' listeners (SASL PLAIN, SCRAM,
+    OAUTHBEARER; TLS; mTLS) and StandardAuthorizer (tests.support.secure_kafka), shared by all
+    workers."""
+    return _brokers.get("kafka_secure")
 
 
 @pytest.fixture

@@ -75,6 +75,14 @@ def tls_handshake(sock: socket.socket, host: str, port: int, settings,
                     "set kafka.ssl.endpoint.identification.algorithm to an empty string")
         raise TlsError(f"TLS handshake with {where} failed: certificate verification: "
                        f"{reason}; {hint}") from None
+    except ssl.SSLEOFError as exc:
+        # Apache Kafka reads a ClientHello on a plain listener as a 369 MB request size and
+        # closes the connection without a word
+        sock.close()
+        raise SecurityProtocolMismatchError(
+            f"TLS handshake with {where} failed: the broker closed the connection during "
+            f"the handshake ({exc.reason or exc.__class__.__name__}): is its listener "
+            f"PLAINTEXT or SASL_PLAINTEXT? kafka.security.protocol is {protocol}") from None
     except ssl.SSLError as exc:
         sock.close()
         reason = exc.reason or str(exc)

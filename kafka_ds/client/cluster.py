@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..protocol import messages as m
-from ..errors import KafkaConnectionError
+from ..errors import KafkaConnectionError, acl_hint
 from ..protocol.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from . import admin, coordinators, reads
 from .config import ClientConfig
@@ -231,7 +231,9 @@ class KafkaClient:
             for topic in topics:
                 info = seen.get(topic)
                 if info is not None and info.error_code and info.error_code != UnknownTopicOrPartition.code:
-                    raise error_for_code(info.error_code)(f"Metadata of topic {topic!r}")
+                    raise error_for_code(info.error_code)(
+                        f"Metadata of topic {topic!r}"
+                        f"{acl_hint(info.error_code, 'Metadata', topic)}")
         return {t: sorted(self.topics[t].partitions) for t in topics if t in self.topics}
 
     def topic_partitions(self, topic: str, refresh: bool = False, *,
@@ -244,7 +246,8 @@ class KafkaClient:
             if info is None:
                 raise UnknownTopicOrPartition(f"topic {topic!r} not in metadata")
             if info.error_code:
-                raise error_for_code(info.error_code)(f"topic {topic!r}")
+                raise error_for_code(info.error_code)(
+                    f"Metadata of topic {topic!r}{acl_hint(info.error_code, 'Metadata', topic)}")
         return sorted(self.topics[topic].partitions)
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
@@ -260,7 +263,13 @@ class KafkaClient:
     def leader_for(self, topic: str, partition: int) -> int:
         info = self.topics.get(topic)
         if info is None or partition not in info.partitions:
-            self.refresh_metadata([topic])
+            seen = self.refresh_metadata([topic]).get(topic)
+            if seen is not None and seen.error_code and \
+                    seen.error_code != UnknownTopicOrPartition.code:
+                # e.g. TOPIC_AUTHORIZATION_FAILED: not retriable, and not an unknown topic
+                raise error_for_code(seen.error_code)(
+                    f"Metadata of topic {topic!r}"
+                    f"{acl_hint(seen.error_code, 'Metadata', topic)}")
             info = self.topics.get(topic)
             if info is None or partition not in info.partitions:
                 raise UnknownTopicOrPartition(f"{topic}-{partition} not in metadata")

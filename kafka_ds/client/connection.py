@@ -325,6 +325,13 @@ class BrokerConnection:
         while True:
             head = awaiting[0]
             size = p.INT32.unpack(self._read_exact_into(self._size_buf, 4, head))[0]
+            if head.sent_number <= 2 and not (self.security and self.security.uses_tls):
+                # A TLS listener answers plain text with an alert record (15 03 03 ..):
+                # read as a size that is 352 MB, under MAX_RESPONSE_SIZE (Apache Kafka).
+                mismatch = tls_answer_error(self._size_buf, self.host, self.port, self.security)
+                if mismatch is not None:
+                    self.close()
+                    raise mismatch
             if size < 4 or size > MAX_RESPONSE_SIZE:
                 self.close()
                 mismatch = tls_answer_error(self._size_buf, self.host, self.port, self.security)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..protocol import messages as m
-from ..errors import KafkaConnectionError, KafkaTimeoutError
+from ..errors import KafkaConnectionError, KafkaTimeoutError, acl_hint
 from ..protocol.errors import (
     CoordinatorLoadInProgress,
     CoordinatorNotAvailable,
@@ -42,8 +42,11 @@ class Coordinators:
             # v0-3 answer at the top level, v4+ in a list of coordinators.
             entry = response["coordinators"][0] if response.get("coordinators") else response
             if entry["error_code"]:
-                kind = " (transaction)" if key_type == TRANSACTION_KEY_TYPE else ""
-                raise error_for_code(entry["error_code"])(f"FindCoordinator{kind} {key!r}")
+                kind = "transactional id" if key_type == TRANSACTION_KEY_TYPE else "group"
+                code = entry["error_code"]
+                raise error_for_code(code)(
+                    f"FindCoordinator of {kind} {key!r}"
+                    f"{acl_hint(code, 'FindCoordinator', key)}")
             node = entry["node_id"]
             client.brokers.setdefault(node, (entry["host"], entry["port"]))
             self._nodes[(key_type, key)] = node
@@ -88,9 +91,13 @@ def commit_offsets(client, group_id: str, offsets: dict[tuple[str, int], int],
         response = conn.request(m.OFFSET_COMMIT, body)
         for topic in response["topics"]:
             for part in topic["partitions"]:
-                if part["error_code"]:
-                    raise error_for_code(part["error_code"])(
-                        f"OffsetCommit {group_id!r} {topic['name']}-{part['partition_index']}")
+                code = part["error_code"]
+                if code:
+                    name = group_id if code == 30 else topic["name"]
+                    raise error_for_code(code)(
+                        f"OffsetCommit of group {group_id!r}, "
+                        f"{topic['name']}-{part['partition_index']}"
+                        f"{acl_hint(code, 'OffsetCommit', name)}")
 
     client.coordinators.call(group_id, call, "OffsetCommit")
 
@@ -114,13 +121,18 @@ def fetch_committed(client, group_id: str, topic_partitions) -> dict[tuple[str, 
         else:
             code, topic_list = response.get("error_code", 0), response["topics"]
         if code:
-            raise error_for_code(code)(f"OffsetFetch {group_id!r}")
+            raise error_for_code(code)(
+                f"OffsetFetch of group {group_id!r}{acl_hint(code, 'OffsetFetch', group_id)}")
         result = {}
         for topic in topic_list:
             for part in topic["partitions"]:
-                if part["error_code"]:
-                    raise error_for_code(part["error_code"])(
-                        f"OffsetFetch {group_id!r} {topic['name']}-{part['partition_index']}")
+                code = part["error_code"]
+                if code:
+                    name = group_id if code == 30 else topic["name"]
+                    raise error_for_code(code)(
+                        f"OffsetFetch of group {group_id!r}, "
+                        f"{topic['name']}-{part['partition_index']}"
+                        f"{acl_hint(code, 'OffsetFetch', name)}")
                 if part["committed_offset"] >= 0:
                     result[(topic["name"], part["partition_index"])] = part["committed_offset"]
         return result

@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ..protocol import messages as m
-from ..errors import KafkaError
+from ..errors import KafkaError, acl_hint
 from ..protocol.errors import error_for_code
 from .coordinators import TRANSACTION_KEY_TYPE
 from .retry import RetryPolicy
@@ -62,7 +62,8 @@ def _coordinator_call(client, transactional_id: str, what: str, call, timeout_ms
     def checked(conn):
         code, result = call(conn)
         if code:
-            raise error_for_code(code)(f"{what} for transactional id {transactional_id!r}")
+            raise error_for_code(code)(f"{what} for transactional id {transactional_id!r}"
+                                       f"{acl_hint(code, what, transactional_id)}")
         return result
 
     try:

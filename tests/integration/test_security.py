@@ -1,11 +1,15 @@
-"""TLS and SASL (issue 12): the fixture proven with confluent-kafka, then kafka_ds through it.
+"""TLS and SASL (issue 12) against Apache Kafka's own listeners (issue 38).
 
-The fixture (tests/support/secure_proxy.py) terminates TLS / serves SASL in front of a
-dedicated Tansu that advertises the fixture's address. One fixture per listener kind,
-shared by the module: ``ssl`` (TLS), ``mtls`` (TLS + client certificate), ``sasl``
-(SASL_PLAINTEXT, every mechanism) and ``sasl_ssl`` (SASL_SSL, every mechanism). Spark
-through the fixture: tests/spark/test_security.py; what needs no broker:
-tests/unit/test_security.py.
+The broker: ``kafka_secure`` (tests/conftest.py, tests/support/secure_kafka.py), one KRaft
+node with listeners ``SASL`` (SASL_PLAINTEXT: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with
+Kafka's unsecured-token validator), ``SASL_TLS`` (the same over TLS), ``TLS``, ``MTLS``
+(``ssl.client.auth=required``) and ``REAUTH`` (``connections.max.reauth.ms``), and the
+StandardAuthorizer (ACL tests: tests/integration/test_acls.py). Each listener is first proven
+with confluent-kafka, then kafka_ds runs through it.
+
+The hand-written proxy (tests/support/secure_proxy.py) stays only for what a broker does not
+do on request: a wrong SCRAM server signature, and showing which SASL extensions arrived.
+Spark: tests/spark/test_security.py; what needs no broker: tests/unit/test_security.py.
 """
 from __future__ import annotations
 
@@ -25,34 +29,43 @@ from kafka_ds.errors import (
     SecurityProtocolMismatchError,
     TlsError,
 )
+from tests.support import secure_kafka
 from tests.support.secure_proxy import SecureProxy
 from tests.unit.test_security import OAUTH_MODULE, SECRET, client_config, jaas
-from tests.unit.test_security import certs, keytool_stores  # noqa: F401  (fixtures)
+from tests.unit.test_security import keytool_stores  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.integration
 
 USERS = {"alice": SECRET}
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+LISTENER_OF = {"sasl": "SASL", "sasl_ssl": "SASL_TLS", "ssl": "TLS", "mtls": "MTLS",
+               "reauth": "REAUTH"}
 
 
 # --- fixtures ------------------------------------------------------------------------
 
+class SecureListener:
+    """One listener of ``kafka_secure``: ``bootstrap_servers`` and ``port``."""
+
+    def __init__(self, cluster, kind):
+        self.cluster = cluster
+        self.kind = kind
+        self.bootstrap_servers = cluster.listener_servers(LISTENER_OF[kind])
+        self.port = int(self.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
+
+
 @pytest.fixture(scope="module")
-def proxies(certs):
-    ca = certs[0]
-    started = {}
+def proxies(kafka_secure):
+    """``proxies(kind)``: the broker's listener of that kind (``ssl``, ``mtls``, ``sasl``,
+    ``sasl_ssl``, ``reauth``). (The name is the one the tests used for the proxies.)"""
+    return lambda kind: SecureListener(kafka_secure, kind)
 
-    def get(kind):
-        if kind not in started:
-            kwargs = {"ssl": dict(tls=True), "mtls": dict(tls=True, client_auth=True),
-                      "sasl": dict(sasl=MECHANISMS, users=USERS),
-                      "sasl_ssl": dict(tls=True, sasl=MECHANISMS, users=USERS)}[kind]
-            started[kind] = SecureProxy(ca=ca, **kwargs)
-        return started[kind]
 
-    yield get
-    for proxy in started.values():
-        proxy.stop()
+@pytest.fixture(scope="module")
+def certs(kafka_secure):
+    """The broker's CA and the client certificate it trusts, as PEM files:
+    ``(None, None, paths)`` in the shape of tests/unit/test_security.py's ``certs``."""
+    return None, None, secure_kafka.cert_paths(kafka_secure.directory)
 
 
 def kds_options(kind, mechanism, paths):
@@ -185,7 +198,7 @@ def test_kafka_ds_client_reads_what_confluent_wrote(proxies, certs, kind, mechan
 
 def test_inline_pem_truststore_and_keystore(proxies, certs):
     proxy = proxies("mtls")
-    _ca, client_cert, paths = certs
+    paths = certs[2]
     params = {"security.protocol": "SSL",
               "ssl.truststore.certificates": open(paths["ca"]).read(),
               "ssl.keystore.certificate.chain": open(paths["client_cert"]).read(),
@@ -199,9 +212,10 @@ def test_encrypted_pkcs12_keystore_and_encrypted_pem_key(proxies, certs, tmp_pat
     from cryptography.hazmat.primitives.serialization import pkcs12
     from cryptography import x509
     proxy = proxies("mtls")
-    _ca, client_cert, paths = certs
-    key = serialization.load_pem_private_key(client_cert.private_key_pem.bytes(), None)
-    cert = x509.load_pem_x509_certificate(client_cert.cert_chain_pems[0].bytes())
+    paths = certs[2]
+    client_cert_pem = open(paths["client_cert"], "rb").read()
+    key = serialization.load_pem_private_key(open(paths["client_key"], "rb").read(), None)
+    cert = x509.load_pem_x509_certificate(client_cert_pem)
     p12 = tmp_path / "client.p12"
     p12.write_bytes(pkcs12.serialize_key_and_certificates(
         b"client", key, cert, None, serialization.BestAvailableEncryption(b"storepass")))
@@ -216,7 +230,7 @@ def test_encrypted_pkcs12_keystore_and_encrypted_pem_key(proxies, certs, tmp_pat
     enc.write_bytes(key.private_bytes(serialization.Encoding.PEM,
                                       serialization.PrivateFormat.PKCS8,
                                       serialization.BestAvailableEncryption(b"keypass"))
-                    + client_cert.cert_chain_pems[0].bytes())
+                    + client_cert_pem)
     params = {"security.protocol": "SSL", "ssl.truststore.location": paths["ca"],
               "ssl.keystore.type": "PEM", "ssl.keystore.location": str(enc),
               "ssl.key.password": "keypass"}
@@ -268,11 +282,11 @@ def test_wrong_password_is_a_fast_authentication_error(proxies, certs, mechanism
     assert SECRET not in text
 
 
-def test_unknown_mechanism_names_what_the_broker_offers(certs):
-    with SecureProxy(sasl=["PLAIN"], users=USERS) as proxy:
-        params = kds_options("sasl", "SCRAM-SHA-256", certs[2])
-        text = _fails_fast(_client(proxy, params), AuthenticationError, "does not enable")
-        assert "PLAIN" in text and "alice" in text
+def test_unknown_mechanism_names_what_the_broker_offers(proxies, certs):
+    proxy = proxies("reauth")    # enables PLAIN and SCRAM-SHA-512 only
+    params = kds_options("sasl", "SCRAM-SHA-256", certs[2])
+    text = _fails_fast(_client(proxy, params), AuthenticationError, "does not enable")
+    assert "PLAIN" in text and "SCRAM-SHA-512" in text and "alice" in text
 
 
 def expired_token():
@@ -288,6 +302,7 @@ def test_expired_token_is_an_authentication_error(proxies, certs):
 
 
 def test_wrong_scram_server_signature_is_refused(certs):
+    # the proxy: a broker that does not know the password's keys is what this is about
     with SecureProxy(sasl=["SCRAM-SHA-256"], users=USERS, bad_server_signature=True) as proxy:
         params = kds_options("sasl", "SCRAM-SHA-256", certs[2])
         _fails_fast(_client(proxy, params), AuthenticationError, "server signature")
@@ -321,14 +336,15 @@ def test_missing_client_certificate_is_a_tls_error(proxies, certs):
 
 
 def test_plaintext_against_a_tls_listener_points_at_security_protocol(proxies):
+    # Kafka's TLS listener answers plain text with a TLS alert, whose first bytes read as a
+    # frame size of 352 MB: recognised at once (it was waited for until Kafka closed)
     _fails_fast(_client(proxies("ssl"), {}, **{"retries": 0}),
-                (SecurityProtocolMismatchError, KafkaConnectionError), "security.protocol")
+                SecurityProtocolMismatchError, "answered with TLS.*security.protocol")
 
 
-def test_tls_against_a_plaintext_listener_points_at_security_protocol(proxies, certs):
-    tansu = proxies("ssl").tansu   # Tansu itself speaks PLAINTEXT
+def test_tls_against_a_plaintext_listener_points_at_security_protocol(kafka_secure, certs):
     params = {**kds_options("ssl", None, certs[2]), "socket.connection.setup.timeout.ms": "2000"}
-    _fails_fast(_client(tansu.bootstrap_servers, params),
+    _fails_fast(_client(kafka_secure.bootstrap_servers, params),
                 (SecurityProtocolMismatchError, TlsError), "security.protocol")
 
 
@@ -348,16 +364,21 @@ def good_token():
 
 
 def test_token_provider_and_extensions(proxies):
-    proxy = proxies("sasl")
+    """Kafka's unsecured validator takes the provider's token and the extensions (its parser
+    of the client's first message is strict); which extensions arrived, only the proxy can
+    show."""
     params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
               "sasl.oauthbearer.token.provider": "tests.integration.test_security:good_token",
               "sasl.oauthbearer.extensions": "traceId=abc,logicalCluster=lkc-1"}
     before = len(PROVIDER_CALLS)
     for _ in range(2):
-        with _client(proxy, params) as client:
+        with _client(proxies("sasl"), params) as client:
             client.list_topics()
     assert len(PROVIDER_CALLS) - before == 1       # cached until shortly before expiry
-    assert {"traceId": "abc", "logicalCluster": "lkc-1"} in proxy.seen_extensions
+    with SecureProxy(sasl=["OAUTHBEARER"], users=USERS) as proxy:
+        with _client(proxy, params) as client:
+            client.list_topics()
+        assert {"traceId": "abc", "logicalCluster": "lkc-1"} in proxy.seen_extensions
 
 
 @pytest.fixture
@@ -413,28 +434,41 @@ def test_oidc_client_credentials(proxies, token_endpoint):
     assert "spark-app" in text and "wrong-secret-123" not in text
 
 
-def test_reauthentication_before_the_session_ends(certs):
-    with SecureProxy(sasl=["SCRAM-SHA-256"], users=USERS, session_lifetime_ms=1000) as proxy:
-        params = kds_options("sasl", "SCRAM-SHA-256", certs[2])
-        with _client(proxy, params) as client:
-            client.list_topics()
-            for _ in range(3):
-                time.sleep(0.9)
-                client.list_topics()
-        assert proxy.reauthentications >= 3 and proxy.expired_closes == 0
-    # the fixture does close a connection that lets its session run out
-    with SecureProxy(sasl=["PLAIN"], users=USERS, session_lifetime_ms=300) as proxy:
-        config = client_config(kds_options("sasl", "PLAIN", certs[2]))
-        from kafka_ds.client.connection import BrokerConnection
-        from kafka_ds.protocol import messages as m
-        conn = BrokerConnection("127.0.0.1", proxy.port, security=config.security).connect()
+METADATA_ALL = {"topics": [], "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False}
+
+
+@pytest.mark.parametrize("mechanism", secure_kafka.REAUTH_MECHANISMS)
+def test_reauthentication_before_the_session_ends(proxies, certs, mechanism):
+    """The REAUTH listener announces a 1.5 s session (connections.max.reauth.ms) and closes
+    a connection that sends a request after its session ran out: one connection of kafka_ds
+    serves requests over three lifetimes (it re-authenticates), while the same connection
+    with its re-authentication switched off is closed by Kafka."""
+    from kafka_ds.client.connection import BrokerConnection
+    from kafka_ds.protocol import messages as m
+    proxy = proxies("reauth")
+    config = client_config(kds_options("sasl", mechanism, certs[2]))
+    lifetime = secure_kafka.REAUTH_MS / 1000
+    conn = BrokerConnection("127.0.0.1", proxy.port, security=config.security).connect()
+    try:
+        sock = conn._sock
+        assert conn._reauth_at is not None        # Kafka announced the session lifetime
+        deadline = time.monotonic() + 3 * lifetime + 0.5
+        while time.monotonic() < deadline:
+            time.sleep(lifetime / 3)
+            conn.request(m.METADATA, METADATA_ALL)
+            assert conn._sock is sock              # the same connection all along
+    finally:
+        conn.close()
+    conn = BrokerConnection("127.0.0.1", proxy.port, security=config.security).connect()
+    try:
         conn._reauth_at = None      # a client without KIP-368
-        time.sleep(0.4)
+        time.sleep(lifetime + 0.3)
         with pytest.raises(KafkaConnectionError):
-            conn.request(m.METADATA, {"topics": [], "allow_auto_topic_creation": False,
-                                      "include_cluster_authorized_operations": False,
-                                      "include_topic_authorized_operations": False})
-        assert proxy.expired_closes == 1
+            conn.request(m.METADATA, METADATA_ALL)
+    finally:
+        conn.close()
 
 
 # --- README -------------------------------------------------------------------------------
@@ -444,9 +478,7 @@ def test_readme_recipe_paths_over_sasl_ssl(proxies, certs, token_endpoint):
     password and an Event Hubs style connection string, a token provider (MSK IAM) and
     OIDC with extensions (Confluent Cloud OAuth)."""
     proxy = proxies("sasl_ssl")
-    connection_string = ("Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName="
-                         "RootManageSharedAccessKey;SharedAccessKey=" + SECRET + "=")
-    proxy.users["$ConnectionString"] = connection_string
+    connection_string = secure_kafka.CONNECTION_STRING   # a PLAIN user of the broker
     tls = {"security.protocol": "SASL_SSL", "ssl.truststore.location": certs[2]["ca"]}
     url, _calls = token_endpoint
     variants = [
@@ -462,7 +494,6 @@ def test_readme_recipe_paths_over_sasl_ssl(proxies, certs, token_endpoint):
     for variant in variants:
         with _client(proxy, {**tls, **variant}) as client:
             client.list_topics()
-    assert {"logicalCluster": "lkc-1", "identityPoolId": "pool-2"} in proxy.seen_extensions
 
 
 def test_without_truststore_the_system_cas_are_used(proxies):
@@ -472,23 +503,30 @@ def test_without_truststore_the_system_cas_are_used(proxies):
             client.list_topics()
 
 
-def test_sasl_against_a_listener_without_sasl_points_at_security_protocol(proxies):
-    tansu = proxies("ssl").tansu   # PLAINTEXT, no SASL
+def test_sasl_against_a_listener_without_sasl_points_at_security_protocol(kafka_secure):
     params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
               "sasl.username": "alice", "sasl.password": SECRET}
-    text = _fails_fast(_client(tansu.bootstrap_servers, params),
+    text = _fails_fast(_client(kafka_secure.bootstrap_servers, params),   # PLAINTEXT
                        (AuthenticationError, SecurityProtocolMismatchError, KafkaConnectionError),
                        "security.protocol")
     assert SECRET not in text
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_scram_names_and_passwords_as_kafka_treats_them(proxies, mechanism):
+def test_scram_names_and_passwords_as_kafka_treats_them(proxies, kafka_secure, mechanism):
     """Kafka's ScramFormatter hashes the raw UTF-8 password (no SASLprep) and escapes ',' and
-    '=' in the user name: a password SASLprep would change still logs in."""
+    '=' in the user name: a password SASLprep would change still logs in. The credential is
+    stored with AlterUserScramCredentials (confluent-kafka, as the super user)."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
     proxy = proxies("sasl")
-    user, password = "svc,team=a", "pa\u00a0ss\u00adw\u00f6rd-" + SECRET
-    proxy.users[user] = password
+    user = f"svc,team=a{mechanism[-3:]}"
+    password = "pa\u00a0ss\u00adw\u00f6rd-" + SECRET
+    info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], 4096)
+    futures = kafka_secure.admin().alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(user, info, password.encode())])
+    for future in futures.values():
+        future.result(30)
     params = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
               "sasl.username": user, "sasl.password": password}
     with _client(proxy, params) as client:

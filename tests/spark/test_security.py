@@ -1,6 +1,7 @@
-"""TLS and SASL (issue 12) in Spark: writes, reads and streams through the secure fixture
-(tests/support/secure_proxy.py, proven in tests/integration/test_security.py), secrets
-never shown, sessions re-authenticated under a long query, bad options failing the plan.
+"""TLS and SASL (issue 12) in Spark, on Apache Kafka's own listeners (``kafka_secure``,
+tests/support/secure_kafka.py, proven in tests/integration/test_security.py): writes, reads
+and streams over every listener kind, secrets never shown, a query outliving its KIP-368
+sessions, bad options failing the plan. ACLs: tests/spark/test_acls.py.
 """
 from __future__ import annotations
 
@@ -12,13 +13,11 @@ import uuid
 
 import pytest
 
-from tests.integration.test_security import (USERS, confluent_conf, confluent_consume,
+from tests.integration.test_security import (confluent_conf, confluent_consume,
                                              confluent_produce, create_topic, kds_options)
-from tests.integration.test_security import proxies  # noqa: F401  (fixture)
-from tests.support.secure_proxy import SecureProxy
+from tests.integration.test_security import certs, proxies  # noqa: F401  (fixtures)
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 from tests.unit.test_security import SECRET, jaas
-from tests.unit.test_security import certs  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +37,7 @@ def test_spark_write_read_and_stream_with_group_commits(spark, proxies, certs, t
     paths = certs[2]
     conf = confluent_conf(proxy, kind, mechanism, paths)
     topic = create_topic(conf, partitions=2)
-    # Tansu answers ListOffsets(latest) with a batch count: ask Fetch for the end instead
-    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers, "latestOffsetsVia": "fetch",
+    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers,
                **{f"kafka.{k}": v for k, v in kds_options(kind, mechanism, paths).items()}}
     rows = [(f"k{i}", f"v{i}") for i in range(10)]
     (spark.createDataFrame(rows, "key string, value string").write.format("pykafka")
@@ -90,7 +88,7 @@ def test_secret_never_in_logs_errors_explain_or_checkpoint(spark, proxies, certs
     conf = confluent_conf(proxy, "sasl", "SCRAM-SHA-256", paths)
     topic = create_topic(conf)
     confluent_produce(conf, topic, [b"x"])
-    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers, "latestOffsetsVia": "fetch",
+    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers,
                **{f"kafka.{k}": v for k, v in kds_options("sasl", "SCRAM-SHA-256",
                                                           paths).items()}}
     captured = []
@@ -131,37 +129,40 @@ def test_secret_never_in_logs_errors_explain_or_checkpoint(spark, proxies, certs
 # --- 7. OAUTHBEARER token sources, KIP-368 re-authentication ---------------------------------
 
 @pytest.mark.spark
-def test_streaming_query_outlives_its_sessions(spark, certs, tmp_path):
-    with SecureProxy(sasl=["SCRAM-SHA-512"], users=USERS, session_lifetime_ms=1500) as proxy:
-        conf = confluent_conf(proxy, "sasl", "SCRAM-SHA-512", certs[2])
-        topic = create_topic(conf)
-        options = {"kafka.bootstrap.servers": proxy.bootstrap_servers,
-                   "latestOffsetsVia": "fetch",
-                   **{f"kafka.{k}": v for k, v in
-                      kds_options("sasl", "SCRAM-SHA-512", certs[2]).items()}}
-        seen = []
-        query = (spark.readStream.format("pykafka").options(**options)
-                 .option("subscribe", topic).option("startingOffsets", "earliest")
-                 .option("kafka.group.id", f"re-{uuid.uuid4().hex[:6]}").load()
-                 .writeStream.foreachBatch(lambda df, _id: seen.extend(
-                     r.value for r in df.select("value").collect()))
-                 .option("checkpointLocation", str(tmp_path / "ck"))
-                 .trigger(processingTime="300 milliseconds").start())
-        try:
-            deadline = time.monotonic() + 90
-            while query.lastProgress is None and time.monotonic() < deadline:
-                time.sleep(0.2)    # the first micro-batch (Spark warming up) takes a while
-            for i in range(6):
-                confluent_produce(conf, topic, [f"r{i}".encode()])
-                time.sleep(0.8)
-            deadline = time.monotonic() + 60
-            while len(seen) < 6 and time.monotonic() < deadline:
-                time.sleep(0.2)
-        finally:
-            query.stop()
-        assert query.exception() is None
-        assert sorted(seen) == [f"r{i}".encode() for i in range(6)]
-        assert proxy.reauthentications >= 1 and proxy.expired_closes == 0
+def test_streaming_query_outlives_its_sessions(spark, proxies, certs, tmp_path):
+    """On the REAUTH listener (1.5 s sessions; Kafka closes a connection used after its
+    session without re-authentication): a query of several seconds reads every record.
+    That kafka_ds keeps its connections by re-authenticating, rather than by reconnecting,
+    tests/integration/test_security.py::test_reauthentication_before_the_session_ends
+    shows."""
+    proxy = proxies("reauth")
+    conf = confluent_conf(proxy, "sasl", "SCRAM-SHA-512", certs[2])
+    topic = create_topic(conf)
+    options = {"kafka.bootstrap.servers": proxy.bootstrap_servers,
+               **{f"kafka.{k}": v for k, v in
+                  kds_options("sasl", "SCRAM-SHA-512", certs[2]).items()}}
+    seen = []
+    query = (spark.readStream.format("pykafka").options(**options)
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("kafka.group.id", f"re-{uuid.uuid4().hex[:6]}").load()
+             .writeStream.foreachBatch(lambda df, _id: seen.extend(
+                 r.value for r in df.select("value").collect()))
+             .option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(processingTime="300 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 90
+        while query.lastProgress is None and time.monotonic() < deadline:
+            time.sleep(0.2)    # the first micro-batch (Spark warming up) takes a while
+        for i in range(6):
+            confluent_produce(conf, topic, [f"r{i}".encode()])
+            time.sleep(0.8)
+        deadline = time.monotonic() + 60
+        while len(seen) < 6 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert sorted(seen) == [f"r{i}".encode() for i in range(6)]
 
 
 # --- plan-time validation in Spark ------------------------------------------------

@@ -173,6 +173,8 @@ class Node:
         self.node_id = node_id
         self.port = port
         self.controller_port = controller_port
+        # extra listeners (KafkaCluster's ``listeners``): name -> port
+        self.listener_ports: dict[str, int] = {}
         self.dir = os.path.join(cluster.directory, f"node-{node_id}")
         self.properties_path = os.path.join(self.dir, "server.properties")
         self.log_path = os.path.join(self.dir, "server.log")
@@ -185,15 +187,20 @@ class Node:
 
     def write_config(self, voters: str, settings: dict):
         os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        extra = self.cluster.listeners
+        advertised = ",".join([f"PLAINTEXT://{self.address}"] + [
+            f"{name}://{HOST}:{self.listener_ports[name]}" for name in extra])
+        protocols = ",".join(["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+                             + [f"{name}:{protocol}" for name, protocol in extra.items()])
         config = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{self.address},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.address}",
+            "listeners": f"{advertised},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": protocols,
             "log.dirs": os.path.join(self.dir, "data"),
             **settings,
         }
@@ -216,7 +223,7 @@ class Node:
     def format_storage(self) -> subprocess.Popen:
         return subprocess.Popen(
             self._java("kafka.tools.StorageTool", "format", "-t", self.cluster.cluster_id,
-                       "-c", self.properties_path),
+                       "-c", self.properties_path, *self.cluster.format_args),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_jvm_environment())
 
     def start(self):
@@ -283,7 +290,15 @@ class KafkaCluster(_Broker):
 
     def __init__(self, nodes: int = 1, version: str = DEFAULT_VERSION, *,
                  settings: dict | None = None, owner_pid: int | None = None,
-                 start_timeout: float = 120.0, name: str | None = None):
+                 start_timeout: float = 120.0, name: str | None = None,
+                 listeners: dict | None = None, format_args: tuple = (),
+                 prepare=None, ready=None, heap: str | None = None):
+        """``listeners``: extra listeners besides PLAINTEXT (inter-broker, the suite's admin)
+        and CONTROLLER, ``{name: security protocol}``, each on a free port of every node
+        (:meth:`listener_servers`). ``format_args``: extra ``kafka-storage format``
+        arguments (e.g. ``--add-scram``). ``prepare(cluster) -> dict``: called before the
+        configs are written (files in ``cluster.directory``), its settings are added;
+        ``ready(cluster)``: called once the nodes answer (e.g. to create ACLs)."""
         if name:
             self.name = name
         super().__init__()
@@ -291,12 +306,17 @@ class KafkaCluster(_Broker):
         self.directory = self._tmpdir
         self.owner_pid = owner_pid or os.getpid()
         self.owned = True
-        self.heap = HEAP.get(nodes, "384m")
+        self.heap = heap or HEAP.get(nodes, "384m")
         self.cluster_id = _random_cluster_id()
         self.classpath = classpath(version)
+        self.listeners = dict(listeners or {})
+        self.format_args = tuple(format_args)
+        self._prepare, self._ready = prepare, ready
         self.settings = {**COMMON_SETTINGS, **_replication_settings(nodes), **(settings or {})}
         self.nodes = [Node(self, node_id, free_port(), free_port())
                       for node_id in range(1, nodes + 1)]
+        for node in self.nodes:
+            node.listener_ports = {name: free_port() for name in self.listeners}
         self.log_path = self.nodes[0].log_path
         self.bootstrap_servers = ",".join(node.address for node in self.nodes)
         self.broker_ids = [node.node_id for node in self.nodes]
@@ -311,6 +331,8 @@ class KafkaCluster(_Broker):
     def _start(self, start_timeout: float):
         started = time.monotonic()
         voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in self.nodes)
+        if self._prepare is not None:
+            self.settings.update(self._prepare(self))
         for node in self.nodes:
             node.write_config(voters, self.settings)
         formats = [(node, node.format_storage()) for node in self.nodes]
@@ -322,6 +344,8 @@ class KafkaCluster(_Broker):
         for node in self.nodes:
             node.start()
         self.wait_ready(start_timeout - (time.monotonic() - started))
+        if self._ready is not None:
+            self._ready(self)
         self.start_seconds = time.monotonic() - started
 
     def wait_ready(self, timeout: float = 60.0, nodes: list[Node] | None = None):
@@ -347,6 +371,20 @@ class KafkaCluster(_Broker):
                 raise BrokerError(f"{self.name} not ready after {timeout:.0f}s: {last!r}\n"
                                   f"{waiting[0].log_tail()}")
             time.sleep(0.1)
+
+    def listener_servers(self, name: str) -> str:
+        """``host:port,...`` of the extra listener ``name`` on every node."""
+        return ",".join(f"{HOST}:{node.listener_ports[name]}" for node in self.nodes)
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the nodes' JVMs (from /proc), for the suite's README."""
+        total = 0
+        for node in self.nodes:
+            with contextlib.suppress(OSError, ValueError), \
+                    open(f"/proc/{node.java_pid}/status") as status:
+                total += next(int(line.split()[1]) * 1024 for line in status
+                              if line.startswith("VmRSS:"))
+        return total
 
     def node(self, node_id: int) -> Node:
         return next(node for node in self.nodes if node.node_id == node_id)
@@ -445,8 +483,10 @@ class KafkaCluster(_Broker):
         return {"name": self.name, "version": self.version, "directory": self.directory,
                 "owner_pid": self.owner_pid, "cluster_id": self.cluster_id,
                 "start_seconds": round(getattr(self, "start_seconds", 0.0), 1),
+                "heap": self.heap, "listeners": self.listeners,
                 "nodes": [{"node_id": n.node_id, "port": n.port,
-                           "controller_port": n.controller_port, "java_pid": n.java_pid}
+                           "controller_port": n.controller_port, "java_pid": n.java_pid,
+                           "listener_ports": n.listener_ports}
                           for n in self.nodes]}
 
     @classmethod
@@ -462,13 +502,17 @@ class KafkaCluster(_Broker):
         cluster.cluster_id = state["cluster_id"]
         cluster.start_seconds = state.get("start_seconds", 0.0)
         cluster.owned = False
-        cluster.heap = HEAP.get(len(state["nodes"]), "384m")
+        cluster.heap = state.get("heap") or HEAP.get(len(state["nodes"]), "384m")
+        cluster.listeners = dict(state.get("listeners") or {})
+        cluster.format_args = ()
+        cluster._prepare = cluster._ready = None
         cluster.classpath = ""
         cluster.settings = {}
         cluster.nodes = []
         for entry in state["nodes"]:
             node = Node(cluster, entry["node_id"], entry["port"], entry["controller_port"])
             node.java_pid = entry["java_pid"]
+            node.listener_ports = dict(entry.get("listener_ports") or {})
             cluster.nodes.append(node)
         cluster.log_path = cluster.nodes[0].log_path
         cluster.bootstrap_servers = ",".join(node.address for node in cluster.nodes)

@@ -203,3 +203,18 @@ def test_security_page_has_the_security_option_table():
     from kafka_ds.options.tables import security_section
     page = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "security.md")).read()
     assert security_section() in page, "regenerate with python docs/generate.py"
+
+
+def test_unsecured_token_times_are_whole_seconds():
+    """Apache Kafka's unsecured validator refused about half of the tokens whose ``iat`` was
+    the current time with a fraction (tests/integration/test_security.py's OAUTHBEARER runs
+    on Apache Kafka showed it); whole seconds, not later than now, are always taken."""
+    import base64
+    import json
+    import time
+    from kafka_ds.client.security.oauth import unsecured_jwt
+    before = time.time()
+    payload = unsecured_jwt("alice", lifetime_s=60).split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert isinstance(claims["iat"], int) and isinstance(claims["exp"], int)
+    assert claims["iat"] <= before and claims["exp"] == claims["iat"] + 60

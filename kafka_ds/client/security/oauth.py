@@ -20,10 +20,14 @@ def _b64url(data: bytes) -> str:
 
 
 def unsecured_jwt(sub: str, lifetime_s: int = 3600, claims=(), now: float | None = None) -> str:
-    """An unsecured JWT (alg none), like Kafka's OAuthBearerUnsecuredLoginCallbackHandler."""
-    now = time.time() if now is None else now
+    """An unsecured JWT (alg none), like Kafka's OAuthBearerUnsecuredLoginCallbackHandler.
+
+    ``iat`` and ``exp`` are whole seconds (RFC 7519 NumericDate as brokers write them):
+    Apache Kafka's unsecured validator refused about half of the tokens whose ``iat`` was
+    the current time with a fraction ("issued at" after its clock once rounded)."""
+    now = int(time.time() if now is None else now)
     header = {"alg": "none"}
-    payload = {"iat": now, "exp": now + lifetime_s, "sub": sub}
+    payload = {"iat": now, "exp": now + int(lifetime_s), "sub": sub}
     payload.update(dict(claims))
     return (_b64url(json.dumps(header, separators=(",", ":")).encode()) + "."
             + _b64url(json.dumps(payload, separators=(",", ":")).encode()) + ".")
