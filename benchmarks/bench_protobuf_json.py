@@ -75,10 +75,10 @@ def run(name, ours, theirs, chunks, repeat, extra=None):
     ours_s = theirs_s = extra_s = 0.0
     extra_n = 0
     for k, (chunk, array) in enumerate(chunks):
-        ours_s += best(lambda: ours(array), repeat)
-        theirs_s += best(lambda: [theirs(v, CTX) for v in chunk], repeat)
+        ours_s += best(lambda array=array: ours(array), repeat)
+        theirs_s += best(lambda chunk=chunk: [theirs(v, CTX) for v in chunk], repeat)
         if extra is not None and k % 10 == 0:
-            extra_s += best(lambda: [extra(v, CTX) for v in chunk], 1)
+            extra_s += best(lambda chunk=chunk: [extra(v, CTX) for v in chunk], 1)
             extra_n += len(chunk)
     n = sum(len(c) for c, _ in chunks)
     out = {"format": name, "records": n, "kafka_ds_rows_per_s": n / ours_s,

@@ -176,7 +176,7 @@ def aiokafka_read(bootstrap: str, topic: str, records: int, value_size: int = VA
                 batches = await consumer.getmany(timeout_ms=1000, max_records=100_000)
                 for messages in batches.values():
                     for msg in messages:
-                        msg.key
+                        msg.key  # noqa: B018 (the peer decodes on access)
                         value_bytes += len(msg.value)
                     seen += len(messages)
             elapsed = time.perf_counter() - started
@@ -264,9 +264,9 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
     for action in ("count", "noop"):
         for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
             if action == "count":
-                timed = best_timed(repeat, lambda: reader.load().count(), cluster, spark)
+                timed = best_timed(repeat, lambda reader=reader: reader.load().count(), cluster, spark)
             else:
-                timed = best_timed(repeat, lambda: reader.load().write.format(
+                timed = best_timed(repeat, lambda reader=reader: reader.load().write.format(
                     "noop").mode("overwrite").save(), cluster, spark)
             results[(label, action)] = timed.seconds
             if cpu is not None:

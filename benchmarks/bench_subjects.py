@@ -96,8 +96,9 @@ def bench(fmt, registry, records, batch, repeat):
         split = [pa.array(chunk[k::2], pa.binary()) for k in (0, 1)]   # Order, Payment rows
         result = codec.decode(mixed)                  # warm: every schema fetched once
         assert not len(result.bad_rows), result.reasons[:1]
-        ours_s += best(lambda: codec.decode(mixed), repeat)
-        peer_s += best(lambda: [c.decode(a) for c, a in zip(codec.codecs, split)], repeat)
+        ours_s += best(lambda mixed=mixed: codec.decode(mixed), repeat)
+        peer_s += best(lambda split=split: [c.decode(a) for c, a in zip(codec.codecs, split, strict=True)],
+                       repeat)
     return ours_s, peer_s
 
 

@@ -154,7 +154,7 @@ def bench_confluent(broker, keys, values, partitions, codec):
 
     produce = producer.produce
     with Timed(broker) as timed:
-        for i, (key, value) in enumerate(zip(keys, values)):
+        for i, (key, value) in enumerate(zip(keys, values, strict=True)):
             while True:
                 try:
                     produce(topic, value, key, on_delivery=on_delivery)

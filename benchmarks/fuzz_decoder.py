@@ -97,7 +97,7 @@ def _v2_batch(rng, codec, base_offset, *, headers=False, transactional=False, pi
                        for i in range(n)], pa.binary())
     hdrs = None
     if headers:
-        hdrs = [[("h%d" % j, None if j == 1 else b"v" * j) for j in range(i % 3)]
+        hdrs = [[(f"h{j}", None if j == 1 else b"v" * j) for j in range(i % 3)]
                 for i in range(n)]
     return encode_record_batch(keys=keys, values=values, headers=hdrs, base_offset=base_offset,
                                compression=codec, producer_id=pid,

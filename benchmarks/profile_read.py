@@ -99,8 +99,8 @@ def spark_times(spark, bootstrap: str, topic: str, records: int, repeat: int = 3
                .option("partitions", br.PARTITIONS).option("topic", topic))
     out = {}
     for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
-        out[(label, "count")] = br.best_of(repeat, lambda: reader.load().count())
-        out[(label, "noop")] = br.best_of(repeat, lambda: reader.load().write.format(
+        out[(label, "count")] = br.best_of(repeat, lambda reader=reader: reader.load().count())
+        out[(label, "noop")] = br.best_of(repeat, lambda reader=reader: reader.load().write.format(
             "noop").mode("overwrite").save())
     return out
 

@@ -67,7 +67,7 @@ class _GeneralDecoder:
         values = []
         view = memoryview(data)
         read, convert = fastavro.schemaless_reader, self.convert
-        for row, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+        for row, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
             stream = io.BytesIO(view[start:end])
             try:
                 value = read(stream, self.writer, self.reader, return_named_type=True)

@@ -99,7 +99,7 @@ class FlatPlan:
         decoded = [self._read_step(state, step) for step in self.steps]
         state.fail(~state.bad & (state.pos < ends),
                    lambda rows: [f"trailing bytes: the record ends {e - p} bytes before its payload"
-                                 for p, e in zip(state.pos[rows].tolist(), ends[rows].tolist())])
+                                 for p, e in zip(state.pos[rows].tolist(), ends[rows].tolist(), strict=True)])
         columns = [self._column(state, out, decoded) for out in self.outputs]
         if not self.is_record:
             column = columns[0]
@@ -331,10 +331,10 @@ def build_plan(writer: dict, reader: dict) -> FlatPlan | None:
     if None in reader_types or None in writer_types:
         return None
     arrow_type = spark_to_arrow(avro_to_spark(reader)[0])
-    steps = [_Step(wt, f["name"]) for f, wt in zip(writer["fields"], writer_types)]
+    steps = [_Step(wt, f["name"]) for f, wt in zip(writer["fields"], writer_types, strict=True)]
     by_name = {f["name"]: i for i, f in enumerate(writer["fields"])}
     outputs = []
-    for index, (field, rt) in enumerate(zip(reader["fields"], reader_types)):
+    for index, (field, rt) in enumerate(zip(reader["fields"], reader_types, strict=True)):
         source = next((by_name[name] for name in _field_names(field) if name in by_name), None)
         out = _Output(field["name"], rt, arrow_type.field(index).type, step=source)
         if source is None:

@@ -123,7 +123,7 @@ class SeveralSubjectsEncoder:
                 f"set; with '{self.column}Subjects' exactly one must be, naming the subject "
                 f"({', '.join(self.subjects)}) it is written with ({len(wrong)} such rows)")
         groups = []                              # (rows, their encoded values)
-        for codec, child, rows in zip(self.codecs, children, set_fields):
+        for codec, child, rows in zip(self.codecs, children, set_fields, strict=True):
             index = np.flatnonzero(rows)
             if index.size:
                 groups.append((index, codec.encode(child.take(pa.array(index)))))

@@ -115,7 +115,7 @@ def split_frames(values: pa.Array, framed: bool = True) -> Frames:
     reasons = []
     if bad_rows.size:
         for row, length, byte in zip(bad_rows.tolist(), lengths[bad_rows].tolist(),
-                                     first[bad_rows].tolist()):
+                                     first[bad_rows].tolist(), strict=True):
             if length < HEADER_SIZE:
                 reasons.append(f"not framed: {length} bytes, shorter than the 5-byte "
                                "Confluent header")

@@ -93,7 +93,7 @@ class FlatObjectEncoder:
             if pc.any(escaped).as_py():
                 rows = np.flatnonzero(escaped.to_numpy(zero_copy_only=False))
                 replaced = text.to_pylist()
-                for row, value in zip(rows.tolist(), column.take(rows).to_pylist()):
+                for row, value in zip(rows.tolist(), column.take(rows).to_pylist(), strict=True):
                     replaced[row] = _dumps(value)
                 text = pa.array(replaced, pa.string())
         return text.fill_null("null")

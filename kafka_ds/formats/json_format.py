@@ -105,7 +105,7 @@ class JsonCodec:
         frames = split_frames(values, self.framed)
         n = len(values)
         bad = {}   # row -> (reason, schema id)
-        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons, strict=True):
             bad[row] = (reason, -1)
         ok = frames.readable.copy()
         if self.framed:
@@ -157,7 +157,7 @@ class JsonCodec:
         else:
             data = frames.data.tobytes()
             text = b"\n".join([data[s:e] for s, e in zip(frames.starts[rows].tolist(),
-                                                           frames.ends[rows].tolist())])
+                                                           frames.ends[rows].tolist(), strict=True)])
         try:
             table = pa_json.read_json(io.BytesIO(text), read_options=_READ_OPTIONS,
                                       parse_options=self._parse_options)

@@ -165,7 +165,7 @@ class ProtobufCodec:
             reasons.append(reason)
             bad_ids.append(schema_id)
 
-        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons, strict=True):
             bad(row, reason)
         ok_rows = np.flatnonzero(frames.readable)
         starts = frames.starts
@@ -203,11 +203,11 @@ class ProtobufCodec:
             row_starts = starts[rows].tolist()
             row_ends = ends[rows].tolist()
             try:   # all good: one comprehension; else row by row, naming the bad ones
-                messages = [parse(buffer[s:e]) for s, e in zip(row_starts, row_ends)]
+                messages = [parse(buffer[s:e]) for s, e in zip(row_starts, row_ends, strict=True)]
                 good = rows
             except (DecodeError, RecursionError):
                 messages, good = [], []
-                for row, s, e in zip(rows, row_starts, row_ends):
+                for row, s, e in zip(rows, row_starts, row_ends, strict=True):
                     try:
                         messages.append(parse(buffer[s:e]))
                         good.append(row)
@@ -239,7 +239,7 @@ class ProtobufCodec:
             array, is_bad, why = decoder.decode(data, starts[rows], ends[rows])
         except NeedsRuntime:
             return False
-        for row, reason in zip(rows[is_bad].tolist(), why[is_bad].tolist()):
+        for row, reason in zip(rows[is_bad].tolist(), why[is_bad].tolist(), strict=True):
             bad(row, reason, schema_id)
         if not is_bad.all():
             pieces.append(array.filter(pa.array(~is_bad)) if is_bad.any() else array)
@@ -250,7 +250,7 @@ class ProtobufCodec:
     def _build_row_by_row(writer, messages, rows, schema_id, pieces, piece_rows, bad):
         """The slow path when a group's columns cannot be built: find the rows at fault."""
         built, good = [], []
-        for row, message in zip(rows, messages):
+        for row, message in zip(rows, messages, strict=True):
             try:
                 built.append(writer.build([message]))
                 good.append(row)

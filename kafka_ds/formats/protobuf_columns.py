@@ -223,7 +223,8 @@ def _column(f, arrow_type, seen, raw, begins, rows) -> pa.Array:
                 before = int(rows.bad.sum())
                 rows.check_utf8(checked, starts[checked], lengths[checked], f.desc.name)
                 if int(rows.bad.sum()) == before:
-                    raise NeedsRuntime("Arrow refused a string the UTF-8 check accepted")
+                    raise NeedsRuntime(
+                        "Arrow refused a string the UTF-8 check accepted") from None
                 return _column(f, arrow_type, seen, np.where(rows.bad, 0, raw), begins, rows)
         return array
     if kind == _T.TYPE_BOOL:

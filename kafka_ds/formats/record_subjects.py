@@ -106,7 +106,7 @@ def member_type_names(type_names) -> tuple[str, ...]:
     dots where two share one (as for Avro)."""
     short = [name.rpartition(".")[2] for name in type_names]
     return tuple(s if short.count(s) == 1 else name.replace(".", "_")
-                 for s, name in zip(short, type_names))
+                 for s, name in zip(short, type_names, strict=True))
 
 
 class SubjectsCodec:
@@ -137,12 +137,12 @@ class SubjectsCodec:
     @property
     def spark_type(self) -> str:
         return "struct<" + ",".join(f"{name}:{codec.spark_type}"
-                                    for name, codec in zip(self.names, self.codecs)) + ">"
+                                    for name, codec in zip(self.names, self.codecs, strict=True)) + ">"
 
     @property
     def arrow_type(self) -> pa.StructType:
         return pa.struct([pa.field(name, codec.arrow_type)
-                          for name, codec in zip(self.names, self.codecs)])
+                          for name, codec in zip(self.names, self.codecs, strict=True)])
 
     def renamed(self, names) -> SubjectsCodec:
         return SubjectsCodec(self.format, self.subjects, self.type_names, self.codecs,
@@ -204,7 +204,7 @@ class SubjectsCodec:
         frames = split_frames(values, True)
         n = len(values)
         bad = {}   # row -> (reason, schema id)
-        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons, strict=True):
             bad[row] = (reason, -1)
         member = np.full(n, -1, np.int64)
         rows = np.flatnonzero(frames.readable)
@@ -249,7 +249,7 @@ class SubjectsCodec:
                 sub_ids = (np.asarray(result.schema_ids, np.int32)
                            if result.schema_ids is not None else np.full(len(local), -1))
                 for row, reason, schema_id in zip(taken[local].tolist(), result.reasons,
-                                                  sub_ids.tolist()):
+                                                  sub_ids.tolist(), strict=True):
                     bad[row] = (reason, schema_id)
                 member[taken[local]] = -1
             if whole:

@@ -170,7 +170,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 if n:
                     if n < batch.num_rows:
                         batch = batch.slice(0, n)
-                    added = dict(zip(("topic", "partition"), partition_columns(n)))
+                    added = dict(zip(("topic", "partition"), partition_columns(n), strict=True))
                     columns = [added[name] if name in added else batch.column(name)
                                for name in schema.names]
                     batch = pa.RecordBatch.from_arrays(columns, schema=schema)

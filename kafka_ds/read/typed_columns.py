@@ -106,7 +106,7 @@ class TypedColumns:
             if self.permissive:
                 errors.append((error_column(typed.name),
                                _error_array(raw, bad_rows, reasons, schema_ids)))
-        fields = [pa.field(name, array.type) for name, array in zip(names, arrays)]
+        fields = [pa.field(name, array.type) for name, array in zip(names, arrays, strict=True)]
         fields += [pa.field(name, array.type) for name, array in errors]
         return pa.RecordBatch.from_arrays(arrays + [array for _, array in errors],
                                           schema=pa.schema(fields))
@@ -165,7 +165,7 @@ def _error_array(raw, bad_rows, reasons, schema_ids):
     mask[bad_rows] = False
     reason_list = [None] * n
     id_values = np.zeros(n, dtype=np.int32)
-    for row, reason, schema_id in zip(bad_rows.tolist(), reasons, schema_ids.tolist()):
+    for row, reason, schema_id in zip(bad_rows.tolist(), reasons, schema_ids.tolist(), strict=True):
         reason_list[row] = reason
         id_values[row] = schema_id
     ids = pa.array(id_values, pa.int32(), mask=mask | (id_values < 0))

@@ -267,7 +267,7 @@ def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, fi
                 f"struct of as many fields, one per subject in that order (it is "
                 f"{field.dataType.simpleString()})")
         codecs = []
-        for member, (subject, name, schema) in zip(members, listed):
+        for member, (subject, name, schema) in zip(members, listed, strict=True):
             schema, problem, codec = _subject_member(spec, client, member, field.name,
                                                      schema, name)
             if problem is not None:

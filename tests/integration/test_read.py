@@ -46,7 +46,7 @@ class Dataset:
             # multi-record batch (tests/README.md, Tansu deviation 1).
             offsets = produce_confluent(self.bootstrap, topic, records, compression=codec,
                                         partition=partition, **{"batch.num.messages": 1})
-            for r, (_p, offset) in zip(records, offsets):
+            for r, (_p, offset) in zip(records, offsets, strict=True):
                 self.rows.append((r["key"], r["value"], topic, partition, offset,
                                   dt.datetime.fromtimestamp(r["timestamp_ms"] / 1000, dt.timezone.utc),
                                   0, [(k, v) for k, v in r["headers"]] if r["headers"] else None))

@@ -36,7 +36,7 @@ class Topic:
             offsets = produce_confluent(broker.bootstrap_servers, self.name, records,
                                         partition=partition, **batching)
             self.records[partition] = [(o, r["timestamp_ms"])
-                                       for (_p, o), r in zip(offsets, records)]
+                                       for (_p, o), r in zip(offsets, records, strict=True)]
 
     def scan(self, partition, timestamp, missing):
         """The first offset at or after ``timestamp``, else ``missing``."""

@@ -53,7 +53,7 @@ def read_committed_both(bootstrap, topic):
     for rng in reader.partitions():
         for batch in read_range(reader.opts, rng):
             ours += zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                        batch.column("value").to_pylist())
+                        batch.column("value").to_pylist(), strict=True)
     theirs = [(m.partition, m.offset, m.value)
               for m in consume_confluent(bootstrap, topic, timeout=60,
                                          **{"isolation.level": "read_committed"})]

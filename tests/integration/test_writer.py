@@ -12,6 +12,7 @@ import collections
 import struct
 import threading
 import time
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -261,7 +262,7 @@ def test_null_keys_are_sticky(broker, new_topic):
     partition_of = {int(m.value[:8]): m.partition for m in msgs}
     sequence = [partition_of[i] for i in range(1000)]
     runs = [1]
-    for a, b in zip(sequence, sequence[1:]):
+    for a, b in pairwise(sequence):
         if a == b:
             runs[-1] += 1
         else:

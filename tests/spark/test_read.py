@@ -211,7 +211,7 @@ def _topic_with_a_later_batch_written_first(broker, deadline_s=90.0):
         done = threading.Event()
         produced = []
 
-        def produce(batch, count, again, delay=0.0):
+        def produce(batch, count, again, delay=0.0, topic=topic, produced=produced, done=done):
             time.sleep(delay)
             client = KafkaClient(broker.bootstrap_servers)
             try:

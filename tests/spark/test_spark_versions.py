@@ -61,7 +61,7 @@ def spark_venvs():
             [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--upgrade", "--no-compile",
              "--target", str(site), f"pyspark=={version}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for version, (python, site, began, proc) in running.items():
+    for version, (python, _site, began, proc) in running.items():
         out, _ = proc.communicate(timeout=1800)
         took = round(time.monotonic() - began, 1)
         error = None if proc.returncode == 0 else out[-3000:]

@@ -338,7 +338,7 @@ def test_every_bad_record_reason_fails_fast_or_reads_as_null(spark, broker, new_
     permissive = read(spark, broker, topic, mode="PERMISSIVE", **options).orderBy("offset")
     rows = permissive.select("offset", "value", "valueError").collect()
     assert rows[0].value.asDict() == {"id": 1, "name": "a"} and rows[0].valueError is None
-    for row, reason, raw in zip(rows[1:], reasons, values[1:]):
+    for row, reason, raw in zip(rows[1:], reasons, values[1:], strict=True):
         assert row.value is None
         assert reason in row.valueError.reason, (reason, row.valueError.reason)
         assert bytes(row.valueError.raw) == raw

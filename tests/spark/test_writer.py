@@ -64,7 +64,7 @@ class Dataset:
         self.rows = {}   # match id (value, or key of a tombstone) -> expectation
         for i, key, value, headers, partition, ts in zip(
                 *(table.column(c).to_pylist() for c in
-                  ("id", "key", "value", "headers", "partition", "timestamp"))):
+                  ("id", "key", "value", "headers", "partition", "timestamp")), strict=True):
             if partition is None and key is not None:
                 partition = java_partition(key, PARTITIONS)
             self.rows[value if value is not None else key] = (

@@ -103,7 +103,7 @@ class _Mock:
 
     def _res(self, err):
         if err:
-            return "err %d %s" % (err, self.lib.rd_kafka_err2str(err).decode())
+            return f"err {err} {self.lib.rd_kafka_err2str(err).decode()}"
         return "ok"
 
     def handle(self, words):
@@ -133,16 +133,16 @@ class _Mock:
             return "ok"
         if cmd == "apiversion":
             return self._res(lib.rd_kafka_mock_set_apiversion(mc, int(a[0]), int(a[1]), int(a[2])))
-        return "err -1 unknown command %r" % cmd
+        return "err -1 unknown command {!r}".format(cmd)
 
 
 def run_mock(libpath, num_brokers):
     try:
         mock = _Mock(libpath, num_brokers)
     except Exception as e:  # report start-up failure on the protocol line
-        print("fail %s" % e, flush=True)
+        print("fail {}".format(e), flush=True)
         return 1
-    print("bootstrap %s" % mock.bootstraps, flush=True)
+    print("bootstrap {}".format(mock.bootstraps), flush=True)
     try:
         for line in sys.stdin:
             words = line.split()
@@ -153,7 +153,7 @@ def run_mock(libpath, num_brokers):
             try:
                 reply = mock.handle(words)
             except (IndexError, ValueError) as e:
-                reply = "err -1 bad arguments: %s" % e
+                reply = "err -1 bad arguments: {}".format(e)
             print(reply, flush=True)
     finally:
         mock.destroy()
@@ -165,7 +165,7 @@ def run_guard(logfile, cmd):
     log = open(logfile, "ab", buffering=0)
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             preexec_fn=_set_pdeathsig)  # safe: this process has one thread
-    print("pid %d" % proc.pid, flush=True)
+    print(f"pid {proc.pid}", flush=True)
     eof = threading.Event()
 
     def _wait_stdin():

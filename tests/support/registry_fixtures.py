@@ -200,6 +200,6 @@ def assert_decode_contract(result, values):
     assert len(decoded) == len(values)
     bad = result.bad_rows.tolist()
     assert len(set(bad)) == len(bad) == len(result.reasons) == len(result.schema_ids)
-    for row, (value, out) in enumerate(zip(values, decoded)):
+    for row, (value, out) in enumerate(zip(values, decoded, strict=True)):
         assert (out is None) == (value is None or row in bad), (row, value, out)
     return decoded

@@ -484,7 +484,7 @@ def flat_schema_and_records(draw):
     kinds = draw(st.lists(st.sampled_from(sorted(_FLAT_VALUES)), min_size=1, max_size=8))
     nullable = draw(st.lists(st.sampled_from([None, 0, 1]), min_size=len(kinds), max_size=len(kinds)))
     fields, strategies = [], {}
-    for i, (kind, null_at) in enumerate(zip(kinds, nullable)):
+    for i, (kind, null_at) in enumerate(zip(kinds, nullable, strict=True)):
         avro_type = _avro_type(kind)
         value = _FLAT_VALUES[kind]
         if null_at is not None:

@@ -269,7 +269,7 @@ def flat_cases(draw):
     kinds = [draw(st.sampled_from(KINDS)) for _ in range(count)]
     unions = [draw(st.sampled_from([None, 0, 1])) for _ in range(count)]
     fields, arrow_fields, value_strategies = [], [], []
-    for i, ((avro_type, arrow_type, values), null_index) in enumerate(zip(kinds, unions)):
+    for i, ((avro_type, arrow_type, values), null_index) in enumerate(zip(kinds, unions, strict=True)):
         if null_index is not None:
             avro_type = ["null", avro_type] if null_index == 0 else [avro_type, "null"]
             values = st.none() | values

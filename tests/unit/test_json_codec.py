@@ -157,7 +157,7 @@ def test_bad_rows_of_every_kind():
               header + b"{\"id\": 1, \"id\": 2}", header + b"{\"day\": \"2024-02-30\"}",
               header + b"{\"id\": 9223372036854775808}", good]
     result = _codec(lookup).decode(pa.array(values, pa.binary()))
-    reasons = dict(zip(result.bad_rows.tolist(), result.reasons))
+    reasons = dict(zip(result.bad_rows.tolist(), result.reasons, strict=True))
     assert sorted(reasons) == list(range(2, 15))
     assert reasons[2] == "not framed: 2 bytes, shorter than the 5-byte Confluent header"
     assert reasons[3] == "not framed: magic byte 2 (expected 0)"
@@ -265,7 +265,7 @@ _json_text = st.recursive(
                 max_size=10))
 def test_fuzz_decode_never_raises(values):
     result = FUZZ_CODEC.decode(pa.array(values, pa.binary()))
-    for row, (value, decoded) in enumerate(zip(values, assert_decode_contract(result, values))):
+    for value, decoded in zip(values, assert_decode_contract(result, values), strict=True):
         if decoded is not None:   # the batch reader agrees with the per-record reader
             alone = FUZZ_CODEC.decode(pa.array([value, REFUSED], pa.binary()))
             assert alone.bad_rows.tolist() == [1]

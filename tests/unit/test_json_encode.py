@@ -132,8 +132,8 @@ def flat_objects(draw):
     kinds = [draw(st.sampled_from(sorted(KINDS))) for _ in names]
     nullable = [draw(st.booleans()) for _ in names]
     properties = {n: {"type": ["null", k] if opt else k}
-                  for n, k, opt in zip(names, kinds, nullable)}
-    row = st.fixed_dictionaries({n: st.none() | KINDS[k][1] for n, k in zip(names, kinds)})
+                  for n, k, opt in zip(names, kinds, nullable, strict=True)}
+    row = st.fixed_dictionaries({n: st.none() | KINDS[k][1] for n, k in zip(names, kinds, strict=True)})
     rows = draw(st.lists(st.none() | row, max_size=20))
     return {"type": "object", "properties": properties}, rows
 

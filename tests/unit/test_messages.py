@@ -363,7 +363,7 @@ def to_aiokafka(schema, fields, value, version):
     fields = present(fields, version)
     assert len(fields) == len(schema.fields), (schema.names, [f.name for f in fields])
     out = []
-    for fld, type_ in zip(fields, schema.fields):
+    for fld, type_ in zip(fields, schema.fields, strict=True):
         v = value[fld.snake]
         if isinstance(type_, Array) and fld.fields and v is not None:
             if isinstance(type_.array_of, Schema):
@@ -377,7 +377,7 @@ def to_aiokafka(schema, fields, value, version):
 
 def from_aiokafka(schema, fields, values, version):
     out = {}
-    for fld, type_, v in zip(present(fields, version), schema.fields, values):
+    for fld, type_, v in zip(present(fields, version), schema.fields, values, strict=True):
         if isinstance(type_, Array) and fld.fields and v is not None:
             if isinstance(type_.array_of, Schema):
                 v = [from_aiokafka(type_.array_of, fld.fields, item, version) for item in v]

@@ -135,7 +135,8 @@ def _everything(classes, **overrides):
 
 def _expected(message):
     """What spark-protobuf-style reading of the test message gives, field by field."""
-    inner = (lambda m: {"x": m.x, "y": m.y})
+    def inner(m):
+        return {"x": m.x, "y": m.y}
     present = message.HasField
     return {
         "i32": message.i32, "s32": message.s32, "sf32": message.sf32,
@@ -276,7 +277,7 @@ def test_bad_rows_of_every_kind():
         b"\x00\x00\x00\x00\x01\x02\x08", b"\x00\x00\x00\x00\x01\x04\x00", old]
     result = codec.decode(pa.array(values, pa.binary()))
     assert result.bad_rows.tolist() == [2, 3, 4, 5, 6, 7, 8, 9]
-    reasons = dict(zip(result.bad_rows.tolist(), result.reasons))
+    reasons = dict(zip(result.bad_rows.tolist(), result.reasons, strict=True))
     assert reasons[2].startswith("not framed: 2 bytes")
     assert reasons[3] == "not framed: magic byte 1 (expected 0)"
     assert reasons[4].startswith("invalid Protobuf payload (truncated or corrupt)")

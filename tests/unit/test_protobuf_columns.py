@@ -160,7 +160,7 @@ def test_confluent_deserializer_agrees():
     assert result.bad_rows.tolist() == []
     deserialize = ProtobufDeserializer(M, {"use.deprecated.format": False})
     theirs = [deserialize(f, ctx) for f in framed]
-    for row, message in zip(result.array.to_pylist(), theirs):
+    for row, message in zip(result.array.to_pylist(), theirs, strict=True):
         assert row == {"a": message.a, "b": message.b, "c": message.c, "d": message.d,
                        "e": message.e, "f": message.f, "g": message.g,
                        "h": message.h if message.HasField("h") else None,

@@ -185,7 +185,7 @@ def test_generated_flat_messages_equal_the_runtime_and_confluent(case, cut):
     fields, rows = case
     proto = file_proto(f"gen{next(_files)}.proto", {"M": fields})
     # declared numbers follow the list; renumber so declaration order != number order
-    for number, field in zip(range(len(fields), 0, -1), proto.message_type[0].field):
+    for number, field in zip(range(len(fields), 0, -1), proto.message_type[0].field, strict=True):
         field.number = number
     classes = message_classes(proto)
     client = MockSchemaRegistryClient({"url": "mock://protobuf-encode-property"})

@@ -62,7 +62,7 @@ def test_varint_sizes_match_the_scalar_primitive():
     expected = [p.varint_size(v) for v in EDGES]
     assert varint_sizes(values, zigzag=True).tolist() == expected
     assert varint_sizes(zigzag_encode(values), zigzag=False).tolist() == expected
-    for v, size in zip(EDGES, expected):
+    for v, size in zip(EDGES, expected, strict=True):
         out = bytearray()
         p.write_varint(out, v)
         assert len(out) == size

@@ -70,7 +70,7 @@ class ScramMechanism:
             without_proof = f"c=biws,r={nonce}"
             auth_message = f"{self.client_first_bare},{text},{without_proof}".encode()
             client_signature = self._hmac(stored_key, auth_message)
-            proof = bytes(a ^ b for a, b in zip(client_key, client_signature))
+            proof = bytes(a ^ b for a, b in zip(client_key, client_signature, strict=True))
             server_key = self._hmac(salted, b"Server Key")
             self.server_signature = self._hmac(server_key, auth_message)
             self.state = 2
