@@ -79,15 +79,15 @@ class RowBytes:
         self.present_rows = int(np.count_nonzero(present))
         # (uint8 (n, w), bool (n, w) mask or None, int64 (n,) bytes per row or None);
         # None, None: every present row uses all w bytes
-        self.blocks = []
-        self.parts = []                   # binary arrays of n rows, in row order of bytes
+        self.blocks: list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]] = []
+        self.parts: list[pa.Array] = []   # binary arrays of n rows, in row order of bytes
 
     def _full(self, used: np.ndarray | None) -> bool:
         return used is None or int(np.count_nonzero(used)) == self.present_rows
 
     def _add(self, block: np.ndarray, used: np.ndarray | None):
         """A block every ``used`` row takes whole."""
-        if self._full(used):
+        if used is None or self._full(used):
             self.blocks.append((block, None, None))
         else:
             width = block.shape[1]

@@ -15,7 +15,7 @@ from kafka_ds.options.core import (
     STREAM,
     WRITE,
     boolean,
-    choice,
+    Choice,
     duration_ms,
     integer,
     parse_duration_ms,
@@ -128,7 +128,7 @@ def parse_for(modes, options):
 
 
 TYPED = [o for o in OPTIONS if o.parse in (integer, boolean, duration_ms)
-         or getattr(o.parse, "__qualname__", "").startswith(choice.__qualname__)]
+         or isinstance(o.parse, Choice)]
 
 
 def test_declarations_are_unique_and_typed():

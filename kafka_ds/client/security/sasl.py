@@ -79,7 +79,7 @@ class ScramMechanism:
             if "e" in attrs:
                 raise AuthenticationError(f"SCRAM server error: {attrs['e']}")
             signature = attrs.get("v")
-            if signature is None or not hmac.compare_digest(
+            if signature is None or self.server_signature is None or not hmac.compare_digest(
                     base64.b64decode(signature), self.server_signature):
                 raise AuthenticationError(
                     "the broker's SCRAM server signature is wrong: it does not know the "
