@@ -175,7 +175,7 @@ class KafkaClient:
         version = conn.version_for(m.METADATA)
         if topics is None:
             # v0 says "all topics" with an empty array; later versions with null.
-            topic_list = [] if version == 0 else None
+            topic_list: list | None = [] if version == 0 else None
         else:
             topic_list = [{"name": t} for t in topics]
         # A connection error propagates: the caller's retry policy tries again (elsewhere).
@@ -205,12 +205,12 @@ class KafkaClient:
             self._topic_time = {name: now for name in self.topics}
         else:
             for name in topics:
-                info = seen.get(name)
-                if info is None or info.error_code:
+                found = seen.get(name)
+                if found is None or found.error_code:
                     self.topics.pop(name, None)
                     self._topic_time.pop(name, None)
                 else:
-                    self.topics[name] = info
+                    self.topics[name] = found
                     self._topic_time[name] = now
         self._metadata_time = now
         return seen

@@ -289,7 +289,9 @@ class BrokerConnection:
         return any(item is pending for item in self._requests.awaiting)
 
     def request(self, message: Message, body: dict, *, version: int | None = None) -> dict:
-        return self.receive(self.send(message, body, version=version))
+        response = self.receive(self.send(message, body, version=version))
+        assert response is not None          # sent expecting a response
+        return response
 
     def _decode(self, pending: Pending, frame) -> dict:
         try:
@@ -304,8 +306,11 @@ class BrokerConnection:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(message, version, correlation_id, self.client_id, body)
+        sock = self._sock
+        if sock is None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
         try:
-            self._sock.sendall(frame)
+            sock.sendall(frame)
         except socket.timeout:
             self.close()
             raise KafkaTimeoutError(

@@ -186,28 +186,33 @@ class Transaction:
         self.handle: TransactionHandle | None = None
         self.partitions: set[tuple[str, int]] = set()
 
+    def _begun(self) -> TransactionHandle:
+        if self.handle is None:
+            raise RuntimeError(f"transaction {self.transactional_id!r} was not begun")
+        return self.handle
+
     @property
     def producer_id(self) -> int:
-        return self.handle.producer_id
+        return self._begun().producer_id
 
     @property
     def producer_epoch(self) -> int:
-        return self.handle.producer_epoch
+        return self._begun().producer_epoch
 
     def begin(self) -> TransactionHandle:
-        self.handle = init_transactional_producer(
+        handle = self.handle = init_transactional_producer(
             self.client, self.transactional_id, self.transaction_timeout_ms, self.timeout_ms)
         self.partitions.clear()
         log.debug("transaction %r: producer id %d epoch %d", self.transactional_id,
-                  self.handle.producer_id, self.handle.producer_epoch)
-        return self.handle
+                  handle.producer_id, handle.producer_epoch)
+        return handle
 
     def add_partitions(self, topic_partitions) -> None:
         """AddPartitionsToTxn for the partitions not yet in the transaction."""
         new = sorted(set(topic_partitions) - self.partitions)
         if not new:
             return
-        add_partitions_to_txn(self.client, self.handle, new, self.timeout_ms)
+        add_partitions_to_txn(self.client, self._begun(), new, self.timeout_ms)
         self.partitions.update(new)
 
 

@@ -37,7 +37,7 @@ class _Schema:
         if (registered.schema_type or "AVRO").upper() != "AVRO":
             raise AvroSchemaError(f"schema {registered.schema_id} is {registered.schema_type}, "
                                   "not AVRO")
-        names = {}
+        names: dict = {}
         referenced = referenced_json(registered, lookup)
         for ref_json in referenced:
             parse_schema(ref_json, names)
@@ -264,12 +264,13 @@ class AvroCodec:
         data, starts, ends = frames.data, frames.starts, frames.ends
         if self.framed:
             row_ids = frames.schema_ids
-            groups = [(int(sid), np.flatnonzero(frames.readable & (row_ids == sid)))
+            groups: list[tuple[object, np.ndarray]] = [
+                (int(sid), np.flatnonzero(frames.readable & (row_ids == sid)))
                       for sid in np.unique(row_ids[frames.readable]).tolist()]
         else:
             groups = [(_PLAIN, np.flatnonzero(frames.readable))]
-        bad_rows, reasons = [frames.bad_rows], list(frames.reasons)
-        bad_ids = [np.full(len(frames.bad_rows), -1, np.int32)]
+        bad_parts, reasons = [frames.bad_rows], list(frames.reasons)
+        bad_id_parts = [np.full(len(frames.bad_rows), -1, np.int32)]
         parts, part_rows = [], []
         for schema_id, rows in groups:
             if not rows.size:
@@ -277,21 +278,21 @@ class AvroCodec:
             decoder = self._decoder(schema_id)
             id_of_group = -1 if schema_id is _PLAIN else schema_id
             if isinstance(decoder, _Failed):
-                bad_rows.append(rows)
+                bad_parts.append(rows)
                 reasons += [decoder.reason] * len(rows)
-                bad_ids.append(np.full(len(rows), id_of_group, np.int32))
+                bad_id_parts.append(np.full(len(rows), id_of_group, np.int32))
                 continue
             array, bad, why = decoder.decode(data, starts[rows], ends[rows])
             parts.append(array)
             part_rows.append(rows)
             if bad.any():
                 local = np.flatnonzero(bad)
-                bad_rows.append(rows[local])
+                bad_parts.append(rows[local])
                 reasons += why[local].tolist()
-                bad_ids.append(np.full(len(local), id_of_group, np.int32))
+                bad_id_parts.append(np.full(len(local), id_of_group, np.int32))
         array = self._in_row_order(n, parts, part_rows)
-        bad_rows = np.concatenate(bad_rows) if bad_rows else np.zeros(0, np.int64)
-        bad_ids = np.concatenate(bad_ids) if bad_ids else np.zeros(0, np.int32)
+        bad_rows = np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
+        bad_ids = np.concatenate(bad_id_parts) if bad_id_parts else np.zeros(0, np.int32)
         order = np.argsort(bad_rows, kind="stable")
         return DecodedColumn(array, bad_rows[order].astype(np.int64),
                             [reasons[i] for i in order.tolist()], bad_ids[order])
@@ -337,7 +338,7 @@ class AvroCodec:
         schema = self._reader()
         convert = avro_converter(schema.node)
         write = fastavro.schemaless_writer
-        out = []
+        out: list[bytes | None] = []
         for row, value in enumerate(array.to_pylist()):
             if value is None:
                 out.append(None)

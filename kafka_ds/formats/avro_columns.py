@@ -326,9 +326,11 @@ def build_plan(writer: dict, reader: dict) -> FlatPlan | None:
     if reader["name"].rpartition(".")[2] != writer["name"].rpartition(".")[2] and not any(
             a.rpartition(".")[2] == writer["name"].rpartition(".")[2] for a in reader.get("aliases", ())):
         raise ResolutionError(f"writer record {writer['name']} is not the reader's {reader['name']}")
-    reader_types = [flat_type(f["type"]) for f in reader["fields"]]
-    writer_types = [flat_type(f["type"]) for f in writer["fields"]]
-    if None in reader_types or None in writer_types:
+    reader_flat = [flat_type(f["type"]) for f in reader["fields"]]
+    writer_flat = [flat_type(f["type"]) for f in writer["fields"]]
+    reader_types = [t for t in reader_flat if t is not None]
+    writer_types = [t for t in writer_flat if t is not None]
+    if len(reader_types) < len(reader_flat) or len(writer_types) < len(writer_flat):
         return None
     arrow_type = spark_to_arrow(avro_to_spark(reader)[0])
     steps = [_Step(wt, f["name"]) for f, wt in zip(writer["fields"], writer_types, strict=True)]

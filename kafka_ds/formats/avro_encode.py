@@ -127,7 +127,7 @@ class UnionEncoder:
     order. A row with no member set takes the union's null branch (and fails without one);
     one with several set fails: which branch is meant?"""
 
-    def __init__(self, branches: list[tuple[int, FlatEncoder]], null_index: int | None,
+    def __init__(self, branches: list[tuple[int, FlatEncoder | UnionEncoder]], null_index: int | None,
                  describe: str):
         self.branches = branches              # (union index, encoder) per member
         self.null_index = null_index
@@ -153,7 +153,7 @@ class UnionEncoder:
                 branch = uvarint_bytes(2 * union_index)          # zigzag of the index
                 groups.append((rows, encoder.encode(array.field(i).take(pa.array(rows)),
                                                     header + branch)))
-        if no_member.size:
+        if no_member.size and self.null_index is not None:   # (without one: refused above)
             null_value = header + uvarint_bytes(2 * self.null_index)
             groups.append((no_member, pa.array([null_value] * no_member.size, pa.binary())))
         absent = np.flatnonzero(~present)

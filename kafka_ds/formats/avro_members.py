@@ -143,7 +143,7 @@ class UnionPlan:
         reasons[unknown] = ["truncated: no union branch" if empty[r] else
                             f"not valid Avro: union branch byte {int(first[r])} names no "
                             "branch of the writer schema" for r in unknown.tolist()]
-        members = [[] for _ in self.arrow_type]       # per member: (rows, decoded struct)
+        members: list[list] = [[] for _ in self.arrow_type]  # per member: (rows, decoded struct)
         for index, (member, plan) in self.branch_plans.items():
             rows = np.flatnonzero(branch == index)
             if not rows.size:

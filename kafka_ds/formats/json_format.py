@@ -47,8 +47,8 @@ class JsonCodec:
         self.root = compile_schema(reader_schema.schema_str) if reader_schema is not None \
             else Node("string")
         self._parse_options = self._make_parse_options()
-        self._writer_errors = {}
-        self._encoders = {}    # Arrow type of the written column -> FlatObjectEncoder / None
+        self._writer_errors: dict = {}
+        self._encoders: dict = {}    # Arrow type of the written column -> FlatObjectEncoder / None
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -130,10 +130,10 @@ class JsonCodec:
             single = np.setdiff1d(single, batch_rows, assume_unique=True)
         values_single = self._decode_each(frames, single, bad)
         array = self._assemble(n, array_by_row, single, values_single)
-        rows = sorted(bad)
-        return DecodedColumn(array=array, bad_rows=np.asarray(rows, dtype=np.int64),
-                            reasons=[bad[r][0] for r in rows],
-                            schema_ids=np.asarray([bad[r][1] for r in rows], dtype=np.int32))
+        bad_sorted = sorted(bad)
+        return DecodedColumn(array=array, bad_rows=np.asarray(bad_sorted, dtype=np.int64),
+                            reasons=[bad[r][0] for r in bad_sorted],
+                            schema_ids=np.asarray([bad[r][1] for r in bad_sorted], dtype=np.int32))
 
     def _batch_candidates(self, frames, ok):
         """Rows the batch reader can take: framed or plain payloads that start with '{' and
@@ -195,7 +195,7 @@ class JsonCodec:
         """Python values (for arrow_type) of the rows; bad rows recorded in ``bad``."""
         data = frames.data.tobytes() if len(rows) else b""
         root = self.root
-        values = []
+        values: list = []
         for row in rows.tolist():
             payload = data[frames.starts[row]:frames.ends[row]]
             schema_id = int(frames.schema_ids[row])
@@ -266,7 +266,7 @@ class JsonCodec:
             except NotJsonCompliant as exc:
                 raise ValueError(f"row {exc.row}: cannot encode as JSON: {exc}") from exc
         root = self.root
-        out = []
+        out: list[bytes | None] = []
         for row, value in enumerate(array.to_pylist()):
             if value is None:
                 out.append(None)

@@ -153,7 +153,7 @@ def _compile(document, schema, where: str, refs: tuple) -> Node:
             raise JsonSchemaError(f"{where}: an array needs one items schema")
         return Node("array", (_compile(document, items, where + "[]", refs),), nullable)
     if kind == "string":
-        fmt = schema.get("format")
+        fmt = schema.get("format") or ""
         return Node({"date-time": "timestamp", "date": "date"}.get(fmt, "string"), (),
                     nullable)
     simple = {"integer": "bigint", "number": "double", "boolean": "boolean"}

@@ -20,6 +20,7 @@ def _type_name(data_type) -> str:
 def _schema_of(data_type, nullable: bool) -> dict:
     from pyspark.sql.types import ArrayType, MapType, StructType
     name = _type_name(data_type)
+    node: dict[str, object]
     if isinstance(data_type, StructType):
         node = {"type": "object",
                 "properties": {f.name: _schema_of(f.dataType, f.nullable)

@@ -148,7 +148,7 @@ class ProtobufCodec:
 
     def decode(self, values: pa.Array) -> DecodedColumn:
         frames = split_frames(values, self.framed)
-        copied = []
+        copied: list = []
 
         def data() -> bytes:
             # the runtime parses bytes: one copy of the buffer, made only when a group
@@ -186,7 +186,8 @@ class ProtobufCodec:
             groups[(-1, ())] = ok_rows.tolist()
 
         ends = frames.ends
-        pieces, piece_rows = [], []
+        pieces: list[pa.Array] = []
+        piece_rows: list[np.ndarray] = []
         for (schema_id, indexes), rows in groups.items():
             writer = self._writer(schema_id, indexes)
             if writer.error is not None:
@@ -298,7 +299,8 @@ class ProtobufCodec:
         if encoder is not None:
             return encoder.encode(array, prefix)
         message_class = self._reader_class
-        out = []
+        assert message_class is not None          # self._reader() made it
+        out: list[bytes | None] = []
         for row, value in enumerate(array.to_pylist()):
             if value is None:
                 out.append(None)

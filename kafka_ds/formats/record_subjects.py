@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from . import DecodedColumn
 from ..errors import ConfigurationError
+from ..registry.schema import RegisteredSchema
 from .avro_subjects import SeveralSubjectsEncoder, listed_subjects
 from .framing import split_frames
 
@@ -82,7 +83,7 @@ def _json_type(subject: str, schema, option: str) -> str:
     return title
 
 
-def subject_types(client, spec) -> list[tuple[str, str, object]]:
+def subject_types(client, spec) -> list[tuple[str, str, RegisteredSchema]]:
     """``(subject, type name, latest RegisteredSchema)`` of every subject ``spec.subjects``
     lists (Protobuf schemas as serialized descriptors); at least two, types distinct."""
     from .codecs import SCHEMA_TYPES
@@ -127,7 +128,7 @@ class SubjectsCodec:
         self.lookup = lookup
         self.names = tuple(names) if names else tuple(f"member{i}"
                                                       for i in range(len(self.codecs)))
-        self._types = {}
+        self._types: dict = {}
 
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -9,6 +9,7 @@ with Spark's Kafka source: docs/records.md.
 """
 from __future__ import annotations
 
+from typing import Any
 import heapq
 
 import pyarrow as pa
@@ -54,8 +55,8 @@ def decode_records(data, *, topic, partition, fetch_offset, include_headers=True
         aborted_heap = [(int(first), int(pid)) for pid, first in aborted_transactions]
         heapq.heapify(aborted_heap)
 
-    segments = []          # ("v2", [_Batch]) | ("legacy", _LegacyRows)
-    current = None         # list being filled for the current segment
+    segments: list[tuple[str, Any]] = []   # ("v2", [_Batch]) | ("legacy", _LegacyRows)
+    current: Any = None    # what is being filled for the current segment
     current_kind = None
     next_offset = fetch_offset
     truncated = False

@@ -105,7 +105,7 @@ def _walk_region(b, s, e):
     Returns ``(starts list, end position)``; the end position equals ``e``
     exactly when the region is consistent.
     """
-    out = []
+    out: list = []
     ap = out.append
     step1 = _STEP1
     step2 = _STEP2

@@ -190,7 +190,7 @@ def _value_codec(fld: Field, version: int, flexible: bool, where: str):
             count, pos = p.read_array_length(buf, pos, flexible, nullable)
             if count is None:
                 return None, pos
-            items = []
+            items: list = []
             append = items.append
             for _ in range(count):
                 item, pos = read_el(buf, pos)
@@ -243,7 +243,7 @@ def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "str
     ``where`` names the message, version and nesting path in errors.
     """
     known = frozenset(fld.snake for fld in fields)   # in any version: see the module doc
-    plain = []       # (snake, read, write, default) in wire order
+    listed = []      # (snake, read, write, default) in wire order
     tagged = {}      # tag -> (snake, read, write, default)
     absent = {}      # snake -> default, for fields not in this version
     for fld in fields:
@@ -257,8 +257,8 @@ def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "str
             tagged[fld.tag] = (fld.snake, read, write, default)
             absent[fld.snake] = default
         else:
-            plain.append((fld.snake, read, write, default))
-    plain = tuple(plain)
+            listed.append((fld.snake, read, write, default))
+    plain = tuple(listed)
     tagged_sorted = tuple(sorted(tagged.items()))
 
     def read_struct(buf, pos):

@@ -51,7 +51,7 @@ class _PartitionColumns:
         self.topic = topic
         self.partition = partition
         self.rows = 0
-        self.columns = None
+        self.columns: tuple = ()          # (topic, partition) arrays of self.rows rows
 
     def __call__(self, rows: int):
         if rows > self.rows:
@@ -160,7 +160,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
             # no reference to the batch while the next fetch is received.
             records = None
             batch, next_offset, truncated = result.batch, result.next_offset, result.truncated
-            result = None
+            del result
             if batch is not None and batch.num_rows:
                 n = batch.num_rows
                 if next_offset > end:
@@ -174,7 +174,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                     columns = [added[name] if name in added else batch.column(name)
                                for name in schema.names]
                     batch = pa.RecordBatch.from_arrays(columns, schema=schema)
-                    columns = None
+                    del columns
                     if opts.typed is not None:    # valueFormat / keyFormat
                         batch = opts.typed.decode_batch(batch, topic, partition)
                     yield batch

@@ -16,6 +16,7 @@ bytes in the ``valueError``/``keyError`` column. Nothing is skipped.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..columns import output_columns
 from ..errors import ConfigurationError, RecordDecodeError
@@ -34,8 +35,8 @@ def error_column(column: str) -> str:
 @dataclass
 class TypedColumn:
     spec: ColumnFormatSpec
-    #: None for ``string``
-    codec: object
+    #: a codec of formats/ (the contract in formats/__init__.py); None for ``string``
+    codec: Any
     #: Spark type (simpleString) of the decoded column
     spark_type: str
     #: ``valueMemberNames=type``: the union struct's field names (else the codec's)
@@ -141,7 +142,9 @@ def _decode_utf8(raw):
         pass
     # Only when the batch holds invalid UTF-8: find the rows, one by one.
     values = raw.to_pylist()
-    bad, reasons, text = [], [], []
+    bad: list[int] = []
+    reasons: list[str] = []
+    text: list[str | None] = []
     for row, value in enumerate(values):
         if value is None:
             text.append(None)

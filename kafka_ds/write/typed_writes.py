@@ -50,7 +50,7 @@ class DeferredTypedColumns:
     """A streaming sink's typed columns whose writer schemas the driver could not look up
     (the registry was unavailable when pyspark built the writer): the task resolves them
     at its first batch, as the driver would have (``plan_columns(streaming=True)``)."""
-    spec: object            # TypedColumnsSpec
+    spec: TypedColumnsSpec
     topic: str | None
     fields: dict            # column name -> pyspark StructField
     resolved: TypedWriteColumns | None = None
@@ -112,6 +112,9 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
         from functools import partial
         misfit = partial(misfit, message_name=spec.message_name)
     if typed.registry is None:       # inline Avro/JSON, written without the registry frame
+        if spec.inline_schema is None:
+            raise ConfigurationError(f"Option '{spec.option('Schema')}' or "
+                                     "'schema.registry.url' is needed to write typed values")
         schema = RegisteredSchema(schema_type, spec.inline_schema)
         _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
         return schema, None
@@ -207,7 +210,7 @@ def register_or_find(client, typed, spec, subject, schema) -> int:
 
 def resolve_for_write(spec: TypedColumnsSpec, topic: str | None, fields: dict):
     """``fields``: column name -> pyspark StructField of the written DataFrame."""
-    codecs = {}
+    codecs: dict = {}
     for column_spec in spec.columns:
         field = fields.get(column_spec.column)
         if field is None:
