@@ -455,8 +455,8 @@ def main(argv=None):
     spark = make_spark("kafka_ds bench_jvm", driver_memory="4g", conf=conf)
     try:
         try:
-            spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap_servers) \
-                .option("subscribe", "none").load().schema  # noqa: B018
+            _ = spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap_servers) \
+                .option("subscribe", "none").load().schema
         except Exception as exc:  # noqa: BLE001
             print(f"Spark's format(\"kafka\") is not usable with these jars: {exc}"[:1500]
                   + "\n\n" + NO_CONNECTOR, file=sys.stderr)

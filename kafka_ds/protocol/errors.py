@@ -39,6 +39,7 @@ class ErrorSpec(NamedTuple):
 
 
 # (code, name, retriable, invalid_metadata, description)
+# fmt: off
 _ROWS = [
     (-1, "UNKNOWN_SERVER_ERROR", False, False, "The server experienced an unexpected error when processing the request."),
     (0, "NONE", False, False, "No error."),
@@ -178,6 +179,7 @@ _ROWS = [
     (132, "STREAMS_TOPOLOGY_FENCED", False, False, "The supplied topology epoch is outdated."),
     (133, "SHARE_SESSION_LIMIT_REACHED", True, False, "The limit of share sessions has been reached."),
 ]
+# fmt: on
 ERROR_TABLE: tuple[ErrorSpec, ...] = tuple(ErrorSpec(*row) for row in _ROWS)
 del _ROWS
 

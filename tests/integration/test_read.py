@@ -184,7 +184,7 @@ def test_latest_offsets_check_is_one_fetch_per_leader(broker, new_topic):
     assert fetches == sorted(leaders)
 
 
-# --- timestamp offsets, where the test brokers cannot answer ---------------------------------------
+# --- timestamp offsets, where the test brokers cannot answer ------------------------------
 
 def _timestamp_cluster(first_offset_at_or_after):
     """A one-node cluster on a real socket whose ListOffsets implements the timestamp

@@ -793,7 +793,7 @@ def test_accepts_memoryview_and_bytearray():
     assert rows_of(decode(memoryview(b"xx" + data)[2:])) == expected
 
 
-# --- fuzzing -----------------------------------------------------------------------------------------
+# --- fuzzing -------------------------------------------------------------------------------
 
 def _seed_blobs():
     small = simple_records(24, value_size=8)
