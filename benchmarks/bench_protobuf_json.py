@@ -36,8 +36,8 @@ from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
                                                       ProtobufSerializer)
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from kafka_ds.formats.json_format import JsonCodec
-from kafka_ds.formats.protobuf import ProtobufCodec
+from kafka_ds.formats.json.codec import JsonCodec
+from kafka_ds.formats.protobuf.codec import ProtobufCodec
 from tests.support.registry_fixtures import (MockLookup, MockSchemaRegistryClient, file_proto,
                                              message_classes)
 

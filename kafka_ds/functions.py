@@ -142,12 +142,12 @@ def to_registry(col: "ColumnOrName", format: str, **options: object) -> "Column"
                        schema_id=schema_id)
     by_type = None
     if column_spec.member_names == "type":
-        from .formats.avro_members import type_member_names
+        from .formats.avro.members import type_member_names
         by_type = type_member_names(codec.reader_node)
 
     def encode(values: pa.Array) -> pa.Array:
         if by_type is not None:          # the union struct's fields, taken by position
-            from .formats.avro_members import renamed
+            from .formats.avro.members import renamed
             values = renamed(values, [f"member{i}" for i in range(len(by_type))])
         return codec.encode(values)
 

@@ -1,5 +1,5 @@
 """Several record types in one topic, one subject per type, for Protobuf and JSON Schema
-(``valueSubjects``/``keySubjects`` with ``protobuf``/``json``; Avro's: ``avro_subjects.py``).
+(``valueSubjects``/``keySubjects`` with ``protobuf``/``json``; Avro's: ``avro/subjects.py``).
 
 Avro reads the listed subjects as one union and its resolution picks each record's member.
 Protobuf and JSON Schema have no union, so :class:`SubjectsCodec` routes each record to
@@ -26,7 +26,7 @@ import pyarrow as pa
 from . import DecodedColumn
 from ..errors import ConfigurationError
 from ..registry.schema import RegisteredSchema
-from .avro_subjects import SeveralSubjectsEncoder, listed_subjects
+from .avro.subjects import SeveralSubjectsEncoder, listed_subjects
 from .framing import split_frames
 
 __all__ = ["SubjectsCodec", "SeveralSubjectsEncoder", "subject_types", "member_type_names"]
@@ -46,7 +46,7 @@ def _protobuf_type(subject: str, schema, client, option: str) -> str:
     """The message a Protobuf subject holds: the one the subject is named after
     (``<full name>`` or ``<topic>-<full name>``), else the file's first message (the one
     the single-subject read takes)."""
-    from .protobuf_schema import ProtobufSchemaError, build_pool
+    from .protobuf.schema import ProtobufSchemaError, build_pool
     try:
         _, file_desc = build_pool(schema, client, "kafka_ds_subject.proto")
     except ProtobufSchemaError as exc:
@@ -163,7 +163,7 @@ class SubjectsCodec:
         from ..registry.errors import RegistryUnavailableError
         try:
             if self.format == "protobuf":
-                from .protobuf_schema import ProtobufSchemaError, build_pool, message_at
+                from .protobuf.schema import ProtobufSchemaError, build_pool, message_at
                 schema = self.lookup.schema_by_id(schema_id, fmt="serialized")
                 if schema.schema_type != "PROTOBUF":
                     return None, f"schema id {schema_id} is {schema.schema_type}, not PROTOBUF"
@@ -189,7 +189,7 @@ class SubjectsCodec:
     def _index_paths(self, frames, rows, bad):
         """``(code per row of rows, paths)``: each row's Protobuf message indexes as an index
         into ``paths`` (tuples), -1 where they do not read (the row is then in ``bad``)."""
-        from .protobuf_schema import read_message_indexes
+        from .protobuf.schema import read_message_indexes
         code, paths, _after, errors = read_message_indexes(
             frames.data, frames.starts[rows], frames.ends[rows], frames.data.tobytes)
         for i, reason in errors.items():
@@ -285,10 +285,10 @@ def subjects_codec(spec, client) -> SubjectsCodec:
 def member_codec(spec, schema, type_name, client, *, lookup):
     """One subject's codec (reader and writer: its latest version, framed with its id)."""
     if spec.format == "protobuf":
-        from .protobuf import ProtobufCodec
+        from .protobuf.codec import ProtobufCodec
         return ProtobufCodec(schema, framed=True, lookup=lookup, schema_id=schema.schema_id,
                              message_name=type_name)
-    from .json_format import JsonCodec
-    from .json_references import self_contained
+    from .json.codec import JsonCodec
+    from .json.references import self_contained
     return JsonCodec(self_contained(schema, client), framed=True, lookup=lookup,
                      schema_id=schema.schema_id)

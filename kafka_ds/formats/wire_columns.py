@@ -1,7 +1,7 @@
 """Every row's bytes built column-wise: the slot matrix, and one take over pieces.
 
-Used by the column-wise encoders (:mod:`kafka_ds.formats.avro_encode`,
-:mod:`kafka_ds.formats.protobuf_encode`). Small parts of every row (headers, tags, union
+Used by the column-wise encoders (:mod:`kafka_ds.formats.avro.encode`,
+:mod:`kafka_ds.formats.protobuf.encode`). Small parts of every row (headers, tags, union
 branch indexes, varints, fixed-width numbers) go a byte plane at a time into a
 (rows, width) uint8 slot matrix, one block of columns per part, as wide as that part's
 longest encoding; a boolean mask of the same shape marks the bytes each row really uses,

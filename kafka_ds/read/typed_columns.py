@@ -128,7 +128,7 @@ def decode_column(typed: TypedColumn, raw):
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if typed.field_names is not None:
-        from ..formats.avro_members import renamed
+        from ..formats.avro.members import renamed
         array = renamed(array, typed.field_names)
     return array, bad_rows, list(result.reasons), schema_ids
 
@@ -199,7 +199,7 @@ def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
     if spec.inline_schema is not None:
         return RegisteredSchema(SCHEMA_TYPES[spec.format], spec.inline_schema)
     if spec.subjects is not None:           # several record types, one subject each
-        from ..formats.avro_subjects import union_reader_schema
+        from ..formats.avro.subjects import union_reader_schema
         return union_reader_schema(registry_for(registry_settings), spec)
     subject = spec.subject or f"{topic_of(spec, topics)}-{spec.column}"
     fmt = "serialized" if spec.format == "protobuf" else None
@@ -247,7 +247,7 @@ def _several_subjects(spec: ColumnFormatSpec, typed: TypedColumnsSpec) -> TypedC
 
 def _named_by_type(spec: ColumnFormatSpec, codec) -> TypedColumn:
     """``valueMemberNames=type``: the union struct's fields named by their types."""
-    from ..formats.avro_members import renamed_spark_type, type_member_names
+    from ..formats.avro.members import renamed_spark_type, type_member_names
     node = codec.reader_node
     names = type_member_names(node)
     if names is None:

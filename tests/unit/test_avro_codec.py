@@ -1,4 +1,4 @@
-"""The Avro codec (kafka_ds.formats.avro) and the Confluent framing it shares.
+"""The Avro codec (kafka_ds.formats.avro.codec) and the Confluent framing it shares.
 
 Bytes are checked against hand-written encodings from the Avro specification, against
 fastavro (writer and reader) and against confluent-kafka's AvroSerializer/Deserializer;
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.avro import AvroCodec
-from kafka_ds.formats.avro_types import (AvroSchemaError, avro_to_spark, parse_schema,
+from kafka_ds.formats.avro.codec import AvroCodec
+from kafka_ds.formats.avro.types import (AvroSchemaError, avro_to_spark, parse_schema,
                                          simple_string, spark_to_avro,
                                          spark_type_misfit)
 from kafka_ds.formats.framing import frame, split_frames

@@ -1,4 +1,4 @@
-"""formats/json_format.py: Confluent-framed JSON into Arrow, checked against confluent-kafka's
+"""formats/json/codec.py: Confluent-framed JSON into Arrow, checked against confluent-kafka's
 JSONSerializer / JSONDeserializer over its in-memory registry client."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.json_format import JsonCodec
-from kafka_ds.formats.json_schema import JsonSchemaError, compile_schema
+from kafka_ds.formats.json.codec import JsonCodec
+from kafka_ds.formats.json.schema import JsonSchemaError, compile_schema
 from kafka_ds.registry.schema import RegisteredSchema
 from kafka_ds.registry.errors import RegistryUnavailableError
 from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,

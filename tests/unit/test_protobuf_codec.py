@@ -1,4 +1,4 @@
-"""formats/protobuf.py: Confluent-framed Protobuf into Arrow, checked against confluent-kafka's
+"""formats/protobuf/codec.py: Confluent-framed Protobuf into Arrow, checked against confluent-kafka's
 ProtobufSerializer / ProtobufDeserializer over its in-memory registry client."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.protobuf import ProtobufCodec
-from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, decode_message_indexes,
+from kafka_ds.formats.protobuf.codec import ProtobufCodec
+from kafka_ds.formats.protobuf.schema import (ProtobufSchemaError, decode_message_indexes,
                                               encode_message_indexes)
 from kafka_ds.registry.schema import RegisteredSchema
 from kafka_ds.registry.errors import RegistryUnavailableError
@@ -454,7 +454,7 @@ PROPERTY_CLASSES = message_classes(ALL_TYPES)
 def test_the_fit_check_on_write_reads_the_message_named_by_message_name():
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-    from kafka_ds.formats.protobuf_spark import descriptor_misfit
+    from kafka_ds.formats.protobuf.spark import descriptor_misfit
     text = base64.b64encode(file_proto("two.proto", {"A": [("a", "int32")],
                                                      "B": [("b", "string")]}).SerializeToString())
     b_column = StructType([StructField("b", StringType())])

@@ -245,7 +245,7 @@ def test_protobuf_messages_after_the_first_read_column_wise_as_row_by_row(
         schema_registry):  # noqa: F811
     # message indexes [k] (k < 64) are found for all rows at once; any other spelling
     # (here [1] with a two-byte count varint) row by row: the same rows either way
-    from kafka_ds.formats.protobuf import ProtobufCodec
+    from kafka_ds.formats.protobuf.codec import ProtobufCodec
     client = SchemaRegistryClient({"url": schema_registry.url})
     classes = message_classes(SHOP)
     payment = ProtobufSerializer(classes["shop.Payment"], client, conf={

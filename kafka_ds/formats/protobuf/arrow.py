@@ -15,7 +15,7 @@ from operator import attrgetter
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
-from kafka_ds.formats.protobuf_schema import (DURATION, SCALAR_TYPES, TIMESTAMP, UNSIGNED,
+from kafka_ds.formats.protobuf.schema import (DURATION, SCALAR_TYPES, TIMESTAMP, UNSIGNED,
                                               WRAPPERS, ProtobufSchemaError, field_types,
                                               is_map, message_types, repeated)
 

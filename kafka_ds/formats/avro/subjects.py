@@ -16,10 +16,10 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigurationError
-from ..registry.schema import RegisteredSchema, SchemaReference
-from .avro_types import load_json
-from .wire_columns import in_row_order, set_members
+from ...errors import ConfigurationError
+from ...registry.schema import RegisteredSchema, SchemaReference
+from .types import load_json
+from ..wire_columns import in_row_order, set_members
 
 
 def expand_subjects(client, spec) -> list[str]:

@@ -2,7 +2,7 @@
 
 Decoding groups the rows by writer schema id, resolves each writer schema to the reader
 schema once, and decodes each group either column-wise (the fast path,
-:mod:`kafka_ds.formats.avro_columns`, for flat records) or record by record with fastavro
+:mod:`kafka_ds.formats.avro.columns`, for flat records) or record by record with fastavro
 (the general path: nested types, enums, decimals, unions of several types, ...). The
 groups' results are put back in row order. Bad records become bad rows with a reason.
 """
@@ -16,16 +16,16 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from ..registry.errors import RegistryUnavailableError
-from . import DecodedColumn
-from .avro_columns import ResolutionError, build_plan
-from .avro_encode import NullInRequiredField, SeveralMembersSet, build_encoder
-from .avro_members import member_plan, tag_member, union_plan
-from .avro_references import inline_references, referenced_json
-from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
+from ...registry.errors import RegistryUnavailableError
+from .. import DecodedColumn
+from .columns import ResolutionError, build_plan
+from .encode import NullInRequiredField, SeveralMembersSet, build_encoder
+from .members import member_plan, tag_member, union_plan
+from .references import inline_references, referenced_json
+from .types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
     simple_string, spark_to_arrow
-from .avro_values import arrow_converter, avro_converter, strip_logical_types
-from .framing import frame, frame_header, split_frames
+from .values import arrow_converter, avro_converter, strip_logical_types
+from ..framing import frame, frame_header, split_frames
 
 _PLAIN = object()     # the decoder key of unframed values (writer schema = reader schema)
 
@@ -194,8 +194,8 @@ class AvroCodec:
 
     @property
     def reader_node(self) -> dict:
-        """The reader schema parsed, its references resolved (the node ``avro_types`` and
-        ``avro_members`` read)."""
+        """The reader schema parsed, its references resolved (the node ``types.py`` and
+        ``members.py`` read)."""
         return self._reader().node
 
     def _decoder(self, schema_id):
@@ -320,7 +320,7 @@ class AvroCodec:
         ``to_pylist`` fastavro accepts for the reader schema); null rows stay null; framed
         with ``schema_id`` when given (else, when ``framed``, the reader schema's id).
         Flat records whose column types map one to one take the column-wise path
-        (:mod:`kafka_ds.formats.avro_encode`), the rest fastavro per row."""
+        (:mod:`kafka_ds.formats.avro.encode`), the rest fastavro per row."""
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
         schema_id = self.schema_id

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .wire_columns import valid_mask
+from ..wire_columns import valid_mask
 
 _INTEGERS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _ACCEPTS = {
@@ -125,7 +125,7 @@ def _repr_texts(column: pa.Array, values: np.ndarray, valid: np.ndarray) -> pa.A
 
 def build_object_encoder(root, arrow_type: pa.DataType) -> FlatObjectEncoder | None:
     """A FlatObjectEncoder of ``arrow_type`` columns for the compiled schema ``root`` (a
-    json_schema.Node), or None when the pair takes the general path."""
+    schema.Node), or None when the pair takes the general path."""
     if root.kind != "struct" or not pa.types.is_struct(arrow_type):
         return None
     children = {arrow_type.field(i).name: i for i in range(arrow_type.num_fields)}

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .avro_columns import ResolutionError, build_plan
-from .avro_types import NAMED, avro_to_spark, simple_string, union_parts
+from .columns import ResolutionError, build_plan
+from .types import NAMED, avro_to_spark, simple_string, union_parts
 
 
 def member_of(writer: dict, reader: dict) -> int | None:

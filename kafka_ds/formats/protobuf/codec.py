@@ -1,9 +1,9 @@
 """Confluent-framed Protobuf values decoded into Arrow (and encoded back).
 
 A framed record is: magic byte 0, the 4-byte writer schema id, the message indexes (which
-message of the writer's file, see ``protobuf_schema.encode_message_indexes``), then the
+message of the writer's file, see ``schema.encode_message_indexes``), then the
 serialized message. The record is parsed with the WRITER's message class and mapped to the
-reader's Spark type by field name (``protobuf_arrow``).
+reader's Spark type by field name (``arrow.py``).
 """
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pyarrow as pa
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
-from . import DecodedColumn
+from .. import DecodedColumn
 from kafka_ds.formats.framing import frame_header, split_frames
-from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
-from kafka_ds.formats.protobuf_columns import NeedsRuntime, build_message_decoder
-from kafka_ds.formats.protobuf_encode import build_message_encoder
-from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
+from kafka_ds.formats.protobuf.arrow import fill_message, struct_builder
+from kafka_ds.formats.protobuf.columns import NeedsRuntime, build_message_decoder
+from kafka_ds.formats.protobuf.encode import build_message_encoder
+from kafka_ds.formats.protobuf.schema import (ProtobufSchemaError, build_pool,
                                               encode_message_indexes, indexes_of, message_at,
                                               message_types, read_message_indexes)
 from kafka_ds.registry.errors import RegistryUnavailableError

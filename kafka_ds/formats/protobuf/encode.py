@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
-from ..protocol.primitives import uvarint_bytes
-from ..protocol.records_arrays import binary_lengths
-from .protobuf_schema import repeated
-from .wire_columns import (
+from ...protocol.primitives import uvarint_bytes
+from ...protocol.records_arrays import binary_lengths
+from .schema import repeated
+from ..wire_columns import (
     RowBytes,
     boolean_values,
     fixed_values,

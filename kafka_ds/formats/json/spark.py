@@ -97,5 +97,5 @@ def _misfit(data_type, node, path: str) -> str | None:
 
 def json_schema_misfit(spark_type, schema_text: str) -> str | None:
     """The first field of ``spark_type`` that does not fit the JSON Schema, or None."""
-    from .json_schema import compile_schema
+    from .schema import compile_schema
     return _misfit(spark_type, compile_schema(schema_text), "")

@@ -1,6 +1,6 @@
 """The write fast path: flat Avro records encoded field by field across all rows at once.
 
-The reverse of :mod:`kafka_ds.formats.avro_columns`. A :class:`FlatEncoder` is built once
+The reverse of :mod:`kafka_ds.formats.avro.columns`. A :class:`FlatEncoder` is built once
 per (Avro schema, Arrow type of the written column) when the schema is a flat record (or a
 single flat type) whose every field the column holds with an Arrow type that maps to it
 one to one (the pairs below), or a top-level union of such types read as spark-avro's
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..protocol.primitives import uvarint_bytes
-from ..protocol.records_arrays import binary_lengths
-from .avro_columns import FlatType, flat_type
-from .wire_columns import (
+from ...protocol.primitives import uvarint_bytes
+from ...protocol.records_arrays import binary_lengths
+from .columns import FlatType, flat_type
+from ..wire_columns import (
     RowBytes,
     boolean_values,
     fixed_values,
