@@ -28,18 +28,19 @@ import json
 import time
 
 import pyarrow as pa
-
 from confluent_kafka.schema_registry import Schema
-from confluent_kafka.schema_registry.json_schema import (JSONDeserializer,
-                                                         JSONSerializer)
-from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
-                                                      ProtobufSerializer)
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafka_ds.formats.json.codec import JsonCodec
 from kafka_ds.formats.protobuf.codec import ProtobufCodec
-from tests.support.registry_fixtures import (MockLookup, MockSchemaRegistryClient, file_proto,
-                                             message_classes)
+from tests.support.registry_fixtures import (
+    MockLookup,
+    MockSchemaRegistryClient,
+    file_proto,
+    message_classes,
+)
 
 CTX = SerializationContext("bench", MessageField.VALUE)
 FIELDS = [("id", "int64"), ("ts", "int64"), ("user", "string"), ("country", "string"),

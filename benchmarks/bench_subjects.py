@@ -30,13 +30,12 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from confluent_kafka.schema_registry import (SchemaRegistryClient,  # noqa: E402
-                                             record_subject_name_strategy)
+from bench_protobuf_json import best  # noqa: E402
+from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy  # noqa: E402
 from confluent_kafka.schema_registry.json_schema import JSONSerializer  # noqa: E402
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
-from bench_protobuf_json import best  # noqa: E402
 from kafka_ds.formats.record_subjects import subjects_codec  # noqa: E402
 from kafka_ds.options.formats import ColumnFormatSpec  # noqa: E402
 from kafka_ds.registry.client import SchemaRegistry  # noqa: E402

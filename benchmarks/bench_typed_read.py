@@ -30,10 +30,10 @@ import sys
 import time
 
 import pyarrow as pa
-
 from bench_avro import SCHEMA as AVRO_SCHEMA
 from bench_avro import make_records
 from bench_read import PARTITIONS, fill_topic
+
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import file_proto
 

@@ -31,10 +31,10 @@ import profile_decode as pdm
 
 def python_read(bootstrap: str, topic: str, records: int) -> dict:
     """Seconds per stage for read_range over all partitions, one thread."""
-    from kafka_ds.read.fetch_pipeline import FetchAhead
-    from kafka_ds.options import parse_read_options
-    from kafka_ds.read.ranges import OffsetRange, read_range
     from kafka_ds.client import make_client
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.read.fetch_pipeline import FetchAhead
+    from kafka_ds.read.ranges import OffsetRange, read_range
 
     opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic},
                               streaming=False)

@@ -27,7 +27,12 @@ except ImportError:   # pyspark 4.0
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 try:
     from pyspark.sql.datasource import (  # noqa: F401
-        EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual,
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        LessThan,
+        LessThanOrEqual,
     )
     FILTER_PUSHDOWN = True
 except ImportError:   # pyspark 4.0

@@ -104,10 +104,10 @@ def to_registry(col: "ColumnOrName", format: str, **options: object) -> "Column"
     import pyarrow as pa
     from pyspark.sql.functions import arrow_udf
 
-    from .options.core import WRITE
-    from .registry.schema import RegisteredSchema
     from .formats.codecs import SCHEMA_TYPES, make_codec
+    from .options.core import WRITE
     from .registry.client import registry_for
+    from .registry.schema import RegisteredSchema
     from .write.typed_writes import register_or_find
 
     spec = _spec(format, options, frozenset({WRITE}))

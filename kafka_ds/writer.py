@@ -15,8 +15,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 from .compat import DataSourceStreamArrowWriter
 from .options import WriteOptions
 from .worker_process import freeze_long_lived_objects, spark_entry_point
-from .write.plan import ColumnPlan
 from .write.messages import KafkaCommitMessage, WriteSummary, spark_partition_id
+from .write.plan import ColumnPlan
 
 log = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ def tls_handshake(sock: socket.socket, host: str, port: int, settings,
         tls.settimeout(connect_timeout)
         tls.do_handshake()
         return tls
-    except socket.timeout:
+    except TimeoutError:
         sock.close()
         raise SecurityProtocolMismatchError(
             f"TLS handshake with {where} did not complete within {connect_timeout:.1f}s:"

@@ -14,8 +14,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..protocol import messages as m
 from ..errors import KafkaConnectionError
+from ..protocol import messages as m
 from ..protocol.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from . import admin, coordinators, reads
 from .config import ClientConfig

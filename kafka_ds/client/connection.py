@@ -10,8 +10,6 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from ..protocol import messages as m
-from ..protocol import primitives as p
 from ..errors import (
     ConfigurationError,
     KafkaConnectionError,
@@ -19,6 +17,8 @@ from ..errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from ..protocol import messages as m
+from ..protocol import primitives as p
 from ..protocol.errors import UnsupportedVersion
 from ..protocol.schema import Message, decode_response, encode_request
 from .broker_security import (
@@ -151,7 +151,7 @@ class BrokerConnection:
 
     # --- lifecycle -----------------------------------------------------------
 
-    def connect(self) -> "BrokerConnection":
+    def connect(self) -> BrokerConnection:
         if self._sock is not None:
             return self
         try:
@@ -311,7 +311,7 @@ class BrokerConnection:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
         try:
             sock.sendall(frame)
-        except socket.timeout:
+        except TimeoutError:
             self.close()
             raise KafkaTimeoutError(
                 f"timed out sending {message.name} to {self.host}:{self.port}") from None
@@ -363,7 +363,7 @@ class BrokerConnection:
         while got < size:
             try:
                 n = sock.recv_into(view[got:size])
-            except socket.timeout:
+            except TimeoutError:
                 self.close()
                 raise KafkaTimeoutError(
                     f"no {head.message.name} response from {self.host}:{self.port} within "

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..protocol import messages as m
 from ..errors import KafkaConnectionError, KafkaTimeoutError
+from ..protocol import messages as m
 from ..protocol.errors import (
     CoordinatorLoadInProgress,
     CoordinatorNotAvailable,

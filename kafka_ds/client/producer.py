@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..protocol import messages as m
 from ..errors import (
     KafkaConnectionError,
     KafkaError,
@@ -35,6 +34,7 @@ from ..errors import (
     ProduceError,
     RetriableError,
 )
+from ..protocol import messages as m
 from .config import ProducerConfig
 from .connection import BrokerConnection, Pending
 from .producer_batches import PartitionQueues, PartitionResult, PartitionState, ProducerBatch

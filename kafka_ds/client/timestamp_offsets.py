@@ -29,8 +29,8 @@ from __future__ import annotations
 import functools
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import KafkaProtocolError
 from ..protocol.errors import error_for_code
@@ -84,7 +84,7 @@ def _header_at(fetch_batch: FetchBatch, offset: int) -> BatchHeader | None:
 
 def _records_of(fetch_batch: FetchBatch, header: BatchHeader) -> list[tuple[int, int]]:
     """(offset, timestamp ms) of every record of the batch ``header`` describes."""
-    from ..protocol.records import decode_records   # (pyarrow: only when searching)
+    from ..protocol.records import decode_records  # (pyarrow: only when searching)
     size = header.size
     for _ in range(8):
         records = fetch_batch(header.base, size)

@@ -18,8 +18,8 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ..protocol import messages as m
 from ..errors import KafkaError
+from ..protocol import messages as m
 from ..protocol.errors import error_for_code
 from .coordinators import TRANSACTION_KEY_TYPE
 from .retry import RetryPolicy

@@ -23,9 +23,9 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from . import DecodedColumn
 from ..errors import ConfigurationError
 from ..registry.schema import RegisteredSchema
+from . import DecodedColumn
 from .avro.subjects import SeveralSubjectsEncoder, listed_subjects
 from .framing import split_frames
 

@@ -15,7 +15,11 @@ from .core import BATCH, READ, STREAM, fields_of, lower_keys
 from .formats import TypedColumnsSpec, parse_typed_columns
 from .offset_spec import OffsetSpec, check_offset_consistency, parse_offset_spec
 from .registry import (
-    check_kafka_settings, check_option_names, declared_values, default_of, warn_ignored,
+    check_kafka_settings,
+    check_option_names,
+    declared_values,
+    default_of,
+    warn_ignored,
 )
 from .subscription import Subscription, parse_subscription
 

@@ -19,15 +19,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from crc32c import crc32c as _crc32c
 
-from . import compression as _comp
 from ..errors import KafkaProtocolError
+from . import compression as _comp
 from .primitives import uvarint_size
 from .records_arrays import (
-    as_binary_array, binary_lengths, sum_terms, varint_sizes, zigzag_encode,
+    as_binary_array,
+    binary_lengths,
+    sum_terms,
+    varint_sizes,
+    zigzag_encode,
 )
 from .records_layout import (
-    _V2_ATTRIBUTES_OFFSET, _V2_CRC_OFFSET, _V2_HEADER, ATTR_TRANSACTIONAL, HEADERS_TYPE,
-    LOG_OVERHEAD, V2_HEADER_SIZE,
+    _V2_ATTRIBUTES_OFFSET,
+    _V2_CRC_OFFSET,
+    _V2_HEADER,
+    ATTR_TRANSACTIONAL,
+    HEADERS_TYPE,
+    LOG_OVERHEAD,
+    V2_HEADER_SIZE,
 )
 
 

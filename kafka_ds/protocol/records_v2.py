@@ -7,13 +7,17 @@ import struct
 import numpy as np
 import pyarrow as pa
 
+from ..errors import KafkaProtocolError
 from . import compression as _comp
 from .compression import DecompressedSizeExceeded
-from ..errors import KafkaProtocolError
-from .records_arrays import _binary_to_string, _headers_array, int_array, _take_binary
+from .records_arrays import _binary_to_string, _headers_array, _take_binary, int_array
 from .records_layout import (
-    _INT16x2, _MIN_RECORD_SIZE, HEADERS_TYPE, TIMESTAMP_TYPE, V2_HEADER_SIZE,
+    _MIN_RECORD_SIZE,
+    HEADERS_TYPE,
+    TIMESTAMP_TYPE,
+    V2_HEADER_SIZE,
     _corrupt,
+    _INT16x2,
 )
 from .records_starts import _find_starts, _release_work_buffer, _work_buffer, _zvarints
 
@@ -374,7 +378,7 @@ def _py_zvarint(b, p):
             raise IndexError
 
 
-def _control_type(mv, b: "_Batch", topic, partition, max_size):
+def _control_type(mv, b: _Batch, topic, partition, max_size):
     """Type of the first control record of a control batch (0 abort, 1 commit), or None."""
     if b.count <= 0:
         return None

@@ -90,9 +90,9 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
     import numpy as np
     import pyarrow as pa
 
-    from .fetch_pipeline import FetchAhead, fetch_partition
     from ..protocol.records import decode_records
     from ..protocol.records_arrays import numpy_values
+    from .fetch_pipeline import FetchAhead, fetch_partition
     from .record_timestamps import check_timestamps
 
     if not hasattr(rng, "topic"):

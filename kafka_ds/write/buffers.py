@@ -15,9 +15,9 @@ import pyarrow as pa
 
 from ..client.producer import Producer
 from ..client.transactions import Transaction
+from ..errors import ConfigurationError
 from ..options import WriteOptions
 from ..protocol.compression import codec_id
-from ..errors import ConfigurationError
 from ..protocol.records_encode import encode_record_batch_buffer
 from ..protocol.records_layout import V2_HEADER_SIZE
 from .rows import RowColumns, RowTopics

@@ -103,8 +103,12 @@ def _subject(spec: ColumnFormatSpec, topic: str | None) -> str:
 
 def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_type):
     """``(RegisteredSchema, schema id or None)`` the column is written with."""
-    from ..registry.errors import (RegistryUnavailableError, SchemaRegistryError,
-                                   SubjectNotFoundError, VersionNotFoundError)
+    from ..registry.errors import (
+        RegistryUnavailableError,
+        SchemaRegistryError,
+        SubjectNotFoundError,
+        VersionNotFoundError,
+    )
     from ..registry.schema import RegisteredSchema
     schema_type = SCHEMA_TYPES[spec.format]
     misfit, derive = _schema_support(spec.format)

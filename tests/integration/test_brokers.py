@@ -13,8 +13,15 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
-from tests.support.brokers import (BrokerError, MockCluster, TansuBroker, api_versions,
-                                   consume_confluent, produce_confluent, produce_kafka_python)
+from tests.support.brokers import (
+    BrokerError,
+    MockCluster,
+    TansuBroker,
+    api_versions,
+    consume_confluent,
+    produce_confluent,
+    produce_kafka_python,
+)
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME

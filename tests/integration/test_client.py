@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 
 from kafka_ds.client import EARLIEST, LATEST, KafkaClient
+from kafka_ds.errors import CorruptRecordError, DataLossError, KafkaError
 from kafka_ds.options import parse_read_options
 from kafka_ds.protocol import messages as m
-from kafka_ds.errors import CorruptRecordError, DataLossError, KafkaError
 from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.protocol.schema import decode_request, encode_response
 from kafka_ds.read.ranges import OffsetRange, read_range

@@ -14,8 +14,8 @@ The same faults under Spark: tests/spark/test_faults.py.
 """
 from __future__ import annotations
 
-import os
 import collections
+import os
 import threading
 import time
 import uuid

@@ -26,8 +26,14 @@ from kafka_ds.errors import (
     TlsError,
 )
 from tests.support.secure_proxy import SecureProxy
-from tests.unit.test_security import OAUTH_MODULE, SECRET, client_config, jaas
-from tests.unit.test_security import certs, keytool_stores  # noqa: F401  (fixtures)
+from tests.unit.test_security import (  # noqa: F401  (fixtures)
+    OAUTH_MODULE,
+    SECRET,
+    certs,
+    client_config,
+    jaas,
+    keytool_stores,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -195,9 +201,9 @@ def test_inline_pem_truststore_and_keystore(proxies, certs):
 
 
 def test_encrypted_pkcs12_keystore_and_encrypted_pem_key(proxies, certs, tmp_path):
+    from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
-    from cryptography import x509
     proxy = proxies("mtls")
     _ca, client_cert, paths = certs
     key = serialization.load_pem_private_key(client_cert.private_key_pem.bytes(), None)

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from kafka_ds.options import parse_read_options
 from kafka_ds.errors import DataLossError
+from kafka_ds.options import parse_read_options
 from kafka_ds.read.group_commits import GroupCommitter
 from kafka_ds.stream import KafkaStreamReader
 from tests.support.brokers import produce_confluent

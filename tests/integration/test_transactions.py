@@ -17,7 +17,10 @@ import pytest
 
 from kafka_ds.client import KafkaClient
 from kafka_ds.client.transactions import (
-    TransactionError, TransactionHandle, end_transaction, init_transactional_producer,
+    TransactionError,
+    TransactionHandle,
+    end_transaction,
+    init_transactional_producer,
 )
 from tests.support.brokers import consume_confluent
 from tests.support.txlog import produce_in_transaction, verdict
@@ -269,8 +272,13 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
     taken for the aborted one."""
     import pyarrow as pa
 
-    from kafka_ds.write.exactly_once import (abort_all, abort_marker, check_not_aborted,
-                                             mark_aborted, transactional_id)
+    from kafka_ds.write.exactly_once import (
+        abort_all,
+        abort_marker,
+        check_not_aborted,
+        mark_aborted,
+        transactional_id,
+    )
     from kafka_ds.write.plan import ColumnPlan
     from kafka_ds.write.task import TaskWriter, write_batches
 
@@ -350,9 +358,9 @@ def test_abort_fences_through_an_outage_longer_than_the_request_timeout(tansu_br
 def _aborted_list_cluster(log_bytes, aborted, end):
     """One partition of topic "txn" holding ``log_bytes`` (offsets [0, end)); Fetch answers
     everything from offset 0 with ``aborted`` as the aborted-transactions list."""
-    from tests.support.fakebroker import serve_cluster
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.schema import decode_request, encode_response
+    from tests.support.fakebroker import serve_cluster
 
     seen = []
 
@@ -379,6 +387,7 @@ def _aborted_list_cluster(log_bytes, aborted, end):
 
 def test_read_committed_drops_aborted_records_from_the_fetch_list():
     from kafka.protocol.consumer import FetchResponse
+
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange, read_range
     from tests.unit.test_records import _txn_log

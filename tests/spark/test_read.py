@@ -9,8 +9,11 @@ import json
 import pytest
 from chispa import assert_df_equality
 
-from tests.integration.test_read import BASE_TS, RECORDS_PER_PARTITION
-from tests.integration.test_read import data  # noqa: F401  (fixture)
+from tests.integration.test_read import (
+    BASE_TS,
+    RECORDS_PER_PARTITION,
+    data,  # noqa: F401  (fixture)
+)
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 
@@ -251,9 +254,9 @@ def test_earliest_offset_when_a_later_batch_was_stored_first(spark, tansu_broker
     """Tansu's ListOffsets EARLIEST can name a later batch; the default lookup checks it
     against the log start offset of one small Fetch and reads from offset 0, where
     ``latestOffsetsVia=listOffsets`` (Spark's lookup alone) silently skips the batch."""
+    from kafka_ds.client import make_client
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.planner import OffsetPlanner
-    from kafka_ds.client import make_client
 
     topic, records, wrong = _topic_with_a_later_batch_written_first(tansu_broker)
     try:

@@ -12,13 +12,22 @@ import uuid
 
 import pytest
 
-from tests.integration.test_security import (USERS, confluent_conf, confluent_consume,
-                                             confluent_produce, create_topic, kds_options)
-from tests.integration.test_security import proxies  # noqa: F401  (fixture)
+from tests.integration.test_security import (
+    USERS,
+    confluent_conf,
+    confluent_consume,
+    confluent_produce,
+    create_topic,
+    kds_options,
+    proxies,  # noqa: F401  (fixture)
+)
 from tests.support.secure_proxy import SecureProxy
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
-from tests.unit.test_security import SECRET, jaas
-from tests.unit.test_security import certs  # noqa: F401  (fixture)
+from tests.unit.test_security import (
+    SECRET,
+    certs,  # noqa: F401  (fixture)
+    jaas,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -130,6 +130,6 @@ def test_admission_control_before_42_fails_naming_the_release(spark_venvs, tansu
     finally:
         tansu_broker.delete_topic(topic)
     assert "EXCEPTION" in run.stdout, run.stderr[-3000:]
-    assert (f"Option 'maxOffsetsPerTrigger' (admission control) needs pyspark >= 4.2"
+    assert ("Option 'maxOffsetsPerTrigger' (admission control) needs pyspark >= 4.2"
             in run.stdout), run.stdout[-3000:]
     assert f"this is pyspark {version}" in run.stdout, run.stdout[-3000:]

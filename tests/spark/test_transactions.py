@@ -15,8 +15,11 @@ import time
 
 import pytest
 
-from tests.integration.test_transactions import END_TXN, read_committed_both
-from tests.integration.test_transactions import tansu_topic  # noqa: F401  (fixture)
+from tests.integration.test_transactions import (
+    END_TXN,
+    read_committed_both,
+    tansu_topic,  # noqa: F401  (fixture)
+)
 from tests.support import PROJECT_ROOT
 from tests.support.brokers import produce_confluent
 from tests.support.faultproxy import FaultProxy

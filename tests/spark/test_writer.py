@@ -25,8 +25,10 @@ from kafka_ds.write.plan import plan_columns
 from tests.integration.test_writer import batch_headers, quirk
 from tests.support.brokers import consume_confluent, kafka_python_api_version
 from tests.support.faultproxy import FaultProxy
-from tests.support.spark_support import make_spark
-from tests.support.spark_support import spark  # noqa: F401  (fixture)
+from tests.support.spark_support import (
+    make_spark,
+    spark,  # noqa: F401  (fixture)
+)
 from tests.unit.test_partitioner import java_partition
 
 N = 100_000

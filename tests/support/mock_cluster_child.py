@@ -133,16 +133,16 @@ class _Mock:
             return "ok"
         if cmd == "apiversion":
             return self._res(lib.rd_kafka_mock_set_apiversion(mc, int(a[0]), int(a[1]), int(a[2])))
-        return "err -1 unknown command {!r}".format(cmd)
+        return f"err -1 unknown command {cmd!r}"
 
 
 def run_mock(libpath, num_brokers):
     try:
         mock = _Mock(libpath, num_brokers)
     except Exception as e:  # report start-up failure on the protocol line
-        print("fail {}".format(e), flush=True)
+        print(f"fail {e}", flush=True)
         return 1
-    print("bootstrap {}".format(mock.bootstraps), flush=True)
+    print(f"bootstrap {mock.bootstraps}", flush=True)
     try:
         for line in sys.stdin:
             words = line.split()
@@ -153,7 +153,7 @@ def run_mock(libpath, num_brokers):
             try:
                 reply = mock.handle(words)
             except (IndexError, ValueError) as e:
-                reply = "err -1 bad arguments: {}".format(e)
+                reply = f"err -1 bad arguments: {e}"
             print(reply, flush=True)
     finally:
         mock.destroy()

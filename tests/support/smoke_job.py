@@ -108,10 +108,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    import kafka_ds
     import pyspark
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
+
+    import kafka_ds
 
     began = time.perf_counter()
     timings = {}

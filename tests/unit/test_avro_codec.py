@@ -19,14 +19,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_ds.formats.avro.codec import AvroCodec
-from kafka_ds.formats.avro.types import (AvroSchemaError, avro_to_spark, parse_schema,
-                                         simple_string, spark_to_avro,
-                                         spark_type_misfit)
+from kafka_ds.formats.avro.types import (
+    AvroSchemaError,
+    avro_to_spark,
+    parse_schema,
+    simple_string,
+    spark_to_avro,
+    spark_type_misfit,
+)
 from kafka_ds.formats.framing import frame, split_frames
-from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
 from kafka_ds.registry.errors import RegistryUnavailableError
-from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,
-                                             MockSchemaRegistryClient)
+from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
+from tests.support.registry_fixtures import (
+    DictLookup,
+    DownLookup,
+    MockLookup,
+    MockSchemaRegistryClient,
+)
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -248,8 +257,14 @@ def test_spark_to_avro_like_spark_avro():
 
 
 def test_spark_to_avro_from_pyspark_types_keeps_nullability():
-    from pyspark.sql.types import (ArrayType, IntegerType, StringType, StructField, StructType,
-                                   TimestampNTZType)
+    from pyspark.sql.types import (
+        ArrayType,
+        IntegerType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampNTZType,
+    )
     spark = StructType([StructField("a", IntegerType(), False),
                         StructField("b", ArrayType(StringType(), False), True),
                         StructField("t", TimestampNTZType(), False)])

@@ -13,18 +13,21 @@ from hypothesis import strategies as st
 
 from kafka_ds.formats.json.codec import JsonCodec
 from kafka_ds.formats.json.schema import JsonSchemaError, compile_schema
-from kafka_ds.registry.schema import RegisteredSchema
 from kafka_ds.registry.errors import RegistryUnavailableError
-from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,
-                                             MockSchemaRegistryClient,
-                               assert_decode_contract)
+from kafka_ds.registry.schema import RegisteredSchema
+from tests.support.registry_fixtures import (
+    DictLookup,
+    DownLookup,
+    MockLookup,
+    MockSchemaRegistryClient,
+    assert_decode_contract,
+)
 
 pytestmark = pytest.mark.skipif(MockSchemaRegistryClient is None,
                                 reason="confluent-kafka without MockSchemaRegistryClient")
 
 from confluent_kafka.schema_registry import Schema  # noqa: E402
-from confluent_kafka.schema_registry.json_schema import (JSONDeserializer,  # noqa: E402
-                                                         JSONSerializer)
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
 CTX = SerializationContext("events", MessageField.VALUE)

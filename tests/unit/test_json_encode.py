@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.json.encode import build_object_encoder
 from kafka_ds.formats.json.codec import JsonCodec
+from kafka_ds.formats.json.encode import build_object_encoder
 from kafka_ds.formats.json.schema import compile_schema
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import MockSchemaRegistryClient

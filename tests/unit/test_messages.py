@@ -18,18 +18,27 @@ import uuid
 
 import pytest
 from aiokafka.protocol.types import Array, Schema
-from hypothesis import given, settings, strategies as st
-from kafka.protocol import admin as kp_admin, consumer as kp_consumer
-from kafka.protocol import metadata as kp_metadata, producer as kp_producer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol import admin as kp_admin
+from kafka.protocol import consumer as kp_consumer
+from kafka.protocol import metadata as kp_metadata
+from kafka.protocol import producer as kp_producer
 from kafka.protocol import sasl as kp_sasl
 from kafka.protocol.schemas.fields.codecs import BitField
 from kafka.protocol.schemas.load_json import load_json
 
-from kafka_ds.protocol import messages as m
 from kafka_ds.errors import KafkaProtocolError
+from kafka_ds.protocol import messages as m
 from kafka_ds.protocol.schema import (
-    Field, Versions, compile_codec, decode_request, decode_response, encode_request,
-    encode_response, read_response_correlation_id,
+    Field,
+    Versions,
+    compile_codec,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    read_response_correlation_id,
 )
 
 KINDS = ("request", "response")

@@ -12,19 +12,27 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_ds.formats.protobuf.codec import ProtobufCodec
-from kafka_ds.formats.protobuf.schema import (ProtobufSchemaError, decode_message_indexes,
-                                              encode_message_indexes)
-from kafka_ds.registry.schema import RegisteredSchema
+from kafka_ds.formats.protobuf.schema import (
+    ProtobufSchemaError,
+    decode_message_indexes,
+    encode_message_indexes,
+)
 from kafka_ds.registry.errors import RegistryUnavailableError
-from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,
-                                             MockSchemaRegistryClient,
-                               assert_decode_contract, file_proto, message_classes)
+from kafka_ds.registry.schema import RegisteredSchema
+from tests.support.registry_fixtures import (
+    DictLookup,
+    DownLookup,
+    MockLookup,
+    MockSchemaRegistryClient,
+    assert_decode_contract,
+    file_proto,
+    message_classes,
+)
 
 pytestmark = pytest.mark.skipif(MockSchemaRegistryClient is None,
                                 reason="confluent-kafka without MockSchemaRegistryClient")
 
-from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,  # noqa: E402
-                                                      ProtobufSerializer)
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
 CTX = SerializationContext("events", MessageField.VALUE)

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.protobuf.codec import ProtobufCodec
 from kafka_ds.formats.protobuf.arrow import fill_message
+from kafka_ds.formats.protobuf.codec import ProtobufCodec
 from kafka_ds.formats.protobuf.encode import build_message_encoder
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import (

@@ -16,26 +16,26 @@ import lz4.frame
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from aiokafka.record.default_records import DefaultRecordBatch as AioBatch
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 with warnings.catch_warnings():      # kafka-python's imports emit DeprecationWarnings
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.record._crc32c import crc as py_crc32c        # pure-Python, independent of ours
+    from kafka.record._crc32c import crc as py_crc32c  # pure-Python, independent of ours
     from kafka.record.default_records import DefaultRecordBatch as KpBatch
     from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
     from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
     from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
 
+from kafka_ds.errors import CorruptRecordError, KafkaProtocolError
 from kafka_ds.protocol import records_starts
 from kafka_ds.protocol.compression import xxh32
-from kafka_ds.errors import CorruptRecordError, KafkaProtocolError
-from kafka_ds.protocol.records_layout import HEADERS_TYPE, DecodeResult, record_schema
 from kafka_ds.protocol.records import decode_records
 from kafka_ds.protocol.records_encode import encode_record_batch
+from kafka_ds.protocol.records_layout import HEADERS_TYPE, DecodeResult, record_schema
 
 TOPIC = "orders-topic"
 PARTITION = 7

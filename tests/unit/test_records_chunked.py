@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
+
+from kafka_ds.errors import CorruptRecordError
 from kafka_ds.protocol import records_v2
 from kafka_ds.protocol.records import decode_records
-from kafka_ds.errors import CorruptRecordError
 
 TS0 = 1_700_000_000_000
 

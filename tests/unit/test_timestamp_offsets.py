@@ -6,9 +6,14 @@ import random
 import pyarrow as pa
 import pytest
 
-from kafka_ds.client.timestamp_offsets import (EMPTY_ANSWER_ATTEMPTS, EMPTY_ANSWER_WAITS_MS,
-                                               check_answer, first_header,
-                                               partition_fetcher, search_offset)
+from kafka_ds.client.timestamp_offsets import (
+    EMPTY_ANSWER_ATTEMPTS,
+    EMPTY_ANSWER_WAITS_MS,
+    check_answer,
+    first_header,
+    partition_fetcher,
+    search_offset,
+)
 from kafka_ds.errors import KafkaProtocolError
 from kafka_ds.protocol.records_encode import encode_record_batch
 

@@ -13,7 +13,6 @@ from .oauth import OAuthBearerMechanism
 from .settings import SecuritySettings
 
 
-
 class PlainMechanism:
     """RFC 4616: one message, authzid NUL authcid NUL password."""
 

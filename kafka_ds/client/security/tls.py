@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from ...errors import ConfigurationError
 from .settings import SecuritySettings
 
-
 log = logging.getLogger(__name__)
 
 # --- key stores -------------------------------------------------------------------

@@ -18,14 +18,20 @@ import pyarrow as pa
 
 from ...registry.errors import RegistryUnavailableError
 from .. import DecodedColumn
+from ..framing import frame, frame_header, split_frames
 from .columns import ResolutionError, build_plan
 from .encode import NullInRequiredField, SeveralMembersSet, build_encoder
 from .members import member_plan, tag_member, union_plan
 from .references import inline_references, referenced_json
-from .types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
-    simple_string, spark_to_arrow
+from .types import (
+    AvroSchemaError,
+    avro_to_spark,
+    load_json,
+    parse_schema,
+    simple_string,
+    spark_to_arrow,
+)
 from .values import arrow_converter, avro_converter, strip_logical_types
-from ..framing import frame, frame_header, split_frames
 
 _PLAIN = object()     # the decoder key of unframed values (writer schema = reader schema)
 

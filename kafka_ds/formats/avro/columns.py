@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...protocol.records_arrays import is_utf8, peek_uvarints
-from .types import AvroSchemaError, avro_to_spark, logical, spark_to_arrow, union_parts
 from ..framing import slice_positions
+from .types import AvroSchemaError, avro_to_spark, logical, spark_to_arrow, union_parts
 
 _FAST_BASES = frozenset(("boolean", "int", "long", "float", "double", "string", "bytes"))
 _FAST_LOGICAL = frozenset((None, "date", "timestamp-millis", "timestamp-micros",

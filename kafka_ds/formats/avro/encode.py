@@ -24,7 +24,6 @@ import pyarrow as pa
 
 from ...protocol.primitives import uvarint_bytes
 from ...protocol.records_arrays import binary_lengths
-from .columns import FlatType, flat_type
 from ..wire_columns import (
     RowBytes,
     boolean_values,
@@ -33,6 +32,7 @@ from ..wire_columns import (
     set_members,
     valid_mask,
 )
+from .columns import FlatType, flat_type
 
 
 class NullInRequiredField(ValueError):

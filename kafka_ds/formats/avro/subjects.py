@@ -18,8 +18,8 @@ import pyarrow as pa
 
 from ...errors import ConfigurationError
 from ...registry.schema import RegisteredSchema, SchemaReference
-from .types import load_json
 from ..wire_columns import in_row_order, set_members
+from .types import load_json
 
 
 def expand_subjects(client, spec) -> list[str]:

@@ -16,14 +16,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from .. import DecodedColumn
 from kafka_ds.formats.framing import HEADER_SIZE, frame_header, split_frames
 from kafka_ds.formats.json.encode import NotJsonCompliant, build_object_encoder
 from kafka_ds.formats.json.references import self_contained
-from kafka_ds.formats.json.schema import (Mismatch, Node, coerce, compile_schema, parse,
-                                          to_json_value)
+from kafka_ds.formats.json.schema import (
+    Mismatch,
+    Node,
+    coerce,
+    compile_schema,
+    parse,
+    to_json_value,
+)
 from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
+
+from .. import DecodedColumn
 
 _NEWLINES = (ord("\n"), ord("\r"))
 _OPEN_BRACE = ord("{")

@@ -15,9 +15,18 @@ from operator import attrgetter
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
-from kafka_ds.formats.protobuf.schema import (DURATION, SCALAR_TYPES, TIMESTAMP, UNSIGNED,
-                                              WRAPPERS, ProtobufSchemaError, field_types,
-                                              is_map, message_types, repeated)
+from kafka_ds.formats.protobuf.schema import (
+    DURATION,
+    SCALAR_TYPES,
+    TIMESTAMP,
+    UNSIGNED,
+    WRAPPERS,
+    ProtobufSchemaError,
+    field_types,
+    is_map,
+    message_types,
+    repeated,
+)
 
 _T = FieldDescriptor
 #: writer scalar Arrow type -> reader Arrow types it widens to without loss

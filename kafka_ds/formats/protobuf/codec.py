@@ -12,16 +12,23 @@ import pyarrow as pa
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
-from .. import DecodedColumn
 from kafka_ds.formats.framing import frame_header, split_frames
 from kafka_ds.formats.protobuf.arrow import fill_message, struct_builder
 from kafka_ds.formats.protobuf.columns import NeedsRuntime, build_message_decoder
 from kafka_ds.formats.protobuf.encode import build_message_encoder
-from kafka_ds.formats.protobuf.schema import (ProtobufSchemaError, build_pool,
-                                              encode_message_indexes, indexes_of, message_at,
-                                              message_types, read_message_indexes)
+from kafka_ds.formats.protobuf.schema import (
+    ProtobufSchemaError,
+    build_pool,
+    encode_message_indexes,
+    indexes_of,
+    message_at,
+    message_types,
+    read_message_indexes,
+)
 from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
+
+from .. import DecodedColumn
 
 _READER_FILE = "kafka_ds_reader.proto"
 

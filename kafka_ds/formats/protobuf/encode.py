@@ -25,13 +25,13 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from ...protocol.primitives import uvarint_bytes
 from ...protocol.records_arrays import binary_lengths
-from .schema import repeated
 from ..wire_columns import (
     RowBytes,
     boolean_values,
     fixed_values,
     valid_mask,
 )
+from .schema import repeated
 
 _T = FieldDescriptor
 _INT32 = (pa.int8(), pa.int16(), pa.int32())
