@@ -7,8 +7,9 @@ Avro, Protobuf and JSON in any DataFrame, also one read with Spark's ``format("k
 
 Options are those of the source without the column prefix (``subject``, ``version``,
 ``schema``, ``messageName``, ``subjects`` (from_registry), ``memberNames``, ``mode``) and
-the ``schema.registry.*`` ones, written either as ``**{"schema.registry.url": ...}`` or ``schema_registry_url=...``. The schema is looked up
-on the driver when the function is called, so the returned column has its Spark type at
+the ``schema.registry.*`` ones, written either as ``**{"schema.registry.url": ...}`` or
+``schema_registry_url=...``. The schema is looked up on the driver when the function is
+called, so the returned column has its Spark type at
 once; the executors decode whole Arrow batches (``arrow_udf``, pyspark >= 4.1).
 """
 # No ``from __future__ import annotations``: arrow_udf reads the inner functions' type hints

@@ -1,6 +1,7 @@
 """The offset policy of the streaming read (docs/streaming.md says how Spark drives it):
-which offsets a query starts from, where each micro-batch ends (read limits, ``Trigger.AvailableNow``, new partitions), and which planned ranges
-are data loss (``failOnDataLoss``).
+which offsets a query starts from, where each micro-batch ends (read limits,
+``Trigger.AvailableNow``, new partitions), and which planned ranges are data loss
+(``failOnDataLoss``).
 
 :class:`StreamOffsets` asks the brokers through its own driver-side client and keeps
 the state that lasts across triggers; :class:`~kafka_ds.stream.KafkaStreamReader`

@@ -1,5 +1,5 @@
-"""formats/protobuf/codec.py: Confluent-framed Protobuf into Arrow, checked against confluent-kafka's
-ProtobufSerializer / ProtobufDeserializer over its in-memory registry client."""
+"""formats/protobuf/codec.py: Confluent-framed Protobuf into Arrow, checked against
+confluent-kafka's ProtobufSerializer / ProtobufDeserializer over its in-memory registry client."""
 from __future__ import annotations
 
 import base64
