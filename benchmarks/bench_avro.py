@@ -17,7 +17,7 @@ boolean, a nullable string), serialized and framed by confluent-kafka's own Avro
 
 ``--encode`` times the other direction on the same core and records: kafka_ds's
 ``AvroCodec.encode`` on Arrow struct batches (built beforehand, as Spark hands them to the
-writer; the column-wise path of ``kafka_ds.formats.avro_encode``; ``--general`` adds the
+writer; the column-wise path of ``kafka_ds.formats.avro.encode``; ``--general`` adds the
 fastavro-per-row path) against ``AvroSerializer(record, ctx)`` on every record's dict
 (built beforehand), after checking both give the same bytes. ``--union`` writes a union
 of two records instead (several types in one topic: every other record a ``Payment``),
@@ -36,7 +36,7 @@ import time
 
 import pyarrow as pa
 
-from kafka_ds.formats.avro import AvroCodec
+from kafka_ds.formats.avro.codec import AvroCodec
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import MockLookup, MockSchemaRegistryClient
 

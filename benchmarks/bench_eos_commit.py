@@ -15,7 +15,6 @@ import argparse
 import time
 
 
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=100)
@@ -23,8 +22,8 @@ def main():
     args = parser.parse_args()
 
     from kafka_ds.client import KafkaClient
-    from kafka_ds.write.exactly_once import _end, check_open, handles_of
     from kafka_ds.options import parse_write_options
+    from kafka_ds.write.exactly_once import _end, check_open, handles_of
     from kafka_ds.write.messages import KafkaCommitMessage
     from tests.support.brokers import TansuBroker
     from tests.support.txlog import produce_in_transaction, verdict

@@ -349,8 +349,8 @@ def fmt_rate(rate):
 
 def tables(read_rates, write_rates, stream, args, in_range):
     labels = [c[0] for c in CONFIGS]
-    lines = ["| rows/s, best of %d (pykafka Nx: pykafka's rate over this one's) | %s |"
-             % (args.repeat, " | ".join(labels)),
+    lines = [f"| rows/s, best of {args.repeat} (pykafka Nx: pykafka's rate over this one's) | "
+             f"{' | '.join(labels)} |",
              "|---|" + "---:|" * len(labels)]
     for name in ("count", "sum(length(value))"):
         lines.append(row(f"read, `{name}`", [read_rates.get((name, lab)) for lab in labels]))
@@ -455,7 +455,7 @@ def main(argv=None):
     spark = make_spark("kafka_ds bench_jvm", driver_memory="4g", conf=conf)
     try:
         try:
-            spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap_servers) \
+            _ = spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap_servers) \
                 .option("subscribe", "none").load().schema
         except Exception as exc:  # noqa: BLE001
             print(f"Spark's format(\"kafka\") is not usable with these jars: {exc}"[:1500]

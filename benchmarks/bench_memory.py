@@ -48,11 +48,11 @@ def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int =
     """Produce ~``total_bytes`` of value bytes to partition 0; returns the record count
     (``small_first``: one small record first, at offset 0, counted too)."""
     import pyarrow as pa
+    from bench_read import acknowledge
 
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records_encode import encode_record_batch
-    from bench_read import acknowledge
 
     # A few distinct pre-encoded batches, cycled: the broker assigns the offsets (the
     # batch's base offset is not covered by its CRC), so the same bytes can be re-sent.

@@ -11,7 +11,6 @@ import argparse
 import time
 
 
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", type=int, default=600)

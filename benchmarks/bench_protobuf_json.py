@@ -28,18 +28,19 @@ import json
 import time
 
 import pyarrow as pa
-
 from confluent_kafka.schema_registry import Schema
-from confluent_kafka.schema_registry.json_schema import (JSONDeserializer,
-                                                         JSONSerializer)
-from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
-                                                      ProtobufSerializer)
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from kafka_ds.formats.json_format import JsonCodec
-from kafka_ds.formats.protobuf import ProtobufCodec
-from tests.support.registry_fixtures import (MockLookup, MockSchemaRegistryClient, file_proto,
-                                             message_classes)
+from kafka_ds.formats.json.codec import JsonCodec
+from kafka_ds.formats.protobuf.codec import ProtobufCodec
+from tests.support.registry_fixtures import (
+    MockLookup,
+    MockSchemaRegistryClient,
+    file_proto,
+    message_classes,
+)
 
 CTX = SerializationContext("bench", MessageField.VALUE)
 FIELDS = [("id", "int64"), ("ts", "int64"), ("user", "string"), ("country", "string"),
@@ -75,10 +76,10 @@ def run(name, ours, theirs, chunks, repeat, extra=None):
     ours_s = theirs_s = extra_s = 0.0
     extra_n = 0
     for k, (chunk, array) in enumerate(chunks):
-        ours_s += best(lambda: ours(array), repeat)
-        theirs_s += best(lambda: [theirs(v, CTX) for v in chunk], repeat)
+        ours_s += best(lambda array=array: ours(array), repeat)
+        theirs_s += best(lambda chunk=chunk: [theirs(v, CTX) for v in chunk], repeat)
         if extra is not None and k % 10 == 0:
-            extra_s += best(lambda: [extra(v, CTX) for v in chunk], 1)
+            extra_s += best(lambda chunk=chunk: [extra(v, CTX) for v in chunk], 1)
             extra_n += len(chunk)
     n = sum(len(c) for c, _ in chunks)
     out = {"format": name, "records": n, "kafka_ds_rows_per_s": n / ours_s,

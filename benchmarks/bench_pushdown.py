@@ -24,7 +24,6 @@ import datetime as dt
 import struct
 import time
 
-
 BASE_TS = 1_700_000_000_000
 
 # Record batch v2 header: baseOffset int64, batchLength int32 (bytes after these 12),
@@ -126,10 +125,9 @@ def main():
     from pyspark.sql.datasource import GreaterThanOrEqual
 
     from kafka_ds.client import KafkaClient
-    from kafka_ds.options import parse_read_options
     from kafka_ds.compat import PUSHDOWN_CONF
-    from kafka_ds.reader import KafkaPushdownReader
-    from kafka_ds.reader import KafkaBatchReader
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import KafkaBatchReader, KafkaPushdownReader
     from tests.support.brokers import start_broker
 
     counter = FetchCounter(KafkaClient)

@@ -176,7 +176,7 @@ def aiokafka_read(bootstrap: str, topic: str, records: int, value_size: int = VA
                 batches = await consumer.getmany(timeout_ms=1000, max_records=100_000)
                 for messages in batches.values():
                     for msg in messages:
-                        msg.key
+                        msg.key  # noqa: B018 (the peer decodes on access)
                         value_bytes += len(msg.value)
                     seen += len(messages)
             elapsed = time.perf_counter() - started
@@ -192,9 +192,9 @@ def kafka_ds_python_read(bootstrap: str, topic: str, records: int,
                          partitions: int = PARTITIONS) -> float:
     """Seconds for ``kafka_ds.read.ranges.read_range`` to read every partition into Arrow
     batches in this process, one thread (what the Spark tasks run, without Spark)."""
+    from kafka_ds.client import make_client
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange, read_range
-    from kafka_ds.client import make_client
 
     opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic},
                               streaming=False)
@@ -264,9 +264,9 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
     for action in ("count", "noop"):
         for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
             if action == "count":
-                timed = best_timed(repeat, lambda: reader.load().count(), cluster, spark)
+                timed = best_timed(repeat, lambda reader=reader: reader.load().count(), cluster, spark)
             else:
-                timed = best_timed(repeat, lambda: reader.load().write.format(
+                timed = best_timed(repeat, lambda reader=reader: reader.load().write.format(
                     "noop").mode("overwrite").save(), cluster, spark)
             results[(label, action)] = timed.seconds
             if cpu is not None:
@@ -291,6 +291,7 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
 def start_spark():
     """A local[2] session (tests/support/spark_support.py) with pykafka and the ceiling source."""
     from pyspark import cloudpickle
+
     from tests.support.spark_support import make_spark
 
     # The Python workers cannot import benchmarks/: ship the ceiling source by value.

@@ -30,13 +30,12 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from confluent_kafka.schema_registry import (SchemaRegistryClient,  # noqa: E402
-                                             record_subject_name_strategy)
+from bench_protobuf_json import best  # noqa: E402
+from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy  # noqa: E402
 from confluent_kafka.schema_registry.json_schema import JSONSerializer  # noqa: E402
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
-from bench_protobuf_json import best  # noqa: E402
 from kafka_ds.formats.record_subjects import subjects_codec  # noqa: E402
 from kafka_ds.options.formats import ColumnFormatSpec  # noqa: E402
 from kafka_ds.registry.client import SchemaRegistry  # noqa: E402
@@ -96,8 +95,9 @@ def bench(fmt, registry, records, batch, repeat):
         split = [pa.array(chunk[k::2], pa.binary()) for k in (0, 1)]   # Order, Payment rows
         result = codec.decode(mixed)                  # warm: every schema fetched once
         assert not len(result.bad_rows), result.reasons[:1]
-        ours_s += best(lambda: codec.decode(mixed), repeat)
-        peer_s += best(lambda: [c.decode(a) for c, a in zip(codec.codecs, split)], repeat)
+        ours_s += best(lambda mixed=mixed: codec.decode(mixed), repeat)
+        peer_s += best(lambda split=split: [c.decode(a) for c, a in zip(codec.codecs, split, strict=True)],
+                       repeat)
     return ours_s, peer_s
 
 

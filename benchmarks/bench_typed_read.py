@@ -30,10 +30,10 @@ import sys
 import time
 
 import pyarrow as pa
-
 from bench_avro import SCHEMA as AVRO_SCHEMA
 from bench_avro import make_records
 from bench_read import PARTITIONS, fill_topic
+
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import file_proto
 
@@ -70,9 +70,9 @@ def schema_text(fmt: str) -> str:
 
 def encoded_values(fmt: str, schema_id: int, records: int) -> pa.Array:
     """``records`` orders, encoded and framed by kafka_ds's codec of ``fmt``."""
-    from kafka_ds.formats.avro import AvroCodec
-    from kafka_ds.formats.json_format import JsonCodec
-    from kafka_ds.formats.protobuf import ProtobufCodec
+    from kafka_ds.formats.avro.codec import AvroCodec
+    from kafka_ds.formats.json.codec import JsonCodec
+    from kafka_ds.formats.protobuf.codec import ProtobufCodec
 
     schema = RegisteredSchema(fmt.upper(), schema_text(fmt), schema_id=schema_id)
     codec = {"avro": AvroCodec, "protobuf": ProtobufCodec, "json": JsonCodec}[fmt](

@@ -150,7 +150,7 @@ def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, l
                                       ("typed", typed, (registry_url, fmt))):
                 topic = broker.unique_topic(f"bench-{kind}-{fmt}")
                 broker.create_topic(topic, partitions=partitions)
-                timed((limit, kind), lambda: write(df, broker, topic, *options))
+                timed((limit, kind), lambda df=df, topic=topic, options=options: write(df, broker, topic, *options))
                 found = count_records(broker, topic)
                 if found != rows:
                     raise AssertionError(f"{kind} {fmt} wrote {found:,} records, expected {rows:,}")

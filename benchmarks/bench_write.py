@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 
 from cpu_use import Timed
+
 from tests.support.brokers import MockCluster, TansuBroker
 
 VALUE_SQL = "cast(rpad(concat('{\"id\":', id, ',\"kind\":\"bench\"}'), 100, ' ') AS binary)"
@@ -85,9 +86,9 @@ def count_committed(broker, topic) -> int:
     """Data records of committed transactions in ``topic``, read back read_committed (the
     end offsets also count the transactions' commit markers). Fails when a transaction
     is still open (last stable offset below the high watermark)."""
+    from kafka_ds.client import make_client
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange, read_range
-    from kafka_ds.client import make_client
 
     opts = parse_read_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
                                "subscribe": topic, "kafka.isolation.level": "read_committed"},
@@ -154,7 +155,7 @@ def bench_confluent(broker, keys, values, partitions, codec):
 
     produce = producer.produce
     with Timed(broker) as timed:
-        for i, (key, value) in enumerate(zip(keys, values)):
+        for i, (key, value) in enumerate(zip(keys, values, strict=True)):
             while True:
                 try:
                     produce(topic, value, key, on_delivery=on_delivery)

@@ -158,8 +158,12 @@ def null_source():
     sink that takes Arrow batches and drops them: Spark's own cost of a Python data source.
     Its batch is built from numpy buffers: ``pa.array`` of a Python list would import pandas
     (pyarrow looks for pandas types), a cost of the null source's, not of Spark's."""
-    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, \
-        WriterCommitMessage
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        WriterCommitMessage,
+    )
 
     class NullReader(DataSourceReader):
         def __init__(self, rows):

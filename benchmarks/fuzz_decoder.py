@@ -97,7 +97,7 @@ def _v2_batch(rng, codec, base_offset, *, headers=False, transactional=False, pi
                        for i in range(n)], pa.binary())
     hdrs = None
     if headers:
-        hdrs = [[("h%d" % j, None if j == 1 else b"v" * j) for j in range(i % 3)]
+        hdrs = [[(f"h{j}", None if j == 1 else b"v" * j) for j in range(i % 3)]
                 for i in range(n)]
     return encode_record_batch(keys=keys, values=values, headers=hdrs, base_offset=base_offset,
                                compression=codec, producer_id=pid,
@@ -107,7 +107,7 @@ def _v2_batch(rng, codec, base_offset, *, headers=False, transactional=False, pi
 
 
 def _refresh_v2_crc(buf: bytearray, pos: int = 0) -> None:
-    from crc32c import crc32c   # the package the decoder itself uses
+    from crc32c import crc32c  # the package the decoder itself uses
     if len(buf) - pos >= 61:
         length = struct.unpack_from(">i", buf, pos + 8)[0]
         end = min(len(buf), pos + 12 + max(length, 0))
@@ -132,9 +132,10 @@ def _control_batch(base_offset, pid, abort):
 
 def _bomb(codec, base_offset):
     """A batch whose payload inflates to 64 MiB, past the cap the fuzzer decodes with."""
+    import pyarrow as pa
+
     from kafka_ds.protocol.compression import compress
     from kafka_ds.protocol.records_encode import encode_record_batch
-    import pyarrow as pa
     small = bytearray(encode_record_batch(keys=None, values=pa.array([b"x"]),
                                           base_offset=base_offset, compression=codec))
     # Replace the compressed records by a huge run of zeros, compressed.

@@ -31,10 +31,10 @@ import profile_decode as pdm
 
 def python_read(bootstrap: str, topic: str, records: int) -> dict:
     """Seconds per stage for read_range over all partitions, one thread."""
-    from kafka_ds.read.fetch_pipeline import FetchAhead
-    from kafka_ds.options import parse_read_options
-    from kafka_ds.read.ranges import OffsetRange, read_range
     from kafka_ds.client import make_client
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.read.fetch_pipeline import FetchAhead
+    from kafka_ds.read.ranges import OffsetRange, read_range
 
     opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic},
                               streaming=False)
@@ -99,8 +99,8 @@ def spark_times(spark, bootstrap: str, topic: str, records: int, repeat: int = 3
                .option("partitions", br.PARTITIONS).option("topic", topic))
     out = {}
     for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
-        out[(label, "count")] = br.best_of(repeat, lambda: reader.load().count())
-        out[(label, "noop")] = br.best_of(repeat, lambda: reader.load().write.format(
+        out[(label, "count")] = br.best_of(repeat, lambda reader=reader: reader.load().count())
+        out[(label, "noop")] = br.best_of(repeat, lambda reader=reader: reader.load().write.format(
             "noop").mode("overwrite").save())
     return out
 

@@ -76,6 +76,7 @@ import tempfile
 import threading
 import time
 from array import array
+from itertools import pairwise
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -200,7 +201,7 @@ class SourceProducer(threading.Thread):
         """{(partition, offset): id} of every acknowledged record."""
         with self.lock:
             return {(p, o): i for p in range(self.partitions)
-                    for o, i in zip(self.offsets[p], self.ids[p])}
+                    for o, i in zip(self.offsets[p], self.ids[p], strict=True)}
 
 
 # --- network faults -----------------------------------------------------------------------
@@ -508,7 +509,7 @@ def file_sink_rows(file_sink):
     for path in sorted(files):
         table = pq.read_table(path, columns=["partition", "offset", "id"])
         out += zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(),
-                   table.column("id").to_pylist())
+                   table.column("id").to_pylist(), strict=True)
     return out, len(files)
 
 
@@ -615,7 +616,7 @@ def plot(path, series, memory, events, title):
     ts = [s[0] / 60 for s in series]
     for name in ("files", "kafka"):
         rates = [0.0]
-        for a, b in zip(series, series[1:]):
+        for a, b in pairwise(series):
             dt = b[0] - a[0]
             rates.append(max(0.0, (b[2][name] - a[2][name]) / dt) if dt > 0 else 0.0)
         # a moving average over 1 minute: batches commit every few seconds
@@ -625,7 +626,7 @@ def plot(path, series, memory, events, title):
         axes[0].plot(ts, smooth, label=f"{name} sink, records/s committed (1 min mean)")
         axes[1].plot(ts, [s[3][name] for s in series], label=f"{name} sink lag (records)")
     produced = [0.0] + [(b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else 0.0
-                        for a, b in zip(series, series[1:])]
+                        for a, b in pairwise(series)]
     axes[0].plot(ts, produced, color="grey", alpha=0.4, lw=0.8, label="produced records/s")
     axes[0].set_ylabel("records/s")
     axes[1].set_ylabel("records behind")

@@ -248,7 +248,7 @@ def main(argv=None):
             for path in sorted(files):
                 table = pq.read_table(path, columns=["partition", "offset"])
                 out += zip(table.column("partition").to_pylist(),
-                           table.column("offset").to_pylist())
+                           table.column("offset").to_pylist(), strict=True)
             return out
 
         catch_up_deadline = time.monotonic() + 900

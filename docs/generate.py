@@ -115,7 +115,10 @@ def _with_section(text: str, markers, section: str) -> str:
 def pages(docs: pathlib.Path = DOCS) -> dict:
     """{path: the text it should have}, for the pages in ``docs``."""
     from kafka_ds.options.tables import (
-        OPTIONS_MARKERS, SECURITY_MARKERS, options_section, security_section,
+        OPTIONS_MARKERS,
+        SECURITY_MARKERS,
+        options_section,
+        security_section,
     )
     options, security = docs / "options.md", docs / "security.md"
     return {

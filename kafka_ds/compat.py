@@ -21,13 +21,18 @@ from .errors import ConfigurationError
 try:
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
 except ImportError:   # pyspark 4.0
-    DataSourceStreamArrowWriter = None
+    DataSourceStreamArrowWriter = None  # type: ignore[misc,assignment]
 
 #: Spark's conf that lets a Python data source's reader take filters (pyspark >= 4.1)
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 try:
     from pyspark.sql.datasource import (  # noqa: F401
-        EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual,
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        LessThan,
+        LessThanOrEqual,
     )
     FILTER_PUSHDOWN = True
 except ImportError:   # pyspark 4.0
@@ -37,7 +42,7 @@ except ImportError:   # pyspark 4.0
         """Stand-in for pyspark 4.1's filter classes: nothing is an instance of it (and
         ``pushFilters=true`` fails with ``require`` before any filter arrives)."""
 
-    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = _NoFilter
+    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = _NoFilter  # type: ignore[misc,assignment]
 
 try:
     from pyspark.sql.streaming.datasource import (  # noqa: F401
@@ -49,7 +54,7 @@ try:
     ADMISSION_CONTROL = True
 except ImportError:   # pyspark < 4.2
     ADMISSION_CONTROL = False
-    ReadAllAvailable = ReadMaxRows = ReadMinRows = None
+    ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[misc,assignment]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Stand-in base class: pyspark < 4.2 has no admission control."""

@@ -78,7 +78,8 @@ def plan_late_bound(ranges, late_start: set, late_end: set, min_partitions, max_
     and the last piece of one whose end is "latest". A partition empty now but with a
     "latest" end keeps one (empty) task: records produced before a later action are read."""
     pieces = split_ranges(ranges, min_partitions, max_records)
-    first, last = {}, {}
+    first: dict = {}
+    last: dict = {}
     for i, r in enumerate(pieces):
         tp = (r.topic, r.partition)
         first.setdefault(tp, i)

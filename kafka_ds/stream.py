@@ -13,7 +13,9 @@ import json
 import logging
 import signal
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming import StreamingQueryListener
@@ -28,6 +30,15 @@ from .read.ranges import read_range
 from .read.stream_offsets import StreamOffsets, from_offset_dict, to_offset_dict
 from .reader import KafkaInputPartition
 from .worker_process import freeze_long_lived_objects, spark_entry_point
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.listener import (
+        QueryIdleEvent,
+        QueryProgressEvent,
+        QueryStartedEvent,
+        QueryTerminatedEvent,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +65,7 @@ def plan_tasks(ranges, opts: ReadOptions) -> list[InputPartition]:
             and opts.max_records_per_partition is None
             and sum(r.end - r.start for r in ranges) <= small):
         return [KafkaInputRanges(tuple(tasks))]
-    return tasks
+    return list(tasks)
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -69,6 +80,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self._committer: GroupCommitter | None = None
         explicit_prefix = any(str(k).lower() == "groupidprefix" for k in dict(raw_options))
+        self.group_id: str | None
         if opts.group_id:
             self.group_id = opts.group_id
         elif explicit_prefix:
@@ -215,7 +227,11 @@ class InvalidOptionsStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         pass
 
 
-def _kafka_offsets(value) -> dict | None:
+#: offsets or records behind as Spark's Kafka source writes them: {topic: {"partition": n}}
+OffsetsByTopic = dict[str, dict[str, int]]
+
+
+def _kafka_offsets(value: object) -> dict | None:
     """A source's offsets from a query progress (JSON text or already a dict) when they
     have the shape of a Kafka source's, ``{topic: {"partition": offset}}``; else None."""
     if isinstance(value, str):
@@ -231,7 +247,7 @@ def _kafka_offsets(value) -> dict | None:
     return None
 
 
-def _kafka_source(progress, what: str):
+def _kafka_source(progress: Mapping[str, Any] | None, what: str) -> dict | None:
     """The one source of ``progress`` with Kafka offsets (None: no finished batch yet);
     ``what`` asks for it, named in the error."""
     if not progress:
@@ -245,7 +261,7 @@ def _kafka_source(progress, what: str):
     return sources[0]
 
 
-def commit_query_progress(query, options: dict) -> dict:
+def commit_query_progress(query: StreamingQuery, options: Mapping[str, str]) -> OffsetsByTopic:
     """Commit to the consumer group the end offsets of the last batch ``query`` finished.
 
     For the case the reader cannot cover by itself (docs/streaming.md): a query
@@ -265,7 +281,7 @@ def commit_query_progress(query, options: dict) -> dict:
     if source is None:
         return {}
     offsets = {tp: off for tp, off in from_offset_dict(
-        _kafka_offsets(source.get("endOffset"))).items() if off >= 0}
+        _kafka_offsets(source.get("endOffset")) or {}).items() if off >= 0}
     client = make_client(opts)
     try:
         client.commit_offsets(opts.group_id, offsets)
@@ -274,7 +290,7 @@ def commit_query_progress(query, options: dict) -> dict:
     return to_offset_dict(offsets)
 
 
-def progress_lag(progress) -> dict:
+def progress_lag(progress: Mapping[str, Any] | None) -> OffsetsByTopic:
     """Records behind, ``{topic: {partition: count}}``, of the one pykafka source of a
     query's progress (``query.lastProgress``, or ``event.progress`` in a
     ``StreamingQueryListener``): the latest offsets the source saw when Spark planned the
@@ -290,7 +306,7 @@ def progress_lag(progress) -> dict:
     return to_offset_dict(lag)
 
 
-def group_lag(options: dict) -> dict:
+def group_lag(options: Mapping[str, str]) -> OffsetsByTopic:
     """Records behind, ``{topic: {partition: count}}``, of the consumer group
     ``kafka.group.id`` on the partitions the options subscribe to: their latest offsets
     now (the last stable offset with ``read_committed``) minus the group's committed
@@ -326,10 +342,10 @@ class LagListener(StreamingQueryListener):
         self.level = level
         self.partitions_shown = partitions_shown
 
-    def onQueryStarted(self, event) -> None:
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
         pass
 
-    def onQueryProgress(self, event) -> None:
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
         try:
             lag = from_offset_dict(progress_lag(event.progress))
         except ConfigurationError:
@@ -341,8 +357,8 @@ class LagListener(StreamingQueryListener):
                 event.progress.name or event.progress.id, sum(lag.values()),
                 ", ".join(f"{topic}-{partition} {count}" for (topic, partition), count in worst))
 
-    def onQueryIdle(self, event) -> None:
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
         pass
 
-    def onQueryTerminated(self, event) -> None:
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         pass

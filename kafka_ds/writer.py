@@ -8,14 +8,15 @@ commits them all (``write/exactly_once.py``, docs/exactly_once.md).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
 
 from .compat import DataSourceStreamArrowWriter
 from .options import WriteOptions
 from .worker_process import freeze_long_lived_objects, spark_entry_point
-from .write.plan import ColumnPlan
 from .write.messages import KafkaCommitMessage, WriteSummary, spark_partition_id
+from .write.plan import ColumnPlan
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,13 @@ class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
                     self.summary.describe())
 
 
-class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceStreamWriter):
+if TYPE_CHECKING:
+    _StreamWriterBase = DataSourceStreamArrowWriter
+else:   # pyspark 4.0 has no Arrow stream writer
+    _StreamWriterBase = DataSourceStreamArrowWriter or DataSourceStreamWriter
+
+
+class KafkaStreamWriter(_TaskWrites, _StreamWriterBase):
     """Streaming sink: every micro-batch is written like a batch write (at least once:
     a micro-batch Spark re-runs after a failure is written again)."""
 
@@ -105,8 +112,8 @@ class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter or DataSourceSt
     def commit(self, messages, batchId) -> None:
         self.summary = WriteSummary.of(messages)
         if self.prefix is not None:
-            from .write.exactly_once import TransactionLog, commit_all
-            txn_log = TransactionLog(self.opts.checkpoint_location)
+            from .write.exactly_once import TransactionLog, commit_all, require_checkpoint
+            txn_log = TransactionLog(require_checkpoint(self.opts))
             # Recorded durably after the open-transactions check and before the first
             # EndTxn: a restart re-commits exactly these.
             if commit_all(self.opts, messages,

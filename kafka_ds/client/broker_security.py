@@ -33,7 +33,7 @@ class SaslChannel(Protocol):
 
     host: str
     port: int
-    security: SecuritySettings
+    security: SecuritySettings | None
     api_versions: dict
 
     def version_for(self, message) -> int: ...
@@ -59,7 +59,7 @@ def tls_handshake(sock: socket.socket, host: str, port: int, settings,
         tls.settimeout(connect_timeout)
         tls.do_handshake()
         return tls
-    except socket.timeout:
+    except TimeoutError:
         sock.close()
         raise SecurityProtocolMismatchError(
             f"TLS handshake with {where} did not complete within {connect_timeout:.1f}s:"
@@ -119,6 +119,7 @@ def sasl_authenticate(conn: SaslChannel) -> int:
     ``conn`` (versions negotiated); the session lifetime the broker gives, in ms (0: none)."""
     from .security.sasl import ScramMechanism, make_mechanism
     settings = conn.security
+    assert settings is not None                  # only SASL_* connections authenticate
     mechanism = settings.mechanism
     who = (f"SASL {mechanism} authentication of {settings.principal!r} with broker "
            f"{conn.host}:{conn.port}")

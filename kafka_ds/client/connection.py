@@ -10,8 +10,6 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from ..protocol import messages as m
-from ..protocol import primitives as p
 from ..errors import (
     ConfigurationError,
     KafkaConnectionError,
@@ -19,6 +17,8 @@ from ..errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from ..protocol import messages as m
+from ..protocol import primitives as p
 from ..protocol.errors import UnsupportedVersion
 from ..protocol.schema import Message, decode_response, encode_request
 from .broker_security import (
@@ -151,7 +151,7 @@ class BrokerConnection:
 
     # --- lifecycle -----------------------------------------------------------
 
-    def connect(self) -> "BrokerConnection":
+    def connect(self) -> BrokerConnection:
         if self._sock is not None:
             return self
         try:
@@ -289,7 +289,9 @@ class BrokerConnection:
         return any(item is pending for item in self._requests.awaiting)
 
     def request(self, message: Message, body: dict, *, version: int | None = None) -> dict:
-        return self.receive(self.send(message, body, version=version))
+        response = self.receive(self.send(message, body, version=version))
+        assert response is not None          # sent expecting a response
+        return response
 
     def _decode(self, pending: Pending, frame) -> dict:
         try:
@@ -304,9 +306,12 @@ class BrokerConnection:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(message, version, correlation_id, self.client_id, body)
+        sock = self._sock
+        if sock is None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
         try:
-            self._sock.sendall(frame)
-        except socket.timeout:
+            sock.sendall(frame)
+        except TimeoutError:
             self.close()
             raise KafkaTimeoutError(
                 f"timed out sending {message.name} to {self.host}:{self.port}") from None
@@ -365,7 +370,7 @@ class BrokerConnection:
         while got < size:
             try:
                 n = sock.recv_into(view[got:size])
-            except socket.timeout:
+            except TimeoutError:
                 self.close()
                 raise KafkaTimeoutError(
                     f"no {head.message.name} response from {self.host}:{self.port} within "

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..protocol import messages as m
 from ..errors import (
     KafkaConnectionError,
     KafkaError,
@@ -35,7 +34,9 @@ from ..errors import (
     ProduceError,
     RetriableError,
 )
+from ..protocol import messages as m
 from .config import ProducerConfig
+from .connection import BrokerConnection, Pending
 from .producer_batches import PartitionQueues, PartitionResult, PartitionState, ProducerBatch
 from .producer_outcomes import BatchOutcomes, ProducerStats
 
@@ -45,8 +46,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class _InFlight:
     leader: int
-    conn: object
-    pending: object
+    conn: BrokerConnection
+    pending: Pending
     batches: dict           # (topic, partition) -> ProducerBatch
     sent_at: float
 
@@ -93,7 +94,7 @@ class Producer:
 
     # --- public API ------------------------------------------------------------------
 
-    def send(self, topic: str, partition: int, data: bytes, record_count: int, *,
+    def send(self, topic: str, partition: int, data: bytes | memoryview, record_count: int, *,
              base_sequence: int = -1, rows: np.ndarray | None = None, describe_rows=None) -> None:
         """Queue one encoded batch and send what can be sent without waiting (blocks only
         when a broker already has ``max_in_flight`` requests outstanding)."""
@@ -254,6 +255,7 @@ class Producer:
             self._requeue_request(request, exc)
             self._lose_in_flight(leader, exc)
             return
+        assert response is not None              # in flight: sent expecting an answer
         self._outcomes.handle_response(request.leader, request.batches, response,
                                        self.producer_id, self.producer_epoch)
 

@@ -112,7 +112,7 @@ class PartitionQueues:
         """``((topic, partition), state)`` pairs."""
         return self._states.items()
 
-    def add(self, topic: str, partition: int, data: bytes, record_count: int,
+    def add(self, topic: str, partition: int, data: bytes | memoryview, record_count: int,
             base_sequence: int, *, idempotent: bool, delivery_timeout_ms: int,
             rows=None, describe_rows=None) -> ProducerBatch:
         """Queue a new batch as the partition's next (its sequence must be the next)."""

@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import ConfigurationError, KafkaConnectionError, KafkaTimeoutError
 from ..protocol.errors import ERROR_TABLE

@@ -26,10 +26,11 @@ again when a broker answers an offset below the partition's end with no records.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import KafkaProtocolError
 from ..protocol.errors import error_for_code
@@ -83,7 +84,7 @@ def _header_at(fetch_batch: FetchBatch, offset: int) -> BatchHeader | None:
 
 def _records_of(fetch_batch: FetchBatch, header: BatchHeader) -> list[tuple[int, int]]:
     """(offset, timestamp ms) of every record of the batch ``header`` describes."""
-    from ..protocol.records import decode_records   # (pyarrow: only when searching)
+    from ..protocol.records import decode_records  # (pyarrow: only when searching)
     size = header.size
     for _ in range(8):
         records = fetch_batch(header.base, size)
@@ -92,7 +93,7 @@ def _records_of(fetch_batch: FetchBatch, header: BatchHeader) -> list[tuple[int,
         if result.batch is not None and result.batch.num_rows:
             offsets = result.batch.column("offset").to_pylist()
             micros = result.batch.column("timestamp").cast("int64").to_pylist()
-            return [(o, us // 1000) for o, us in zip(offsets, micros)
+            return [(o, us // 1000) for o, us in zip(offsets, micros, strict=True)
                     if header.base <= o <= header.last]
         if not result.truncated:
             return []
@@ -191,7 +192,7 @@ def partition_fetcher(client, topic: str, partition: int, isolation_level: int) 
 
         records = b""
         for tries, wait_ms in enumerate(EMPTY_ANSWER_WAITS_MS, 1):
-            part = client.retrying(lambda: attempt(wait_ms),
+            part = client.retrying(functools.partial(attempt, wait_ms),
                                    f"Fetch {topic}-{partition} at offset {offset}", topics=[topic])
             records = bytes(part["records"] or b"")
             end = part.get("high_watermark", -1)

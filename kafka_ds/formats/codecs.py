@@ -14,13 +14,13 @@ def make_codec(spec, reader_schema, *, framed: bool, lookup, schema_id):
     :func:`kafka_ds.registry.client.registry_for`, which unpickles to the executor
     process's own client, so each writer schema is fetched once per process."""
     if spec.format == "avro":
-        from .avro import AvroCodec
+        from .avro.codec import AvroCodec
         return AvroCodec(reader_schema, framed=framed, lookup=lookup, schema_id=schema_id)
     if spec.format == "protobuf":
-        from .protobuf import ProtobufCodec
+        from .protobuf.codec import ProtobufCodec
         return ProtobufCodec(reader_schema, framed=framed, lookup=lookup, schema_id=schema_id,
                              message_name=spec.message_name)
     if spec.format == "json":
-        from .json_format import JsonCodec
+        from .json.codec import JsonCodec
         return JsonCodec(reader_schema, framed=framed, lookup=lookup, schema_id=schema_id)
     raise ValueError(spec.format)

@@ -60,8 +60,8 @@ def binary_buffers(values: pa.Array):
     if offsets_buf is None:  # an empty array may come without buffers
         offsets = np.zeros(n + 1, dtype=np.int64)
     else:
-        offsets = np.frombuffer(offsets_buf, dtype=offset_type)[values.offset:values.offset + n + 1]
-        offsets = offsets.astype(np.int64)
+        offsets = np.frombuffer(offsets_buf, dtype=offset_type)[
+            values.offset:values.offset + n + 1].astype(np.int64)
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     if values.null_count:
         nulls = values.is_null().to_numpy(zero_copy_only=False)
@@ -115,7 +115,7 @@ def split_frames(values: pa.Array, framed: bool = True) -> Frames:
     reasons = []
     if bad_rows.size:
         for row, length, byte in zip(bad_rows.tolist(), lengths[bad_rows].tolist(),
-                                     first[bad_rows].tolist()):
+                                     first[bad_rows].tolist(), strict=True):
             if length < HEADER_SIZE:
                 reasons.append(f"not framed: {length} bytes, shorter than the 5-byte "
                                "Confluent header")

@@ -1,5 +1,5 @@
 """Several record types in one topic, one subject per type, for Protobuf and JSON Schema
-(``valueSubjects``/``keySubjects`` with ``protobuf``/``json``; Avro's: ``avro_subjects.py``).
+(``valueSubjects``/``keySubjects`` with ``protobuf``/``json``; Avro's: ``avro/subjects.py``).
 
 Avro reads the listed subjects as one union and its resolution picks each record's member.
 Protobuf and JSON Schema have no union, so :class:`SubjectsCodec` routes each record to
@@ -23,9 +23,10 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from . import DecodedColumn
 from ..errors import ConfigurationError
-from .avro_subjects import SeveralSubjectsEncoder, listed_subjects
+from ..registry.schema import RegisteredSchema
+from . import DecodedColumn
+from .avro.subjects import SeveralSubjectsEncoder, listed_subjects
 from .framing import split_frames
 
 __all__ = ["SubjectsCodec", "SeveralSubjectsEncoder", "subject_types", "member_type_names"]
@@ -45,7 +46,7 @@ def _protobuf_type(subject: str, schema, client, option: str) -> str:
     """The message a Protobuf subject holds: the one the subject is named after
     (``<full name>`` or ``<topic>-<full name>``), else the file's first message (the one
     the single-subject read takes)."""
-    from .protobuf_schema import ProtobufSchemaError, build_pool
+    from .protobuf.schema import ProtobufSchemaError, build_pool
     try:
         _, file_desc = build_pool(schema, client, "kafka_ds_subject.proto")
     except ProtobufSchemaError as exc:
@@ -82,7 +83,7 @@ def _json_type(subject: str, schema, option: str) -> str:
     return title
 
 
-def subject_types(client, spec) -> list[tuple[str, str, object]]:
+def subject_types(client, spec) -> list[tuple[str, str, RegisteredSchema]]:
     """``(subject, type name, latest RegisteredSchema)`` of every subject ``spec.subjects``
     lists (Protobuf schemas as serialized descriptors); at least two, types distinct."""
     from .codecs import SCHEMA_TYPES
@@ -106,7 +107,7 @@ def member_type_names(type_names) -> tuple[str, ...]:
     dots where two share one (as for Avro)."""
     short = [name.rpartition(".")[2] for name in type_names]
     return tuple(s if short.count(s) == 1 else name.replace(".", "_")
-                 for s, name in zip(short, type_names))
+                 for s, name in zip(short, type_names, strict=True))
 
 
 class SubjectsCodec:
@@ -127,7 +128,7 @@ class SubjectsCodec:
         self.lookup = lookup
         self.names = tuple(names) if names else tuple(f"member{i}"
                                                       for i in range(len(self.codecs)))
-        self._types = {}
+        self._types: dict = {}
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -137,12 +138,12 @@ class SubjectsCodec:
     @property
     def spark_type(self) -> str:
         return "struct<" + ",".join(f"{name}:{codec.spark_type}"
-                                    for name, codec in zip(self.names, self.codecs)) + ">"
+                                    for name, codec in zip(self.names, self.codecs, strict=True)) + ">"
 
     @property
     def arrow_type(self) -> pa.StructType:
         return pa.struct([pa.field(name, codec.arrow_type)
-                          for name, codec in zip(self.names, self.codecs)])
+                          for name, codec in zip(self.names, self.codecs, strict=True)])
 
     def renamed(self, names) -> SubjectsCodec:
         return SubjectsCodec(self.format, self.subjects, self.type_names, self.codecs,
@@ -162,7 +163,7 @@ class SubjectsCodec:
         from ..registry.errors import RegistryUnavailableError
         try:
             if self.format == "protobuf":
-                from .protobuf_schema import ProtobufSchemaError, build_pool, message_at
+                from .protobuf.schema import ProtobufSchemaError, build_pool, message_at
                 schema = self.lookup.schema_by_id(schema_id, fmt="serialized")
                 if schema.schema_type != "PROTOBUF":
                     return None, f"schema id {schema_id} is {schema.schema_type}, not PROTOBUF"
@@ -188,7 +189,7 @@ class SubjectsCodec:
     def _index_paths(self, frames, rows, bad):
         """``(code per row of rows, paths)``: each row's Protobuf message indexes as an index
         into ``paths`` (tuples), -1 where they do not read (the row is then in ``bad``)."""
-        from .protobuf_schema import read_message_indexes
+        from .protobuf.schema import read_message_indexes
         code, paths, _after, errors = read_message_indexes(
             frames.data, frames.starts[rows], frames.ends[rows], frames.data.tobytes)
         for i, reason in errors.items():
@@ -204,7 +205,7 @@ class SubjectsCodec:
         frames = split_frames(values, True)
         n = len(values)
         bad = {}   # row -> (reason, schema id)
-        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons, strict=True):
             bad[row] = (reason, -1)
         member = np.full(n, -1, np.int64)
         rows = np.flatnonzero(frames.readable)
@@ -249,7 +250,7 @@ class SubjectsCodec:
                 sub_ids = (np.asarray(result.schema_ids, np.int32)
                            if result.schema_ids is not None else np.full(len(local), -1))
                 for row, reason, schema_id in zip(taken[local].tolist(), result.reasons,
-                                                  sub_ids.tolist()):
+                                                  sub_ids.tolist(), strict=True):
                     bad[row] = (reason, schema_id)
                 member[taken[local]] = -1
             if whole:
@@ -284,10 +285,10 @@ def subjects_codec(spec, client) -> SubjectsCodec:
 def member_codec(spec, schema, type_name, client, *, lookup):
     """One subject's codec (reader and writer: its latest version, framed with its id)."""
     if spec.format == "protobuf":
-        from .protobuf import ProtobufCodec
+        from .protobuf.codec import ProtobufCodec
         return ProtobufCodec(schema, framed=True, lookup=lookup, schema_id=schema.schema_id,
                              message_name=type_name)
-    from .json_format import JsonCodec
-    from .json_references import self_contained
+    from .json.codec import JsonCodec
+    from .json.references import self_contained
     return JsonCodec(self_contained(schema, client), framed=True, lookup=lookup,
                      schema_id=schema.schema_id)

@@ -1,7 +1,7 @@
 """Every row's bytes built column-wise: the slot matrix, and one take over pieces.
 
-Used by the column-wise encoders (:mod:`kafka_ds.formats.avro_encode`,
-:mod:`kafka_ds.formats.protobuf_encode`). Small parts of every row (headers, tags, union
+Used by the column-wise encoders (:mod:`kafka_ds.formats.avro.encode`,
+:mod:`kafka_ds.formats.protobuf.encode`). Small parts of every row (headers, tags, union
 branch indexes, varints, fixed-width numbers) go a byte plane at a time into a
 (rows, width) uint8 slot matrix, one block of columns per part, as wide as that part's
 longest encoding; a boolean mask of the same shape marks the bytes each row really uses,
@@ -79,15 +79,15 @@ class RowBytes:
         self.present_rows = int(np.count_nonzero(present))
         # (uint8 (n, w), bool (n, w) mask or None, int64 (n,) bytes per row or None);
         # None, None: every present row uses all w bytes
-        self.blocks = []
-        self.parts = []                   # binary arrays of n rows, in row order of bytes
+        self.blocks: list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]] = []
+        self.parts: list[pa.Array] = []   # binary arrays of n rows, in row order of bytes
 
     def _full(self, used: np.ndarray | None) -> bool:
         return used is None or int(np.count_nonzero(used)) == self.present_rows
 
     def _add(self, block: np.ndarray, used: np.ndarray | None):
         """A block every ``used`` row takes whole."""
-        if self._full(used):
+        if used is None or self._full(used):
             self.blocks.append((block, None, None))
         else:
             width = block.shape[1]

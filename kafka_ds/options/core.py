@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ConfigurationError
 
@@ -27,14 +28,23 @@ def integer(raw) -> int:
         raise ValueError("an integer") from None
 
 
-def boolean(raw) -> bool:
-    value = str(raw).strip().lower()
-    if value in ("true", "false"):
-        return value == "true"
-    raise ValueError("'true' or 'false'")
+class Choice:
+    """A parser of one of a few named values (any case) -> its value. ``choices``: the
+    names an error names, the candidates of its "did you mean"."""
+
+    def __init__(self, mapping: dict, expected: str, choices: tuple[str, ...]):
+        self.lowered = {key.lower(): value for key, value in mapping.items()}
+        self.expected = expected
+        self.choices = choices
+
+    def __call__(self, raw: Any) -> Any:
+        key = str(raw).strip().lower()
+        if key not in self.lowered:
+            raise ValueError(self.expected)
+        return self.lowered[key]
 
 
-boolean.choices = ("true", "false")
+boolean = Choice({"true": True, "false": False}, "'true' or 'false'", ("true", "false"))
 
 
 _DURATION_UNITS = (("ms", 1), ("s", 1000), ("m", 60000), ("h", 3600000), ("d", 86400000))
@@ -52,22 +62,14 @@ def duration_ms(raw) -> int:
     raise ValueError("a duration like '15m', '30s' or '500ms'")
 
 
-def choice(mapping: dict, expected: str = "", hidden: tuple = ()) -> Callable[[Any], Any]:
+def choice(mapping: dict, expected: str = "", hidden: tuple = ()) -> Choice:
     """One of ``mapping``'s keys (any case) -> its value. ``parse.choices``: the keys an
     error names (all but the ``hidden`` aliases), the candidates of its "did you mean"."""
-    lowered = {key.lower(): value for key, value in mapping.items()}
     choices = tuple(key for key in mapping if key not in hidden)
     names = [f"'{key}'" for key in choices]
     expected = expected or (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1
                             else names[0])
-
-    def parse(raw):
-        key = str(raw).strip().lower()
-        if key not in lowered:
-            raise ValueError(expected)
-        return lowered[key]
-    parse.choices = choices
-    return parse
+    return Choice(mapping, expected, choices)
 
 
 def closest(word, candidates, n: int = 1) -> list[str]:
@@ -147,6 +149,8 @@ class Option:
         return self.default_for(modes) if raw is None else self.check(raw)
 
     def check(self, raw):
+        if self.parse is None:
+            raise TypeError(f"option {self.name!r} is parsed by a function of its own")
         try:
             value = self.parse(raw)
         except ValueError as exc:

@@ -15,10 +15,11 @@ SCHEMA_FORMATS = ("avro", "protobuf", "json")
 def _per_column(stem: str, doc: str, parse=None, default=None, applies=READ_WRITE,
                 example=None) -> tuple[Option, Option]:
     """``value<Stem>`` and ``key<Stem>``: the same option for either column."""
-    return tuple(
+    value, key = (
         Option(f"{column}{stem}", applies, doc.replace("COLUMN", column), parse, default,
                field=None, example=example)
         for column in ("value", "key"))
+    return value, key
 
 
 def _version(raw) -> int | str:

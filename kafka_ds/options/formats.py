@@ -4,11 +4,15 @@ the schemas)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
 from .core import WRITE
 from .format_declarations import SCHEMA_FORMATS
 from .registry import BY_NAME
+
+if TYPE_CHECKING:
+    from ..registry.settings import RegistrySettings
 
 COLUMNS = ("value", "key")
 #: the registry's options with a typed value (RegistrySettings reads them all)
@@ -42,8 +46,8 @@ class TypedColumnsSpec:
     value: ColumnFormatSpec
     key: ColumnFormatSpec
     mode: str = "FAILFAST"
-    #: kafka_ds.registry.client.RegistrySettings, or None without schema.registry.url
-    registry: object = None
+    #: None without schema.registry.url
+    registry: RegistrySettings | None = None
     auto_register: bool = True
 
     @property

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ConfigurationError
 from ..client.reads import EARLIEST, LATEST
+from ..errors import ConfigurationError
 from .core import closest, did_you_mean, parse_int, parse_json
 
 

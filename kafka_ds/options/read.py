@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from ..client.config import DEFAULT_CLIENT_CONFIG as CLIENT
 from ..client.config import ClientConfig
@@ -14,7 +15,11 @@ from .core import BATCH, READ, STREAM, fields_of, lower_keys
 from .formats import TypedColumnsSpec, parse_typed_columns
 from .offset_spec import OffsetSpec, check_offset_consistency, parse_offset_spec
 from .registry import (
-    check_kafka_settings, check_option_names, declared_values, default_of, warn_ignored,
+    check_kafka_settings,
+    check_option_names,
+    declared_values,
+    default_of,
+    warn_ignored,
 )
 from .subscription import Subscription, parse_subscription
 
@@ -54,7 +59,7 @@ class ReadOptions:
     # typed key/value (valueFormat, keyFormat): the options, and on the driver the resolved
     # schemas and codecs (kafka_ds.read.typed_columns.TypedColumns) that the tasks decode with
     typed_spec: TypedColumnsSpec | None = None
-    typed: object = None
+    typed: Any = None          # Any: options/ cannot import read/ (it sits below it)
 
     def subscribed_topics(self) -> list | None:
         """The topics a read names explicitly (None for a pattern)."""

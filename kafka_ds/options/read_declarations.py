@@ -5,7 +5,15 @@ Spark partitions, how executors fetch, and the streaming triggers and consumer g
 from __future__ import annotations
 
 from .core import (
-    BATCH, READ, STREAM, Option, boolean, choice, duration_ms, integer, text,
+    BATCH,
+    READ,
+    STREAM,
+    Option,
+    boolean,
+    choice,
+    duration_ms,
+    integer,
+    text,
 )
 
 READ_OPTIONS: tuple[Option, ...] = (

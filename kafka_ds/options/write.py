@@ -13,7 +13,11 @@ from .client_declarations import check_bootstrap, parse_security
 from .core import INT32_MAX, WRITE, fields_of, lower_keys
 from .formats import TypedColumnsSpec, parse_typed_columns
 from .registry import (
-    check_kafka_settings, check_option_names, declared_values, default_of, warn_ignored,
+    check_kafka_settings,
+    check_option_names,
+    declared_values,
+    default_of,
+    warn_ignored,
 )
 
 MAX_RETRIES = INT32_MAX

@@ -36,7 +36,7 @@ from ..errors import KafkaProtocolError
 try:  # pragma: no cover - exercised implicitly
     import cramjam as _cramjam
 except ImportError:  # pragma: no cover
-    _cramjam = None
+    _cramjam = None  # type: ignore[assignment]
 
 try:
     import lz4.frame as _lz4f
@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover
 try:
     import zstandard as _zstd
 except ImportError:  # pragma: no cover
-    _zstd = None
+    _zstd = None  # type: ignore[assignment]
 
 try:
     import snappy as _snappy
@@ -181,7 +181,7 @@ def _is_output_full(exc) -> bool:
 
 def _bytes_view(data):
     if isinstance(data, np.ndarray):
-        return memoryview(data).cast("B")
+        return data.data.cast("B")
     mv = memoryview(data)
     if mv.format != "B" or mv.ndim != 1:
         mv = mv.cast("B")

@@ -39,6 +39,7 @@ class ErrorSpec(NamedTuple):
 
 
 # (code, name, retriable, invalid_metadata, description)
+# fmt: off
 _ROWS = [
     (-1, "UNKNOWN_SERVER_ERROR", False, False, "The server experienced an unexpected error when processing the request."),
     (0, "NONE", False, False, "No error."),
@@ -178,6 +179,7 @@ _ROWS = [
     (132, "STREAMS_TOPOLOGY_FENCED", False, False, "The supplied topology epoch is outdated."),
     (133, "SHARE_SESSION_LIMIT_REACHED", True, False, "The limit of share sessions has been reached."),
 ]
+# fmt: on
 ERROR_TABLE: tuple[ErrorSpec, ...] = tuple(ErrorSpec(*row) for row in _ROWS)
 del _ROWS
 
@@ -207,6 +209,22 @@ for _spec in ERROR_TABLE:
     _BY_CODE[_spec.code] = _BY_NAME[_spec.name] = _cls
     globals()[_cls.__name__] = _cls
 del _spec, _cls
+
+# The classes kafka_ds imports by name, spelled out for the type checker (the loop above made
+# them all; these lines only name them).
+CoordinatorLoadInProgress = _BY_NAME["COORDINATOR_LOAD_IN_PROGRESS"]
+CoordinatorNotAvailable = _BY_NAME["COORDINATOR_NOT_AVAILABLE"]
+DuplicateSequenceNumber = _BY_NAME["DUPLICATE_SEQUENCE_NUMBER"]
+LeaderNotAvailable = _BY_NAME["LEADER_NOT_AVAILABLE"]
+MessageTooLarge = _BY_NAME["MESSAGE_TOO_LARGE"]
+NotCoordinator = _BY_NAME["NOT_COORDINATOR"]
+OffsetOutOfRange = _BY_NAME["OFFSET_OUT_OF_RANGE"]
+OutOfOrderSequenceNumber = _BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"]
+RecordListTooLarge = _BY_NAME["RECORD_LIST_TOO_LARGE"]
+UnknownTopicId = _BY_NAME["UNKNOWN_TOPIC_ID"]
+UnknownTopicOrPartition = _BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]
+UnsupportedSaslMechanism = _BY_NAME["UNSUPPORTED_SASL_MECHANISM"]
+UnsupportedVersion = _BY_NAME["UNSUPPORTED_VERSION"]
 
 __all__ = [
     "ERROR_TABLE", "ErrorSpec", "error_for_code", "error_by_name", "raise_for_code",

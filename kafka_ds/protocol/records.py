@@ -10,6 +10,7 @@ with Spark's Kafka source: docs/records.md.
 from __future__ import annotations
 
 import heapq
+from typing import Any
 
 import pyarrow as pa
 from crc32c import crc32c as _crc32c
@@ -17,13 +18,22 @@ from crc32c import crc32c as _crc32c
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from .records_arrays import _empty_columns
 from .records_layout import (
-    _LEGACY_MIN_LENGTH, _OFFSET_LENGTH, _V2_ATTRIBUTES_OFFSET, _V2_HEADER, ATTR_CODEC_MASK,
-    ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, LOG_OVERHEAD, V2_MIN_BATCH_LENGTH,
-    DecodeResult, _corrupt, record_schema,
+    _LEGACY_MIN_LENGTH,
+    _OFFSET_LENGTH,
+    _V2_ATTRIBUTES_OFFSET,
+    _V2_HEADER,
+    ATTR_CODEC_MASK,
+    ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    LOG_OVERHEAD,
+    V2_MIN_BATCH_LENGTH,
+    DecodeResult,
+    _corrupt,
+    record_schema,
 )
 from .records_legacy import _decode_legacy, _LegacyRows
 from .records_v2 import _Batch, _control_type, _decode_v2_segment
-
 
 # --- top level decode ----------------------------------------------------------------------------
 
@@ -54,8 +64,8 @@ def decode_records(data, *, topic, partition, fetch_offset, include_headers=True
         aborted_heap = [(int(first), int(pid)) for pid, first in aborted_transactions]
         heapq.heapify(aborted_heap)
 
-    segments = []          # ("v2", [_Batch]) | ("legacy", _LegacyRows)
-    current = None         # list being filled for the current segment
+    segments: list[tuple[str, Any]] = []   # ("v2", [_Batch]) | ("legacy", _LegacyRows)
+    current: Any = None    # what is being filled for the current segment
     current_kind = None
     next_offset = fetch_offset
     truncated = False

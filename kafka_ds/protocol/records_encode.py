@@ -19,15 +19,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from crc32c import crc32c as _crc32c
 
-from . import compression as _comp
 from ..errors import KafkaProtocolError
+from . import compression as _comp
 from .primitives import uvarint_size
 from .records_arrays import (
-    as_binary_array, binary_lengths, sum_terms, varint_sizes, zigzag_encode,
+    as_binary_array,
+    binary_lengths,
+    sum_terms,
+    varint_sizes,
+    zigzag_encode,
 )
 from .records_layout import (
-    _V2_ATTRIBUTES_OFFSET, _V2_CRC_OFFSET, _V2_HEADER, ATTR_TRANSACTIONAL, HEADERS_TYPE,
-    LOG_OVERHEAD, V2_HEADER_SIZE,
+    _V2_ATTRIBUTES_OFFSET,
+    _V2_CRC_OFFSET,
+    _V2_HEADER,
+    ATTR_TRANSACTIONAL,
+    HEADERS_TYPE,
+    LOG_OVERHEAD,
+    V2_HEADER_SIZE,
 )
 
 
@@ -372,7 +381,7 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
     value_field, value_bytes, _ = _binary_field(values, n, "values", value_len)
     ts_field = _Varints(0 if max_ts == int(ts.min()) else zigzag_encode(ts - first_ts))
     offset_field = _OffsetDeltas(n)
-    header_bytes = 0
+    header_bytes: int | np.ndarray = 0
     if headers is not None:
         header_counts, header_blob = _encode_headers(headers, n)
         count_field = _Varints((header_counts << 1).astype(np.uint32))
@@ -413,7 +422,7 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
         # numpy's allocator, not bytearray's: a fresh large bytearray page-faults as it fills
         out = np.empty(V2_HEADER_SIZE + len(region), dtype=np.uint8)
         out[V2_HEADER_SIZE:] = np.frombuffer(region, dtype=np.uint8)
-        out = memoryview(out)
+        out = out.data          # a memoryview of the array, no copy
     attrs = codec | (ATTR_TRANSACTIONAL if is_transactional else 0)
     _V2_HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch,
                          2, 0, attrs, n - 1, first_ts, max_ts, producer_id, producer_epoch,

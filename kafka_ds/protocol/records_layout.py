@@ -75,4 +75,5 @@ class DecodeResult:
 
 def _corrupt(topic, partition, offset, message) -> CorruptRecordError:
     return CorruptRecordError(
-        f"corrupt record data in topic {topic!r} partition {partition} at offset {offset}: {message}")
+        f"corrupt record data in topic {topic!r} partition {partition} at offset {offset}: "
+        f"{message}")

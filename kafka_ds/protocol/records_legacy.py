@@ -7,14 +7,26 @@ import zlib
 import numpy as np
 import pyarrow as pa
 
+from ..errors import KafkaProtocolError
 from . import compression as _comp
 from .compression import DecompressedSizeExceeded
-from ..errors import KafkaProtocolError
 from .records_arrays import int_array
 from .records_layout import (
-    _INT32, _LEGACY_MIN_LENGTH, _LEGACY_V0, _LEGACY_V1, _OFFSET_LENGTH, ATTR_CODEC_MASK,
-    ATTR_TIMESTAMP_TYPE, CREATE_TIME, HEADERS_TYPE, LOG_APPEND_TIME, LOG_OVERHEAD, NO_TIMESTAMP,
-    NO_TIMESTAMP_TYPE, TIMESTAMP_TYPE, _corrupt,
+    _INT32,
+    _LEGACY_MIN_LENGTH,
+    _LEGACY_V0,
+    _LEGACY_V1,
+    _OFFSET_LENGTH,
+    ATTR_CODEC_MASK,
+    ATTR_TIMESTAMP_TYPE,
+    CREATE_TIME,
+    HEADERS_TYPE,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    NO_TIMESTAMP_TYPE,
+    TIMESTAMP_TYPE,
+    _corrupt,
 )
 
 # --- legacy (magic 0/1) decode -------------------------------------------------------------

@@ -105,7 +105,7 @@ def _walk_region(b, s, e):
     Returns ``(starts list, end position)``; the end position equals ``e``
     exactly when the region is consistent.
     """
-    out = []
+    out: list = []
     ap = out.append
     step1 = _STEP1
     step2 = _STEP2
@@ -133,7 +133,7 @@ def _zero_positions(buf, S, E):
     hi = int(E[-1])
     m = np.equal(buf[lo:hi], 0, out=_scratch_bool(hi - lo))
     # Bytes between regions (batch headers of in-place input) are not record bytes.
-    for a, b in zip((E[:-1] - lo).tolist(), (S[1:] - lo).tolist()):
+    for a, b in zip((E[:-1] - lo).tolist(), (S[1:] - lo).tolist(), strict=True):
         if b > a:
             m[a:b] = False
     z = np.flatnonzero(m)

@@ -7,13 +7,17 @@ import struct
 import numpy as np
 import pyarrow as pa
 
+from ..errors import KafkaProtocolError
 from . import compression as _comp
 from .compression import DecompressedSizeExceeded
-from ..errors import KafkaProtocolError
-from .records_arrays import _binary_to_string, _headers_array, int_array, _take_binary
+from .records_arrays import _binary_to_string, _headers_array, _take_binary, int_array
 from .records_layout import (
-    _INT16x2, _MIN_RECORD_SIZE, HEADERS_TYPE, TIMESTAMP_TYPE, V2_HEADER_SIZE,
+    _MIN_RECORD_SIZE,
+    HEADERS_TYPE,
+    TIMESTAMP_TYPE,
+    V2_HEADER_SIZE,
     _corrupt,
+    _INT16x2,
 )
 from .records_starts import _find_starts, _release_work_buffer, _work_buffer, _zvarints
 
@@ -68,6 +72,19 @@ class _Fields:
 
     __slots__ = ("key_start", "key_len", "value_start", "value_len", "offsets", "ts",
                  "ts_type", "hrec", "hcnt", "hks", "hkl", "hvs", "hvl")
+    key_start: np.ndarray
+    key_len: np.ndarray
+    value_start: np.ndarray
+    value_len: np.ndarray
+    offsets: np.ndarray
+    ts: np.ndarray
+    ts_type: np.ndarray | None         # None: every record CREATE_TIME (filled in on merge)
+    hrec: np.ndarray | None            # records with headers; None: no record has any
+    hcnt: np.ndarray
+    hks: np.ndarray
+    hkl: np.ndarray
+    hvs: np.ndarray
+    hvl: np.ndarray
 
 
 def _decode_chunk(buf, walk_view, batches, first, S, E, counts, bases, fail_batch) -> _Fields:
@@ -215,6 +232,7 @@ def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
         # each chunk be decoded right after its decompression, still in cache.
         for c0, c1 in (_chunk_bounds(batches) if compressed else [(0, nb)]):
             if compressed:
+                assert ob is not None         # compressed: the work buffer taken above
                 for i in range(c0, c1):
                     b = batches[i]
                     S[i] = ob.size
@@ -233,12 +251,13 @@ def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
                 buf = ob.array
                 if len(buf) >= _MAX_BUFFER:
                     raise KafkaProtocolError("record data larger than 2 GiB in one fetch")
-                walk_view = memoryview(buf)
+                walk_view = buf.data       # a memoryview of the array, no copy
             parts.append(_decode_chunk(buf, walk_view, batches, c0, S[c0:c1], E[c0:c1],
                                        counts[c0:c1], bases[c0:c1], fail_batch))
-        pabuf = pa.py_buffer(ob.array if compressed else mv)
+        pabuf = pa.py_buffer(ob.array if ob is not None else mv)
         f = _merge_fields(parts)
-        parts = None
+        assert f.ts_type is not None      # _merge_fields fills it in
+        parts.clear()
         offsets, ts, ts_type = f.offsets, f.ts, f.ts_type
         key_start, key_len, value_start, value_len = f.key_start, f.key_len, f.value_start, f.value_len
         R = len(offsets)
@@ -326,7 +345,7 @@ def _decode_headers(buf, pos, counts, rec_end, bad, rec_index):
         for lane in np.flatnonzero(counts > _VECTOR_HEADER_ROUNDS).tolist():
             p = int(q[lane])
             end = int(rec_end[lane])
-            slot = int(first[lane])
+            at = int(first[lane])
             try:
                 for j in range(_VECTOR_HEADER_ROUNDS, int(counts[lane])):
                     kl, p = _py_zvarint(raw, p)
@@ -337,7 +356,7 @@ def _decode_headers(buf, pos, counts, rec_end, bad, rec_index):
                     p += max(vl, 0)
                     if kl < 0 or vl < -1 or p > end:
                         raise IndexError
-                    hks[slot + j], hkl[slot + j], hvs[slot + j], hvl[slot + j] = ks, kl, vs, vl
+                    hks[at + j], hkl[at + j], hvs[at + j], hvl[at + j] = ks, kl, vs, vl
             except IndexError:
                 bad[rec_index[lane]] = True
                 p = end
@@ -359,7 +378,7 @@ def _py_zvarint(b, p):
             raise IndexError
 
 
-def _control_type(mv, b: "_Batch", topic, partition, max_size):
+def _control_type(mv, b: _Batch, topic, partition, max_size):
     """Type of the first control record of a control batch (0 abort, 1 commit), or None."""
     if b.count <= 0:
         return None

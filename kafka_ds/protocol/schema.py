@@ -23,11 +23,12 @@ from __future__ import annotations
 import difflib
 import re
 import uuid as _uuid
-from dataclasses import dataclass, field as dc_field
-from functools import lru_cache
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from functools import cache
 
-from . import primitives as p
 from ..errors import KafkaProtocolError, UnknownFieldError
+from . import primitives as p
 
 _SNAKE_1 = re.compile(r"(.)([A-Z][a-z]+)")
 _SNAKE_2 = re.compile(r"([a-z0-9])([A-Z])")
@@ -45,7 +46,7 @@ class Versions:
     high: int  # inclusive; a large number for "N+"
 
     @classmethod
-    def parse(cls, text: str | None) -> "Versions":
+    def parse(cls, text: str | None) -> Versions:
         if text is None or text == "" or text == "none":
             return cls(1, 0)  # empty
         if text.endswith("+"):
@@ -190,7 +191,7 @@ def _value_codec(fld: Field, version: int, flexible: bool, where: str):
             count, pos = p.read_array_length(buf, pos, flexible, nullable)
             if count is None:
                 return None, pos
-            items = []
+            items: list = []
             append = items.append
             for _ in range(count):
                 item, pos = read_el(buf, pos)
@@ -243,7 +244,7 @@ def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "str
     ``where`` names the message, version and nesting path in errors.
     """
     known = frozenset(fld.snake for fld in fields)   # in any version: see the module doc
-    plain = []       # (snake, read, write, default) in wire order
+    listed = []      # (snake, read, write, default) in wire order
     tagged = {}      # tag -> (snake, read, write, default)
     absent = {}      # snake -> default, for fields not in this version
     for fld in fields:
@@ -257,8 +258,8 @@ def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "str
             tagged[fld.tag] = (fld.snake, read, write, default)
             absent[fld.snake] = default
         else:
-            plain.append((fld.snake, read, write, default))
-    plain = tuple(plain)
+            listed.append((fld.snake, read, write, default))
+    plain = tuple(listed)
     tagged_sorted = tuple(sorted(tagged.items()))
 
     def read_struct(buf, pos):
@@ -306,7 +307,7 @@ def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "str
     return read_struct, write_struct
 
 
-@lru_cache(maxsize=None)
+@cache
 def compile_codec(message: Message, version: int, kind: str):
     """Encoder and decoder for ``message`` body at ``version`` (kind: request|response)."""
     if version not in message.versions():

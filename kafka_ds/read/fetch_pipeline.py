@@ -133,11 +133,11 @@ class FetchAhead:
         self._interrupt = interrupt
         self.stopping = stopping or threading.Event()
         self._cond = threading.Condition()
-        self._job = None            # (key, guessed): what the thread fetches next
+        self._job: tuple[tuple, bool] | None = None   # (key, guessed): the thread's next fetch
         self._busy = False          # the thread is fetching
-        self._ready = None          # _Answer fetched and not yet taken
-        self._wanted = None         # the key the caller waits for (no guessing past others)
-        self._thread = None
+        self._ready: _Answer | None = None   # fetched and not yet taken
+        self._wanted: tuple | None = None    # the key the caller waits for (no guessing past others)
+        self._thread: threading.Thread | None = None
         self.guessed_right = 0      # answers taken that were fetched ahead
         self.guessed_wrong = 0      # answers fetched ahead for another offset: dropped
 
@@ -147,7 +147,8 @@ class FetchAhead:
         """The Fetch answer at ``offset`` for ``fetch_bytes`` (raises its error). The caller
         is done with the answer it got before."""
         key = (offset, fetch_bytes)
-        answer = self._fetch_here(key) if self._thread is None else self._take(key)
+        thread = self._thread
+        answer = self._fetch_here(key) if thread is None else self._take(key, thread)
         if answer.error is not None:
             error, answer.error = answer.error, None
             raise error
@@ -161,11 +162,12 @@ class FetchAhead:
         guess = self._guess(key, part)
         if guess is not None and not self.stopping.is_set():
             self._job = (guess, True)
-            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-            self._thread.start()
+            thread = self._thread = threading.Thread(target=self._run, name=self._name,
+                                                     daemon=True)
+            thread.start()
         return _Answer(key, part, None)
 
-    def _take(self, key):
+    def _take(self, key, thread: threading.Thread):
         cond = self._cond
         with cond:
             self._wanted = key
@@ -186,7 +188,7 @@ class FetchAhead:
                     if not self._busy and (self._job is None or self._job[0] != key):
                         self._job = (key, False)         # (replacing a guess not started)
                         cond.notify_all()
-                    if not self._thread.is_alive():
+                    if not thread.is_alive():
                         raise RuntimeError(f"{self._name}: the fetch thread ended unexpectedly")
                     cond.wait(1.0)
             finally:
@@ -250,7 +252,9 @@ class FetchAhead:
                     cond.wait()
                 if self.stopping.is_set():
                     return
-                (key, guessed), self._job = self._job, None
+                job = self._job
+                assert job is not None            # the wait above ends with a job
+                (key, guessed), self._job = job, None
                 self._busy = True
             try:
                 answer = _Answer(key, self._fetch(*key), None, guessed)

@@ -59,6 +59,7 @@ class GroupCommitter:
                 if self._closed and self._wanted == self._committed:
                     break
                 wanted = self._wanted
+                assert wanted is not None     # the wait above ends once offsets were submitted
             try:
                 if client is None:
                     client = make_client(self.opts)

@@ -94,7 +94,7 @@ class OffsetPlanner:
             self._fetched.update(((level, *tp), mark) for tp, mark in marks.items())
         result = {}
         for tp, offset in listed.items():
-            high_watermark, last_stable, log_start = self._fetched[(level, *tp)]
+            high_watermark, last_stable, log_start = self._fetched[(level, tp[0], tp[1])]
             if wanted[tp] == EARLIEST:
                 checked = min(offset, log_start) if log_start >= 0 else offset
             else:

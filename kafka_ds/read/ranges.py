@@ -51,7 +51,7 @@ class _PartitionColumns:
         self.topic = topic
         self.partition = partition
         self.rows = 0
-        self.columns = None
+        self.columns: tuple = ()          # (topic, partition) arrays of self.rows rows
 
     def __call__(self, rows: int):
         if rows > self.rows:
@@ -90,9 +90,9 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
     import numpy as np
     import pyarrow as pa
 
-    from .fetch_pipeline import FetchAhead, fetch_partition
     from ..protocol.records import decode_records
     from ..protocol.records_arrays import numpy_values
+    from .fetch_pipeline import FetchAhead, fetch_partition
     from .record_timestamps import check_timestamps
 
     if not hasattr(rng, "topic"):
@@ -160,7 +160,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
             # no reference to the batch while the next fetch is received.
             records = None
             batch, next_offset, truncated = result.batch, result.next_offset, result.truncated
-            result = None
+            del result
             if batch is not None and batch.num_rows:
                 n = batch.num_rows
                 if next_offset > end:
@@ -170,11 +170,11 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 if n:
                     if n < batch.num_rows:
                         batch = batch.slice(0, n)
-                    added = dict(zip(("topic", "partition"), partition_columns(n)))
+                    added = dict(zip(("topic", "partition"), partition_columns(n), strict=True))
                     columns = [added[name] if name in added else batch.column(name)
                                for name in schema.names]
                     batch = pa.RecordBatch.from_arrays(columns, schema=schema)
-                    columns = None
+                    del columns
                     if opts.typed is not None:    # valueFormat / keyFormat
                         batch = opts.typed.decode_batch(batch, topic, partition)
                     yield batch

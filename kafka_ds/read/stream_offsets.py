@@ -1,6 +1,7 @@
-"""The offset policy of the streaming read (docs/streaming.md says how Spark drives it): which offsets a query starts from, where each micro-batch ends
-(read limits, ``Trigger.AvailableNow``, new partitions), and which planned ranges
-are data loss (``failOnDataLoss``).
+"""The offset policy of the streaming read (docs/streaming.md says how Spark drives it):
+which offsets a query starts from, where each micro-batch ends (read limits,
+``Trigger.AvailableNow``, new partitions), and which planned ranges are data loss
+(``failOnDataLoss``).
 
 :class:`StreamOffsets` asks the brokers through its own driver-side client and keeps
 the state that lasts across triggers; :class:`~kafka_ds.stream.KafkaStreamReader`
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 
-from ..client import LATEST, make_client
+from ..client import LATEST, KafkaClient, make_client
 from ..compat import ReadAllAvailable, ReadMaxRows, ReadMinRows
 from ..errors import ConfigurationError, DataLossError
 from ..options import ReadOptions
@@ -36,21 +37,21 @@ def from_offset_dict(offsets: dict) -> dict[tuple[str, int], int]:
 def rate_limit(limit: int, start: dict, end: dict, earliest_new: dict) -> dict:
     """Spark's KafkaMicroBatchStream.rateLimit: share ``limit`` records among partitions in
     proportion to their backlog; small partitions get at least one record."""
-    sizes = {}
+    begins = {}                   # the partitions with a backlog: where each begins
     for tp, finish in end.items():
         begin = start.get(tp, earliest_new.get(tp))
         if begin is not None and finish - begin > 0:
-            sizes[tp] = finish - begin
-    total = float(sum(sizes.values()))
+            begins[tp] = begin
+    total = float(sum(end[tp] - begin for tp, begin in begins.items()))
     if total < 1:
         return dict(end)
     result = {}
     for tp, finish in end.items():
-        if tp not in sizes:
+        begin = begins.get(tp)
+        if begin is None:
             result[tp] = finish
             continue
-        begin = start.get(tp, earliest_new.get(tp))
-        prorate = limit * (sizes[tp] / total)
+        prorate = limit * ((finish - begin) / total)
         share = int(prorate) if prorate >= 1 else (1 if prorate > 0 else 0)
         result[tp] = min(finish, begin + share)
     return result
@@ -109,7 +110,7 @@ class StreamOffsets:
     def __init__(self, opts: ReadOptions, group_id: str | None):
         self.opts = opts
         self.group_id = group_id
-        self._client = None
+        self._client: KafkaClient | None = None
         self._initial: dict | None = None
         self._available_now_target: dict | None = None
         self._available_now = False

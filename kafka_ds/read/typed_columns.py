@@ -16,6 +16,7 @@ bytes in the ``valueError``/``keyError`` column. Nothing is skipped.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..columns import output_columns
 from ..errors import ConfigurationError, RecordDecodeError
@@ -34,8 +35,8 @@ def error_column(column: str) -> str:
 @dataclass
 class TypedColumn:
     spec: ColumnFormatSpec
-    #: None for ``string``
-    codec: object
+    #: a codec of formats/ (the contract in formats/__init__.py); None for ``string``
+    codec: Any
     #: Spark type (simpleString) of the decoded column
     spark_type: str
     #: ``valueMemberNames=type``: the union struct's field names (else the codec's)
@@ -106,7 +107,7 @@ class TypedColumns:
             if self.permissive:
                 errors.append((error_column(typed.name),
                                _error_array(raw, bad_rows, reasons, schema_ids)))
-        fields = [pa.field(name, array.type) for name, array in zip(names, arrays)]
+        fields = [pa.field(name, array.type) for name, array in zip(names, arrays, strict=True)]
         fields += [pa.field(name, array.type) for name, array in errors]
         return pa.RecordBatch.from_arrays(arrays + [array for _, array in errors],
                                           schema=pa.schema(fields))
@@ -127,7 +128,7 @@ def decode_column(typed: TypedColumn, raw):
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if typed.field_names is not None:
-        from ..formats.avro_members import renamed
+        from ..formats.avro.members import renamed
         array = renamed(array, typed.field_names)
     return array, bad_rows, list(result.reasons), schema_ids
 
@@ -141,7 +142,9 @@ def _decode_utf8(raw):
         pass
     # Only when the batch holds invalid UTF-8: find the rows, one by one.
     values = raw.to_pylist()
-    bad, reasons, text = [], [], []
+    bad: list[int] = []
+    reasons: list[str] = []
+    text: list[str | None] = []
     for row, value in enumerate(values):
         if value is None:
             text.append(None)
@@ -165,7 +168,7 @@ def _error_array(raw, bad_rows, reasons, schema_ids):
     mask[bad_rows] = False
     reason_list = [None] * n
     id_values = np.zeros(n, dtype=np.int32)
-    for row, reason, schema_id in zip(bad_rows.tolist(), reasons, schema_ids.tolist()):
+    for row, reason, schema_id in zip(bad_rows.tolist(), reasons, schema_ids.tolist(), strict=True):
         reason_list[row] = reason
         id_values[row] = schema_id
     ids = pa.array(id_values, pa.int32(), mask=mask | (id_values < 0))
@@ -196,7 +199,7 @@ def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
     if spec.inline_schema is not None:
         return RegisteredSchema(SCHEMA_TYPES[spec.format], spec.inline_schema)
     if spec.subjects is not None:           # several record types, one subject each
-        from ..formats.avro_subjects import union_reader_schema
+        from ..formats.avro.subjects import union_reader_schema
         return union_reader_schema(registry_for(registry_settings), spec)
     subject = spec.subject or f"{topic_of(spec, topics)}-{spec.column}"
     fmt = "serialized" if spec.format == "protobuf" else None
@@ -244,7 +247,7 @@ def _several_subjects(spec: ColumnFormatSpec, typed: TypedColumnsSpec) -> TypedC
 
 def _named_by_type(spec: ColumnFormatSpec, codec) -> TypedColumn:
     """``valueMemberNames=type``: the union struct's fields named by their types."""
-    from ..formats.avro_members import renamed_spark_type, type_member_names
+    from ..formats.avro.members import renamed_spark_type, type_member_names
     node = codec.reader_node
     names = type_member_names(node)
     if names is None:

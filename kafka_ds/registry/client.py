@@ -53,7 +53,7 @@ def _quote(subject: str) -> str:
 
 
 def _schema_body(schema: RegisteredSchema) -> dict:
-    body = {"schema": schema.schema_str}
+    body: dict[str, object] = {"schema": schema.schema_str}
     if schema.schema_type and schema.schema_type.upper() != "AVRO":
         body["schemaType"] = schema.schema_type.upper()
     if schema.references:
@@ -253,11 +253,13 @@ class SchemaRegistry(SchemaLookup):
     def _send(self, base: str, method: str, target: str, payload: bytes | None,
               timeout: float) -> tuple[int, bytes]:
         parts = urlsplit(base)
+        host = parts.hostname or ""           # settings.py refuses a URL without one
+        connection: http.client.HTTPConnection
         if parts.scheme == "https":
-            connection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
+            connection = http.client.HTTPSConnection(host, parts.port, timeout=timeout,
                                                      context=self._tls_context())
         else:
-            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+            connection = http.client.HTTPConnection(host, parts.port, timeout=timeout)
         headers = {"Accept": _ACCEPT, **self._auth_headers()}
         if payload is not None:
             headers["Content-Type"] = _CONTENT_TYPE
@@ -324,8 +326,11 @@ _REGISTRIES: dict = {}
 _REGISTRIES_LOCK = threading.Lock()
 
 
-def registry_for(settings: RegistrySettings) -> SchemaRegistry:
-    """This process's one client for ``settings`` (so its caches are shared)."""
+def registry_for(settings: RegistrySettings | None) -> SchemaRegistry:
+    """This process's one client for ``settings`` (so its caches are shared); ``None`` (no
+    'schema.registry.url' given) is a ConfigurationError."""
+    if settings is None:
+        raise ConfigurationError("this needs a Schema Registry: set 'schema.registry.url'")
     with _REGISTRIES_LOCK:
         registry = _REGISTRIES.get(settings)
         if registry is None:

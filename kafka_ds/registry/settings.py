@@ -139,7 +139,7 @@ def _check_url(url: str) -> None:
             f"'{URL}': {_without_user_info(url)!r} carries credentials; remove them from the "
             f"URL and set '{BASIC_AUTH_USER_INFO}' to 'key:secret' instead")
     try:
-        parts.port
+        _ = parts.port   # urllib checks the port when it is read
     except ValueError:
         raise ConfigurationError(f"'{URL}': {url!r} has an invalid port") from None
 

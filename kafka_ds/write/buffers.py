@@ -15,9 +15,9 @@ import pyarrow as pa
 
 from ..client.producer import Producer
 from ..client.transactions import Transaction
+from ..errors import ConfigurationError
 from ..options import WriteOptions
 from ..protocol.compression import codec_id
-from ..errors import ConfigurationError
 from ..protocol.records_encode import encode_record_batch_buffer
 from ..protocol.records_layout import V2_HEADER_SIZE
 from .rows import RowColumns, RowTopics
@@ -112,7 +112,7 @@ class RecordBatcher:
         rows_s = order + first_row
         sizes_s = rows.sizes[order]
         topic_of_group = topics.index[order[starts]] if topics.index is not None else None
-        for g, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+        for g, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
             topic = topics.names[topic_of_group[g]] if topic_of_group is not None \
                 else topics.names[0]
             partition = int(partitions[order[start]])

@@ -35,8 +35,13 @@ import os
 import uuid
 
 from ..client import make_client
-from ..client.transactions import TransactionError, TransactionHandle, end_transactions, \
-    init_transactional_producer, verify_transactions
+from ..client.transactions import (
+    TransactionError,
+    TransactionHandle,
+    end_transactions,
+    init_transactional_producer,
+    verify_transactions,
+)
 from ..errors import ConfigurationError, KafkaError
 from ..protocol.errors import error_by_name
 

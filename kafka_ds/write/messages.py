@@ -45,7 +45,7 @@ class WriteSummary:
     partitions: dict = field(default_factory=dict)   # (topic, partition) -> [records, first, last]
 
     @classmethod
-    def of(cls, messages) -> "WriteSummary":
+    def of(cls, messages) -> WriteSummary:
         summary = cls()
         for message in messages:
             if message is None:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..columns import sink_column, spark_type_name
 from ..errors import ConfigurationError
 from ..options import WriteOptions
 from ..registry.errors import RegistryUnavailableError
+
+if TYPE_CHECKING:
+    from .typed_writes import DeferredTypedColumns, TypedWriteColumns
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +29,8 @@ class ColumnPlan:
     headers: int = -1
     timestamp: int = -1
     names: tuple = ()
-    #: valueFormat/keyFormat: typed_writes.TypedWriteColumns (None: bytes as given)
-    typed: object = None
+    #: valueFormat/keyFormat (None: bytes as given)
+    typed: TypedWriteColumns | DeferredTypedColumns | None = None
 
 
 def plan_columns(schema, opts: WriteOptions, streaming: bool = False) -> ColumnPlan:
@@ -74,8 +78,8 @@ def plan_columns(schema, opts: WriteOptions, streaming: bool = False) -> ColumnP
         raise ConfigurationError(
             "No topic to write to: set the option 'topic' (.option(\"topic\", \"name\")) or "
             f"add a string 'topic' column; the DataFrame's columns are: {have}")
-    typed = None
-    if typed_names:
+    typed: TypedWriteColumns | DeferredTypedColumns | None = None
+    if typed_names and opts.typed_spec is not None:
         from .typed_writes import resolve_for_write
         fields = {name: fld for name, (_, fld) in found.items()}
         try:

@@ -17,7 +17,14 @@ from .buffers import RecordBatcher
 from .exactly_once import check_not_aborted
 from .messages import KafkaCommitMessage, spark_partition_id
 from .plan import ColumnPlan
-from .rows import RowTopics, TopicState, assign_partitions, check_record_sizes, row_columns, row_topics
+from .rows import (
+    RowTopics,
+    TopicState,
+    assign_partitions,
+    check_record_sizes,
+    row_columns,
+    row_topics,
+)
 from .topics import partition_count
 
 

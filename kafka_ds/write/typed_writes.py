@@ -40,7 +40,7 @@ class TypedWriteColumns:
         if codec is None:
             return array.cast(pa.binary())
         if name in self.by_position:       # a union struct: its fields taken by position
-            from ..formats.avro_members import renamed
+            from ..formats.avro.members import renamed
             array = renamed(array, [f"member{i}" for i in range(array.type.num_fields)])
         return codec.encode(array)
 
@@ -50,7 +50,7 @@ class DeferredTypedColumns:
     """A streaming sink's typed columns whose writer schemas the driver could not look up
     (the registry was unavailable when pyspark built the writer): the task resolves them
     at its first batch, as the driver would have (``plan_columns(streaming=True)``)."""
-    spec: object            # TypedColumnsSpec
+    spec: TypedColumnsSpec
     topic: str | None
     fields: dict            # column name -> pyspark StructField
     resolved: TypedWriteColumns | None = None
@@ -74,7 +74,7 @@ def _schema_support(fmt: str):
     if fmt == "avro":
         import json
 
-        from ..formats.avro_types import spark_to_avro, spark_type_misfit
+        from ..formats.avro.types import spark_to_avro, spark_type_misfit
 
         def misfit(spark_type, schema_text):
             return spark_type_misfit(spark_type, json.loads(schema_text))
@@ -83,9 +83,9 @@ def _schema_support(fmt: str):
             return json.dumps(spark_to_avro(spark_type))
         return misfit, derive
     if fmt == "json":
-        from ..formats.json_spark import json_schema_for, json_schema_misfit
+        from ..formats.json.spark import json_schema_for, json_schema_misfit
         return json_schema_misfit, json_schema_for
-    from ..formats.protobuf_spark import descriptor_for, descriptor_misfit
+    from ..formats.protobuf.spark import descriptor_for, descriptor_misfit
     return descriptor_misfit, descriptor_for
 
 
@@ -103,8 +103,12 @@ def _subject(spec: ColumnFormatSpec, topic: str | None) -> str:
 
 def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_type):
     """``(RegisteredSchema, schema id or None)`` the column is written with."""
-    from ..registry.errors import (RegistryUnavailableError, SchemaRegistryError,
-                                   SubjectNotFoundError, VersionNotFoundError)
+    from ..registry.errors import (
+        RegistryUnavailableError,
+        SchemaRegistryError,
+        SubjectNotFoundError,
+        VersionNotFoundError,
+    )
     from ..registry.schema import RegisteredSchema
     schema_type = SCHEMA_TYPES[spec.format]
     misfit, derive = _schema_support(spec.format)
@@ -112,6 +116,9 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
         from functools import partial
         misfit = partial(misfit, message_name=spec.message_name)
     if typed.registry is None:       # inline Avro/JSON, written without the registry frame
+        if spec.inline_schema is None:
+            raise ConfigurationError(f"Option '{spec.option('Schema')}' or "
+                                     "'schema.registry.url' is needed to write typed values")
         schema = RegisteredSchema(schema_type, spec.inline_schema)
         _check_fit(spec, misfit, spark_type, schema, f"the schema in '{spec.option('Schema')}'")
         return schema, None
@@ -129,10 +136,10 @@ def writer_schema(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topic, spark_
             current = None
         # references resolved here, once: the fit check and the tasks need no registry
         if current is not None and spec.format == "avro" and current.schema_type == "AVRO":
-            from ..formats.avro_references import self_contained
+            from ..formats.avro.references import self_contained
             current = self_contained(current, client)
         elif current is not None and spec.format == "json" and current.schema_type == "JSON":
-            from ..formats.json_references import self_contained as json_self_contained
+            from ..formats.json.references import self_contained as json_self_contained
             current = json_self_contained(current, client)
         elif current is not None and current.references and current.schema_type == "PROTOBUF":
             from functools import partial
@@ -207,7 +214,7 @@ def register_or_find(client, typed, spec, subject, schema) -> int:
 
 def resolve_for_write(spec: TypedColumnsSpec, topic: str | None, fields: dict):
     """``fields``: column name -> pyspark StructField of the written DataFrame."""
-    codecs = {}
+    codecs: dict = {}
     for column_spec in spec.columns:
         field = fields.get(column_spec.column)
         if field is None:
@@ -235,7 +242,7 @@ def resolve_for_write(spec: TypedColumnsSpec, topic: str | None, fields: dict):
 def _written_by_position(spec: TypedColumnsSpec, codecs: dict) -> frozenset:
     """The columns with ``<column>MemberNames=type`` written with a union of several types
     (``<column>Subjects`` takes its fields by position anyway)."""
-    from ..formats.avro_members import type_member_names
+    from ..formats.avro.members import type_member_names
     return frozenset(
         c.column for c in spec.columns
         if c.member_names == "type" and c.subjects is None and codecs.get(c.column) is not None
@@ -246,7 +253,7 @@ def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, fi
     """``valueSubjects`` on write: field i of the struct column is written with subject i's
     latest schema (framed with its id; Protobuf with the message indexes of the subject's
     message); each field's type must fit its subject's schema."""
-    from ..formats.avro_subjects import SeveralSubjectsEncoder
+    from ..formats.avro.subjects import SeveralSubjectsEncoder
     from ..registry.errors import RegistryUnavailableError, SchemaRegistryError
     option = spec.option("Subjects")
     if typed.registry is None:
@@ -254,7 +261,7 @@ def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, fi
     client = registry_for(typed.registry)
     try:
         if spec.format == "avro":
-            from ..formats.avro_subjects import subject_schemas
+            from ..formats.avro.subjects import subject_schemas
             listed = subject_schemas(client, spec)
         else:
             from ..formats.record_subjects import subject_types
@@ -267,7 +274,7 @@ def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, fi
                 f"struct of as many fields, one per subject in that order (it is "
                 f"{field.dataType.simpleString()})")
         codecs = []
-        for member, (subject, name, schema) in zip(members, listed):
+        for member, (subject, name, schema) in zip(members, listed, strict=True):
             schema, problem, codec = _subject_member(spec, client, member, field.name,
                                                      schema, name)
             if problem is not None:
@@ -287,8 +294,8 @@ def several_subjects_encoder(spec: ColumnFormatSpec, typed: TypedColumnsSpec, fi
 def _subject_member(spec, client, member, column, schema, type_name):
     """``(schema, misfit or None, codec)`` of one field written with one subject."""
     if spec.format == "avro":
-        from ..formats.avro_references import self_contained
-        from ..formats.avro_types import spark_type_misfit
+        from ..formats.avro.references import self_contained
+        from ..formats.avro.types import spark_type_misfit
         schema = self_contained(schema, client)
         problem = spark_type_misfit(member.dataType, schema.schema_str,
                                     f"{column}.{member.name}")
@@ -297,7 +304,7 @@ def _subject_member(spec, client, member, column, schema, type_name):
     from ..formats.record_subjects import member_codec
     misfit, _derive = _schema_support(spec.format)
     if spec.format == "json":
-        from ..formats.json_references import self_contained as json_self_contained
+        from ..formats.json.references import self_contained as json_self_contained
         schema = json_self_contained(schema, client)
         problem = misfit(member.dataType, schema.schema_str)
         lookup = None

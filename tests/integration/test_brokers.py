@@ -13,8 +13,15 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
-from tests.support.brokers import (BrokerError, MockCluster, TansuBroker, api_versions,
-                                   consume_confluent, produce_confluent, produce_kafka_python)
+from tests.support.brokers import (
+    BrokerError,
+    MockCluster,
+    TansuBroker,
+    api_versions,
+    consume_confluent,
+    produce_confluent,
+    produce_kafka_python,
+)
 
 # every broker the suite starts is proven here, Tansu and Apache Kafka 3.9 included
 pytestmark = pytest.mark.smoke
@@ -51,7 +58,7 @@ def _check_roundtrip(sent, delivered, got):
     for p in {m.partition for m in got}:
         assert [m.offset for m in got if m.partition == p] == list(
             range(sum(1 for m in got if m.partition == p)))
-    for rec, pos in zip(sent, delivered):
+    for rec, pos in zip(sent, delivered, strict=True):
         m = by_pos[pos]
         assert m.partition == rec["partition"]
         assert m.key == rec["key"]
@@ -236,7 +243,7 @@ def test_latest_offset_after_multi_record_batch(request, broker, new_topic):
 
 def test_latest_offset_after_single_record_batches(broker, new_topic):
     topic = new_topic(1)
-    for i in range(3):
+    for _ in range(3):
         produce_confluent(broker.bootstrap_servers, topic, [b"x"], partition=0)
     assert _watermarks(broker.bootstrap_servers, topic) == (0, 3)
 

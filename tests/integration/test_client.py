@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 
 from kafka_ds.client import EARLIEST, LATEST, KafkaClient
+from kafka_ds.errors import CorruptRecordError, DataLossError, KafkaError
 from kafka_ds.options import parse_read_options
 from kafka_ds.protocol import messages as m
-from kafka_ds.errors import CorruptRecordError, DataLossError, KafkaError
 from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.protocol.schema import decode_request, encode_response
 from kafka_ds.read.ranges import OffsetRange, read_range
@@ -40,7 +40,7 @@ def rows_of(table):
     for i, (k, v, h, o, t) in enumerate(zip(
             table.column("key").to_pylist(), table.column("value").to_pylist(),
             table.column("headers").to_pylist(), table.column("offset").to_pylist(),
-            table.column("timestampType").to_pylist())):
+            table.column("timestampType").to_pylist(), strict=True)):
         headers = [(x["key"], x["value"]) for x in h] if h is not None else []
         out.append((k, v, headers, o, ts[i] // 1000, t))
     return out
@@ -69,7 +69,7 @@ def interop_records(kafka_python_limits=False):
 
 def expected_rows(records, offsets):
     return [(r.get("key"), r.get("value"), [(k, v) for k, v in (r.get("headers") or [])],
-             offset, r["timestamp_ms"], 0) for r, (_p, offset) in zip(records, offsets)]
+             offset, r["timestamp_ms"], 0) for r, (_p, offset) in zip(records, offsets, strict=True)]
 
 
 PRODUCERS = {"confluent": produce_confluent, "kafka_python": produce_kafka_python}
@@ -252,7 +252,7 @@ def test_list_offsets_earliest_latest_and_empty(broker, new_topic):
         one = encode_record_batch(keys=None, values=pa.array([b"x"]))
         for _ in range(3):
             _produce_batches(client, topic, 1, [one])
-        got = client.list_offsets({(topic, 0): LATEST, (topic, 1): LATEST, (topic, 1): LATEST})
+        got = client.list_offsets({(topic, 0): LATEST, (topic, 1): LATEST})
         assert got[(topic, 0)][0] == 0 and got[(topic, 1)][0] == 3
     finally:
         client.close()

@@ -4,15 +4,15 @@ import time
 
 import pytest
 
-from kafka_ds.protocol.schema import encode_response
 from kafka_ds.client.connection import BrokerConnection
-from kafka_ds.protocol import messages as m
 from kafka_ds.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from kafka_ds.protocol import messages as m
+from kafka_ds.protocol.schema import encode_response
 from tests.support.fakebroker import FakeBroker, api_versions_v0_answer
 
 

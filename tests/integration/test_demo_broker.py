@@ -4,7 +4,7 @@ import signal
 import subprocess
 import sys
 
-from tests.support.brokers import free_port, produce_confluent, consume_confluent
+from tests.support.brokers import consume_confluent, free_port, produce_confluent
 
 
 def test_demo_broker_starts_serves_and_stops():

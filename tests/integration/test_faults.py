@@ -14,8 +14,8 @@ The same faults under Spark: tests/spark/test_faults.py.
 """
 from __future__ import annotations
 
-import os
 import collections
+import os
 import threading
 import time
 import uuid
@@ -56,7 +56,7 @@ def fill(broker, topic, partitions, per_partition):
                                     # the test's own producer also waits out an outage
                                     timeout=DOWN_S + 30.0,
                                     **{"batch.num.messages": 1, "linger.ms": 0})
-        for value, (_part, offset) in zip(values, offsets):
+        for value, (_part, offset) in zip(values, offsets, strict=True):
             expected[(p, offset)] = value
     return expected
 
@@ -73,7 +73,7 @@ def read_all(bootstrap, topic, **options):
             for batch in read_range(opts, rng, client):
                 for p, o, v in zip(batch.column("partition").to_pylist(),
                                    batch.column("offset").to_pylist(),
-                                   batch.column("value").to_pylist()):
+                                   batch.column("value").to_pylist(), strict=True):
                     assert (p, o) not in rows
                     rows[(p, o)] = v
         return rows, client.retries

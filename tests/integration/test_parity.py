@@ -11,11 +11,11 @@ import json
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from kafka_ds.options import parse_read_options
 from kafka_ds.errors import CorruptRecordError, DataLossError, KafkaError
+from kafka_ds.options import parse_read_options
 from kafka_ds.read.ranges import OffsetRange, read_range
-from kafka_ds.stream import KafkaStreamReader
 from kafka_ds.read.stream_offsets import from_offset_dict
+from kafka_ds.stream import KafkaStreamReader
 from tests.support.brokers import produce_confluent
 from tests.unit.test_parity import NANOS
 

@@ -5,15 +5,18 @@ import uuid
 
 import pytest
 
+from kafka_ds.client import make_client
 from kafka_ds.options import parse_read_options
 from kafka_ds.read.planner import OffsetPlanner
-from kafka_ds.client import make_client
 from tests.support.brokers import produce_confluent
 
 pytest.importorskip("pyspark.sql.datasource", minversion=None)
 from pyspark.sql.datasource import (  # noqa: E402
-    GreaterThanOrEqual, In, LessThan,
+    GreaterThanOrEqual,
+    In,
+    LessThan,
 )
+
 from tests.unit.test_pushdown import BASE_TS, utc  # noqa: E402
 
 COUNTS = {("a", 0): 20, ("a", 1): 15, ("a", 2): 25, ("b", 0): 10}

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from kafka_ds.errors import ConfigurationError, DataLossError
 from kafka_ds.columns import spark_ddl
+from kafka_ds.errors import ConfigurationError, DataLossError
 from kafka_ds.source import KafkaDataSource
 from tests.support.brokers import produce_confluent
 
@@ -46,7 +46,7 @@ class Dataset:
             # multi-record batch (tests/README.md, Tansu deviation 1).
             offsets = produce_confluent(self.bootstrap, topic, records, compression=codec,
                                         partition=partition, **{"batch.num.messages": 1})
-            for r, (_p, offset) in zip(records, offsets):
+            for r, (_p, offset) in zip(records, offsets, strict=True):
                 self.rows.append((r["key"], r["value"], topic, partition, offset,
                                   dt.datetime.fromtimestamp(r["timestamp_ms"] / 1000, dt.timezone.utc),
                                   0, [(k, v) for k, v in r["headers"]] if r["headers"] else None))
@@ -150,8 +150,8 @@ def test_latest_offsets_check_is_one_fetch_per_leader(broker, new_topic):
     the number of partitions: one Fetch serves the check of the ``earliest`` starts and of
     the ``latest`` ends."""
     from kafka_ds.client import KafkaClient
-    from kafka_ds.protocol import messages as m
     from kafka_ds.options import parse_read_options
+    from kafka_ds.protocol import messages as m
     from kafka_ds.read.planner import OffsetPlanner
 
     topic = new_topic(partitions=12)
@@ -184,15 +184,15 @@ def test_latest_offsets_check_is_one_fetch_per_leader(broker, new_topic):
     assert fetches == sorted(leaders)
 
 
-# --- timestamp offsets, where the test brokers cannot answer ---------------------------------------
+# --- timestamp offsets, where the test brokers cannot answer ------------------------------
 
 def _timestamp_cluster(first_offset_at_or_after):
     """A one-node cluster on a real socket whose ListOffsets implements the timestamp
     lookup Kafka does (neither test broker does: tests/README.md). Partitions 0 and 1 of
     topic "ts" hold offsets [0, 100) with timestamps BASE_TS + offset * 1000."""
-    from tests.support.fakebroker import serve_cluster
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.schema import decode_request, encode_response
+    from tests.support.fakebroker import serve_cluster
 
     def list_offsets(version, correlation_id, frame, conn):
         _header, body = decode_request(m.LIST_OFFSETS, frame)
@@ -264,10 +264,9 @@ def test_timestamp_without_match_fails_by_default():
 # --- the planner's offset lookups --------------------------------------------------------------
 
 def test_planner_earliest_latest_and_specific(data):
-    from kafka_ds.client import LATEST
+    from kafka_ds.client import LATEST, make_client
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.planner import OffsetPlanner
-    from kafka_ds.client import make_client
 
     a, b = data.topics["a"], data.topics["b"]
     opts = parse_read_options({"kafka.bootstrap.servers": data.bootstrap, "subscribe": f"{a},{b}",

@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from kafka_ds.options import parse_read_options
-from kafka_ds.errors import DataLossError
-from kafka_ds.read.planner import OffsetPlanner
 from kafka_ds.client import make_client
+from kafka_ds.errors import DataLossError
+from kafka_ds.options import parse_read_options
+from kafka_ds.read.planner import OffsetPlanner
 from tests.support.brokers import produce_confluent
 
 BASE_TS = 1_700_000_000_000
@@ -36,7 +36,7 @@ class Topic:
             offsets = produce_confluent(broker.bootstrap_servers, self.name, records,
                                         partition=partition, **batching)
             self.records[partition] = [(o, r["timestamp_ms"])
-                                       for (_p, o), r in zip(offsets, records)]
+                                       for (_p, o), r in zip(offsets, records, strict=True)]
 
     def scan(self, partition, timestamp, missing):
         """The first offset at or after ``timestamp``, else ``missing``."""

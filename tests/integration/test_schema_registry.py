@@ -16,6 +16,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
 from kafka_ds.errors import ConfigurationError, RetriableError
+from kafka_ds.registry.client import SchemaRegistry, registry_for
 from kafka_ds.registry.errors import (
     IncompatibleSchemaError,
     InvalidSchemaError,
@@ -28,15 +29,19 @@ from kafka_ds.registry.errors import (
 )
 from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
 from kafka_ds.registry.settings import RegistrySettings
-from kafka_ds.registry.client import SchemaRegistry, registry_for
 from tests.support.schema_registry import (  # noqa: F401  (fixtures)
     mtls_registry,
     schema_registry,
     start_registry,
     tls_registry,
 )
-from tests.unit.test_schema_registry import (USER_DROPS_NAME, USER_NO_DEFAULT, USER_V1, USER_V2,
-                                             record)
+from tests.unit.test_schema_registry import (
+    USER_DROPS_NAME,
+    USER_NO_DEFAULT,
+    USER_V1,
+    USER_V2,
+    record,
+)
 
 
 def confluent(registry, **conf):
@@ -241,7 +246,7 @@ def test_tls_and_mtls_with_confluent(tls_registry, mtls_registry):
                                             "max.retries": 0})
     assert with_cert.register_schema("mtls-value", Schema(USER_V1)) == 1
     without_cert = confluent(mtls_registry, **{"ssl.ca.location": mtls.ca, "max.retries": 0})
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 (the peer's own error types)
         without_cert.get_subjects()
 
 

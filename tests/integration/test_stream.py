@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from kafka_ds.options import parse_read_options
 from kafka_ds.errors import DataLossError
+from kafka_ds.options import parse_read_options
 from kafka_ds.read.group_commits import GroupCommitter
 from kafka_ds.stream import KafkaStreamReader
 from tests.support.brokers import produce_confluent
@@ -39,7 +39,7 @@ def produce(broker, topic, records, partition=None):
     records = [r if isinstance(r, dict) else {"value": r} for r in records]
     placed = produce_confluent(broker.bootstrap_servers, topic, records, partition=partition,
                                **ONE_PER_BATCH)
-    return [(r.get("key"), r.get("value"), topic, p, o) for r, (p, o) in zip(records, placed)]
+    return [(r.get("key"), r.get("value"), topic, p, o) for r, (p, o) in zip(records, placed, strict=True)]
 
 
 def numbered(prefix, count, partition=None):

@@ -17,7 +17,10 @@ import pytest
 
 from kafka_ds.client import KafkaClient
 from kafka_ds.client.transactions import (
-    TransactionError, TransactionHandle, end_transaction, init_transactional_producer,
+    TransactionError,
+    TransactionHandle,
+    end_transaction,
+    init_transactional_producer,
 )
 from tests.support.brokers import consume_confluent
 from tests.support.txlog import produce_in_transaction, verdict
@@ -53,7 +56,7 @@ def read_committed_both(bootstrap, topic):
     for rng in reader.partitions():
         for batch in read_range(reader.opts, rng):
             ours += zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                        batch.column("value").to_pylist())
+                        batch.column("value").to_pylist(), strict=True)
     theirs = [(m.partition, m.offset, m.value)
               for m in consume_confluent(bootstrap, topic, timeout=60,
                                          **{"isolation.level": "read_committed"})]
@@ -272,8 +275,13 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
     taken for the aborted one."""
     import pyarrow as pa
 
-    from kafka_ds.write.exactly_once import (abort_all, abort_marker, check_not_aborted,
-                                             mark_aborted, transactional_id)
+    from kafka_ds.write.exactly_once import (
+        abort_all,
+        abort_marker,
+        check_not_aborted,
+        mark_aborted,
+        transactional_id,
+    )
     from kafka_ds.write.plan import ColumnPlan
     from kafka_ds.write.task import TaskWriter, write_batches
 
@@ -353,9 +361,9 @@ def test_abort_fences_through_an_outage_longer_than_the_request_timeout(kafka_br
 def _aborted_list_cluster(log_bytes, aborted, end):
     """One partition of topic "txn" holding ``log_bytes`` (offsets [0, end)); Fetch answers
     everything from offset 0 with ``aborted`` as the aborted-transactions list."""
-    from tests.support.fakebroker import serve_cluster
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.schema import decode_request, encode_response
+    from tests.support.fakebroker import serve_cluster
 
     seen = []
 
@@ -382,6 +390,7 @@ def _aborted_list_cluster(log_bytes, aborted, end):
 
 def test_read_committed_drops_aborted_records_from_the_fetch_list():
     from kafka.protocol.consumer import FetchResponse
+
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange, read_range
     from tests.unit.test_records import _txn_log

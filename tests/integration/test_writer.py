@@ -12,19 +12,19 @@ import collections
 import struct
 import threading
 import time
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from kafka_ds.client import KafkaClient
-from kafka_ds.errors import ProduceError
+from kafka_ds.errors import ConfigurationError, ProduceError
 from kafka_ds.options import parse_write_options
 from kafka_ds.protocol import messages as m
-from kafka_ds.errors import ConfigurationError
 from kafka_ds.protocol.records_encode import encode_record_batch
-from kafka_ds.write.plan import ColumnPlan
 from kafka_ds.write.messages import KafkaCommitMessage
+from kafka_ds.write.plan import ColumnPlan
 from kafka_ds.write.task import TaskWriter, write_batches
 from tests.support.brokers import consume_confluent
 from tests.support.faultproxy import FaultProxy
@@ -73,8 +73,8 @@ def batch_headers(bootstrap, topic, partition):
 def test_missing_topic_on_a_broker_that_does_not_create_it():
     """A broker without auto.create.topics.enable answers UNKNOWN_TOPIC_OR_PARTITION even
     when creation is allowed (neither test broker can be set so: a fake one)."""
-    from tests.support.fakebroker import serve_cluster
     from kafka_ds.write.topics import check_topic_exists
+    from tests.support.fakebroker import serve_cluster
 
     fake = serve_cluster({"other": 1}, {})
     try:
@@ -262,7 +262,7 @@ def test_null_keys_are_sticky(broker, new_topic):
     partition_of = {int(m.value[:8]): m.partition for m in msgs}
     sequence = [partition_of[i] for i in range(1000)]
     runs = [1]
-    for a, b in zip(sequence, sequence[1:]):
+    for a, b in pairwise(sequence):
         if a == b:
             runs[-1] += 1
         else:

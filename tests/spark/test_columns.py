@@ -6,10 +6,10 @@ import pyarrow as pa
 import pytest
 
 from kafka_ds import columns
-from kafka_ds.options import parse_write_options
-from kafka_ds.errors import ConfigurationError
-from kafka_ds.protocol.records_layout import HEADERS_TYPE, TIMESTAMP_TYPE, record_schema
 from kafka_ds.columns import arrow_schema, spark_ddl
+from kafka_ds.errors import ConfigurationError
+from kafka_ds.options import parse_write_options
+from kafka_ds.protocol.records_layout import HEADERS_TYPE, TIMESTAMP_TYPE, record_schema
 from kafka_ds.source import _check_schema
 from kafka_ds.write.plan import plan_columns
 from tests.support.spark_support import spark  # noqa: F401  (fixture)

@@ -14,8 +14,12 @@ import time
 import pytest
 
 from kafka_ds.client import KafkaClient
-from tests.integration.test_faults import DOWN_S, fill, mock_topic
-from tests.integration.test_faults import restore  # noqa: F401  (fixture)
+from tests.integration.test_faults import (
+    DOWN_S,
+    fill,
+    mock_topic,
+    restore,  # noqa: F401  (fixture)
+)
 from tests.support.brokers import consume_confluent
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 

@@ -13,7 +13,6 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from tests.integration.test_parity import options, produce, sizes, stream_reader
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
-
 # --- 1. minPartitions: Spark's KafkaOffsetRangeCalculator, round half up -------------
 
 def test_min_partitions_batch_and_stream_like_spark(spark, broker, new_topic):
@@ -48,7 +47,7 @@ def test_every_action_reads_up_to_the_latest_offsets_of_its_time(spark, broker, 
     produce(broker, topic, 0, 2, start=3)
     produce(broker, topic, 1, 4)
     assert df.count() == 9                          # the same DataFrame, a new execution
-    assert sorted(r.offset for r in df.filter(f"partition = 1").collect()) == [0, 1, 2, 3]
+    assert sorted(r.offset for r in df.filter("partition = 1").collect()) == [0, 1, 2, 3]
     assert pinned.count() == 6                      # 2 (explicit end) + 4 ("-1": latest)
     with_min = reader().option("minPartitions", "3").load()
     assert with_min.count() == 9

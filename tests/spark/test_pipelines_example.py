@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.brokers import consume_confluent, produce_confluent
 from tests.spark.test_wheel import clean_env
+from tests.support.brokers import consume_confluent, produce_confluent
 
 pytestmark = [pytest.mark.heavy, pytest.mark.spark]
 

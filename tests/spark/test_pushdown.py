@@ -9,10 +9,11 @@ from kafka_ds.compat import PUSHDOWN_CONF
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 pytest.importorskip("pyspark.sql.datasource", minversion=None)
-from tests.integration.test_pushdown import Data  # noqa: E402
-from tests.integration.test_pushdown import data  # noqa: E402, F401  (fixture)
+from tests.integration.test_pushdown import (
+    Data,  # noqa: E402
+    data,  # noqa: E402, F401  (fixture)
+)
 from tests.unit.test_pushdown import BASE_TS, utc  # noqa: E402
-
 
 # --- on the brokers -------------------------------------------------------------------------
 

@@ -9,8 +9,11 @@ import json
 import pytest
 from chispa import assert_df_equality
 
-from tests.integration.test_read import BASE_TS, RECORDS_PER_PARTITION
-from tests.integration.test_read import data  # noqa: F401  (fixture)
+from tests.integration.test_read import (
+    BASE_TS,
+    RECORDS_PER_PARTITION,
+    data,  # noqa: F401  (fixture)
+)
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 
@@ -209,7 +212,7 @@ def _topic_with_a_later_batch_written_first(broker, deadline_s=90.0):
         done = threading.Event()
         produced = []
 
-        def produce(batch, count, again, delay=0.0):
+        def produce(batch, count, again, delay=0.0, topic=topic, produced=produced, done=done):
             time.sleep(delay)
             client = KafkaClient(broker.bootstrap_servers)
             try:
@@ -250,9 +253,9 @@ def test_earliest_offset_when_a_later_batch_was_stored_first(spark, tansu_broker
     EARLIEST can name a later batch; the default lookup checks it
     against the log start offset of one small Fetch and reads from offset 0, where
     ``latestOffsetsVia=listOffsets`` (Spark's lookup alone) silently skips the batch."""
+    from kafka_ds.client import make_client
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.planner import OffsetPlanner
-    from kafka_ds.client import make_client
 
     topic, records, wrong = _topic_with_a_later_batch_written_first(tansu_broker)
     try:

@@ -3,8 +3,11 @@ and the checks at planning: tests/integration/test_read_by_timestamp.py)."""
 import json
 import uuid
 
-from tests.integration.test_read_by_timestamp import BASE_TS, COUNTS
-from tests.integration.test_read_by_timestamp import topic  # noqa: F401  (fixture)
+from tests.integration.test_read_by_timestamp import (
+    BASE_TS,
+    COUNTS,
+    topic,  # noqa: F401  (fixture)
+)
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 

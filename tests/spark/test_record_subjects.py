@@ -7,8 +7,10 @@ cases (both strategies, both registrations, errors): tests/unit/test_record_subj
 import json
 
 import pytest
-from confluent_kafka.schema_registry import (record_subject_name_strategy,
-                                             topic_record_subject_name_strategy)
+from confluent_kafka.schema_registry import (
+    record_subject_name_strategy,
+    topic_record_subject_name_strategy,
+)
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext

@@ -172,8 +172,10 @@ def serializer_for(client, schema, strategy):
 @pytest.mark.parametrize("strategy", ["RecordNameStrategy", "TopicRecordNameStrategy"])
 def test_one_subject_per_type_read_with_value_subjects(spark, broker, new_topic,
                                                        schema_registry, strategy):
-    from confluent_kafka.schema_registry import (record_subject_name_strategy,
-                                                 topic_record_subject_name_strategy)
+    from confluent_kafka.schema_registry import (
+        record_subject_name_strategy,
+        topic_record_subject_name_strategy,
+    )
     topic = new_topic(partitions=1)
     client = confluent_registry(schema_registry)
     name_strategy = (record_subject_name_strategy if strategy == "RecordNameStrategy"

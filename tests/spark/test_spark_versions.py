@@ -61,7 +61,7 @@ def spark_venvs():
             [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--upgrade", "--no-compile",
              "--target", str(site), f"pyspark=={version}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for version, (python, site, began, proc) in running.items():
+    for version, (python, _site, began, proc) in running.items():
         out, _ = proc.communicate(timeout=1800)
         took = round(time.monotonic() - began, 1)
         error = None if proc.returncode == 0 else out[-3000:]
@@ -130,6 +130,6 @@ def test_admission_control_before_42_fails_naming_the_release(spark_venvs, kafka
     finally:
         kafka_broker.delete_topic(topic)
     assert "EXCEPTION" in run.stdout, run.stderr[-3000:]
-    assert (f"Option 'maxOffsetsPerTrigger' (admission control) needs pyspark >= 4.2"
+    assert ("Option 'maxOffsetsPerTrigger' (admission control) needs pyspark >= 4.2"
             in run.stdout), run.stdout[-3000:]
     assert f"this is pyspark {version}" in run.stdout, run.stdout[-3000:]

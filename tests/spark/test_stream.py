@@ -25,10 +25,9 @@ import uuid
 import pytest
 from chispa import assert_df_equality
 
-from kafka_ds.stream import commit_query_progress
 from kafka_ds.read.stream_offsets import from_offset_dict
-from tests.integration.test_stream import (COLUMNS, ONE_PER_BATCH, group_offsets, numbered,
-                                           produce)
+from kafka_ds.stream import commit_query_progress
+from tests.integration.test_stream import COLUMNS, ONE_PER_BATCH, group_offsets, numbered, produce
 from tests.support import PROJECT_ROOT
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 

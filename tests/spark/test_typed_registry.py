@@ -170,8 +170,9 @@ def test_plain_avro_with_an_inline_schema_round_trips_without_a_registry(spark, 
     (source.selectExpr("struct(id, name) AS value").write.format("pykafka")
      .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("topic", topic)
      .option("valueFormat", "avro").option("valueSchema", schema).mode("append").save())
-    import fastavro
     import io
+
+    import fastavro
     raw = consume_raw(broker.bootstrap_servers, topic, 5)
     parsed = fastavro.parse_schema(json.loads(schema))
     assert sorted(fastavro.schemaless_reader(io.BytesIO(v), parsed)["id"]
@@ -257,8 +258,10 @@ def test_avro_top_level_bytes_key_and_value_are_raw_as_confluent_frames_them(
 def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
         spark, broker, new_topic, schema_registry):
     from confluent_kafka.schema_registry.protobuf import (
-        ProtobufDeserializer, ProtobufSerializer,
+        ProtobufDeserializer,
+        ProtobufSerializer,
     )
+
     from tests.integration.test_schema_registry import order_message_class
     topic = new_topic(partitions=1)
     order_class = order_message_class()
@@ -305,7 +308,8 @@ def test_protobuf_write_of_the_second_message_is_checked_and_framed_for_it(
     # A schema file of two messages, A first: valueMessageName=B writes (and fit-checks)
     # B, framed with its message index, as confluent's serializer of B does
     from confluent_kafka.schema_registry.protobuf import (
-        ProtobufDeserializer, ProtobufSerializer,
+        ProtobufDeserializer,
+        ProtobufSerializer,
     )
 
     from tests.support.registry_fixtures import file_proto, message_classes
@@ -410,7 +414,7 @@ def test_every_bad_record_reason_fails_fast_or_reads_as_null(spark, broker, new_
     permissive = read(spark, broker, topic, mode="PERMISSIVE", **options).orderBy("offset")
     rows = permissive.select("offset", "value", "valueError").collect()
     assert rows[0].value.asDict() == {"id": 1, "name": "a"} and rows[0].valueError is None
-    for row, reason, raw in zip(rows[1:], reasons, values[1:]):
+    for row, reason, raw in zip(rows[1:], reasons, values[1:], strict=True):
         assert row.value is None
         assert reason in row.valueError.reason, (reason, row.valueError.reason)
         assert bytes(row.valueError.raw) == raw

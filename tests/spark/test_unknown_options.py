@@ -3,18 +3,17 @@ Spark's Python worker logs (``spark.tvf.python_worker_logs()``) and on the conso
 local-mode driver, and the strict error as the exception of ``load()``. The names and
 values checked without Spark: tests/unit/test_unknown_options.py.
 """
-from collections import Counter
 import os
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 
 import pytest
 
 from kafka_ds.options.names import STRICT_ENV
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 from tests.unit.test_unknown_options import _no_strict_env  # noqa: F401  (autouse fixture)
-
 
 # --- what the user sees, in real Spark sessions -----------------------------------------
 

@@ -60,6 +60,7 @@ def test_wheel_holds_the_packages_and_nothing_of_the_repository(wheel):
     assert "kafka_ds/reader.py" in names and "kafka_ds/writer.py" in names
     assert "kafka_ds/protocol/__init__.py" in names
     assert "pyspark_pykafka/__init__.py" in names
+    assert "kafka_ds/py.typed" in names          # PEP 561: the package ships its types
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "notebooks/"))]
 
 

@@ -25,8 +25,10 @@ from kafka_ds.write.plan import plan_columns
 from tests.integration.test_writer import batch_headers, quirk
 from tests.support.brokers import consume_confluent, kafka_python_api_version
 from tests.support.faultproxy import FaultProxy
-from tests.support.spark_support import make_spark
-from tests.support.spark_support import spark  # noqa: F401  (fixture)
+from tests.support.spark_support import (
+    make_spark,
+    spark,  # noqa: F401  (fixture)
+)
 from tests.unit.test_partitioner import java_partition
 
 N = 100_000
@@ -64,7 +66,7 @@ class Dataset:
         self.rows = {}   # match id (value, or key of a tombstone) -> expectation
         for i, key, value, headers, partition, ts in zip(
                 *(table.column(c).to_pylist() for c in
-                  ("id", "key", "value", "headers", "partition", "timestamp"))):
+                  ("id", "key", "value", "headers", "partition", "timestamp")), strict=True):
             if partition is None and key is not None:
                 partition = java_partition(key, PARTITIONS)
             self.rows[value if value is not None else key] = (

@@ -262,7 +262,8 @@ class MockCluster(_Broker):
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
-            raise BrokerError(f"mock cluster: no answer within {timeout}s\n{_log_tail(self.log_path)}")
+            raise BrokerError(
+                f"mock cluster: no answer within {timeout}s\n{_log_tail(self.log_path)}") from None
         if line is None:
             raise BrokerError(f"mock cluster child exited (rc={self._proc.poll()})\n"
                               f"{_log_tail(self.log_path)}")
@@ -280,7 +281,8 @@ class MockCluster(_Broker):
                 self._proc.stdin.write(line.encode() + b"\n")
                 self._proc.stdin.flush()
             except (BrokenPipeError, OSError) as e:
-                raise BrokerError(f"mock cluster child gone: {e}\n{_log_tail(self.log_path)}")
+                raise BrokerError(
+                    f"mock cluster child gone: {e}\n{_log_tail(self.log_path)}") from e
             try:
                 reply = self._read_line(timeout or self.command_timeout)
             except BrokerError:

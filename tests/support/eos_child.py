@@ -99,6 +99,7 @@ def speculative_write(spark, spec):
 
     def pace(value):
         import time
+
         from pyspark import TaskContext
         context = TaskContext.get()
         if context.partitionId() != 0 or value != b"row-20000":

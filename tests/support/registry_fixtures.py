@@ -12,12 +12,12 @@ from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema, SchemaLookup, SchemaReference
 
 try:
-    from confluent_kafka.schema_registry.mock_schema_registry_client import \
-        MockSchemaRegistryClient
+    from confluent_kafka.schema_registry.mock_schema_registry_client import MockSchemaRegistryClient
 except ImportError:
     try:  # confluent-kafka >= 2.10 keeps it in the sync package
-        from confluent_kafka.schema_registry._sync.mock_schema_registry_client import \
-            MockSchemaRegistryClient
+        from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
+            MockSchemaRegistryClient,
+        )
     except ImportError:  # older confluent-kafka: the test modules skip
         MockSchemaRegistryClient = None
 
@@ -101,7 +101,7 @@ def message_classes(*protos):
     """{full message name: generated class} for file protos (dependencies first), each
     call in a pool of its own."""
     pool = descriptor_pool.DescriptorPool()
-    from google.protobuf import timestamp_pb2, wrappers_pb2, duration_pb2  # noqa: F401
+    from google.protobuf import duration_pb2, timestamp_pb2, wrappers_pb2  # noqa: F401
     default = descriptor_pool.Default()
     for proto in protos:
         for dep in proto.dependency:
@@ -200,6 +200,6 @@ def assert_decode_contract(result, values):
     assert len(decoded) == len(values)
     bad = result.bad_rows.tolist()
     assert len(set(bad)) == len(bad) == len(result.reasons) == len(result.schema_ids)
-    for row, (value, out) in enumerate(zip(values, decoded)):
+    for row, (value, out) in enumerate(zip(values, decoded, strict=True)):
         assert (out is None) == (value is None or row in bad), (row, value, out)
     return decoded

@@ -46,6 +46,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
+
 from tests.support.registry_store import RegistryError, RegistryStore, flag, parse_level
 from tests.support.registry_tls import TlsFiles, make_tls
 

@@ -227,7 +227,7 @@ class ScramServer:
                 raise fail
             auth_message = f"{self.client_first_bare},{self.server_first},{without_proof}".encode()
             signature = self._hmac(self.stored_key, auth_message)
-            client_key = bytes(a ^ b for a, b in zip(base64.b64decode(proof), signature))
+            client_key = bytes(a ^ b for a, b in zip(base64.b64decode(proof), signature, strict=True))
             if hashlib.new(self.hash, client_key).digest() != self.stored_key:
                 raise fail
             server_signature = self._hmac(self.server_key, auth_message)

@@ -79,13 +79,13 @@ def mistyped_option(spark, bootstrap: str, topic: str) -> dict:
 
     seen = {"strict_error": None, "worker_log_warnings": None}
     try:
-        read().option("strictOptions", "true").load().schema
+        read().option("strictOptions", "true").load().schema  # noqa: B018 (analysis runs)
     except Exception as exc:
         seen["strict_error"] = str(exc)[:3000]
     if hasattr(spark, "tvf") and hasattr(spark.tvf, "python_worker_logs"):
         spark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
         try:
-            read().load().schema
+            read().load().schema  # noqa: B018 (analysis runs)
             seen["worker_log_warnings"] = [
                 r.msg for r in spark.tvf.python_worker_logs()
                 .where("logger = 'kafka_ds.options'").collect()
@@ -108,10 +108,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    import kafka_ds
     import pyspark
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
+
+    import kafka_ds
 
     began = time.perf_counter()
     timings = {}

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from kafka_ds.client import KafkaClient
-from kafka_ds.client import EARLIEST, LATEST
-from kafka_ds.client.reads import fetch_watermarks
+from kafka_ds.client import EARLIEST, LATEST, KafkaClient
 from kafka_ds.client.config import ProducerConfig
 from kafka_ds.client.producer import Producer
+from kafka_ds.client.reads import fetch_watermarks
 from kafka_ds.client.transactions import Transaction
 from kafka_ds.protocol.records import decode_records
 from kafka_ds.protocol.records_encode import encode_record_batch

@@ -1,4 +1,4 @@
-"""The Avro codec (kafka_ds.formats.avro) and the Confluent framing it shares.
+"""The Avro codec (kafka_ds.formats.avro.codec) and the Confluent framing it shares.
 
 Bytes are checked against hand-written encodings from the Avro specification, against
 fastavro (writer and reader) and against confluent-kafka's AvroSerializer/Deserializer;
@@ -18,15 +18,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.avro import AvroCodec
-from kafka_ds.formats.avro_types import (AvroSchemaError, avro_to_spark, parse_schema,
-                                         simple_string, spark_to_avro,
-                                         spark_type_misfit)
+from kafka_ds.formats.avro.codec import AvroCodec
+from kafka_ds.formats.avro.types import (
+    AvroSchemaError,
+    avro_to_spark,
+    parse_schema,
+    simple_string,
+    spark_to_avro,
+    spark_type_misfit,
+)
 from kafka_ds.formats.framing import frame, split_frames
-from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
 from kafka_ds.registry.errors import RegistryUnavailableError
-from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,
-                                             MockSchemaRegistryClient)
+from kafka_ds.registry.schema import RegisteredSchema, SchemaReference
+from tests.support.registry_fixtures import (
+    DictLookup,
+    DownLookup,
+    MockLookup,
+    MockSchemaRegistryClient,
+)
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -254,8 +263,14 @@ def test_spark_to_avro_like_spark_avro():
 
 
 def test_spark_to_avro_from_pyspark_types_keeps_nullability():
-    from pyspark.sql.types import (ArrayType, IntegerType, StringType, StructField, StructType,
-                                   TimestampNTZType)
+    from pyspark.sql.types import (
+        ArrayType,
+        IntegerType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampNTZType,
+    )
     spark = StructType([StructField("a", IntegerType(), False),
                         StructField("b", ArrayType(StringType(), False), True),
                         StructField("t", TimestampNTZType(), False)])
@@ -490,7 +505,7 @@ def flat_schema_and_records(draw):
     kinds = draw(st.lists(st.sampled_from(sorted(_FLAT_VALUES)), min_size=1, max_size=8))
     nullable = draw(st.lists(st.sampled_from([None, 0, 1]), min_size=len(kinds), max_size=len(kinds)))
     fields, strategies = [], {}
-    for i, (kind, null_at) in enumerate(zip(kinds, nullable)):
+    for i, (kind, null_at) in enumerate(zip(kinds, nullable, strict=True)):
         avro_type = _avro_type(kind)
         value = _FLAT_VALUES[kind]
         if null_at is not None:

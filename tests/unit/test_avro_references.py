@@ -17,8 +17,8 @@ from confluent_kafka.schema_registry import SchemaReference as ConfluentReferenc
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from kafka_ds.formats.avro import AvroCodec
-from kafka_ds.formats.avro_references import inline_references, self_contained
+from kafka_ds.formats.avro.codec import AvroCodec
+from kafka_ds.formats.avro.references import inline_references, self_contained
 from kafka_ds.registry.client import SchemaRegistry
 from kafka_ds.registry.settings import RegistrySettings
 from tests.support.schema_registry import schema_registry  # noqa: F401  (fixture)
@@ -142,9 +142,9 @@ def test_self_contained_keeps_the_id_and_drops_the_references(events, schema_reg
 # --- one subject per type (valueSubjects): a writer record read into its union member --------
 
 def test_writer_records_fill_their_member_column_wise_or_record_by_record(schema_registry):  # noqa: F811
-    from kafka_ds.formats.avro import _GeneralDecoder
-    from kafka_ds.formats.avro_members import MemberPlan
-    from kafka_ds.formats.avro_subjects import union_reader_schema
+    from kafka_ds.formats.avro.codec import _GeneralDecoder
+    from kafka_ds.formats.avro.members import MemberPlan
+    from kafka_ds.formats.avro.subjects import union_reader_schema
     from kafka_ds.options.formats import ColumnFormatSpec
     client = SchemaRegistryClient({"url": schema_registry.url})
     flat = {"type": "record", "name": "Flat", "namespace": "t", "fields": [
@@ -181,7 +181,7 @@ def test_writer_records_fill_their_member_column_wise_or_record_by_record(schema
 
 def test_value_subjects_errors_name_the_option(schema_registry):  # noqa: F811
     from kafka_ds.errors import ConfigurationError
-    from kafka_ds.formats.avro_subjects import union_reader_schema
+    from kafka_ds.formats.avro.subjects import union_reader_schema
     from kafka_ds.options.formats import ColumnFormatSpec
     client = SchemaRegistryClient({"url": schema_registry.url})
     client.register_schema("c.A", Schema(json.dumps(ADDRESS), "AVRO"))
@@ -252,8 +252,8 @@ def test_member_names_by_type():
 def test_union_of_records_decodes_column_wise_as_fastavro_does():
     """Confluent's union of references decoded branch by branch (UnionPlan) gives what
     fastavro gives record by record, bad records included."""
-    from kafka_ds.formats.avro import _GeneralDecoder, _Schema
-    from kafka_ds.formats.avro_members import UnionPlan
+    from kafka_ds.formats.avro.codec import _GeneralDecoder, _Schema
+    from kafka_ds.formats.avro.members import UnionPlan
     from kafka_ds.formats.framing import frame
     from kafka_ds.registry.schema import RegisteredSchema
     from tests.support.registry_fixtures import DictLookup

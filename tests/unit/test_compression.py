@@ -11,12 +11,24 @@ import pytest
 import snappy
 import zstandard
 
+from kafka_ds.errors import KafkaProtocolError
 from kafka_ds.protocol import compression as comp
 from kafka_ds.protocol.compression import (
-    GZIP, LZ4, NONE, SNAPPY, ZSTD, XERIAL_MAGIC, OutputBuffer, codec_id, codec_name,
-    compress, decompress, decompress_into, fix_legacy_lz4_header, xxh32,
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    XERIAL_MAGIC,
+    ZSTD,
+    OutputBuffer,
+    codec_id,
+    codec_name,
+    compress,
+    decompress,
+    decompress_into,
+    fix_legacy_lz4_header,
+    xxh32,
 )
-from kafka_ds.errors import KafkaProtocolError
 
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 COMPRESSED = [GZIP, SNAPPY, LZ4, ZSTD]

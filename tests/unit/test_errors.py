@@ -3,8 +3,8 @@ import pytest
 
 import kafka_ds
 import kafka_ds.errors as public
-from kafka_ds.protocol import errors as e
 from kafka_ds.errors import BrokerError, RetriableError
+from kafka_ds.protocol import errors as e
 from kafka_ds.protocol.errors import (
     ERROR_TABLE,
     error_by_name,

@@ -104,7 +104,7 @@ class MemoryLog:
         with self.lock:
             self.fetched.append(offset)
         out = b""
-        for base, following, raw in self.batches:
+        for _base, following, raw in self.batches:
             if following <= offset:
                 continue
             if out and len(out) + len(raw) > fetch_bytes:

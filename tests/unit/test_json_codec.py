@@ -1,4 +1,4 @@
-"""formats/json_format.py: Confluent-framed JSON into Arrow, checked against confluent-kafka's
+"""formats/json/codec.py: Confluent-framed JSON into Arrow, checked against confluent-kafka's
 JSONSerializer / JSONDeserializer over its in-memory registry client."""
 from __future__ import annotations
 
@@ -11,20 +11,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.json_format import JsonCodec
-from kafka_ds.formats.json_schema import JsonSchemaError, compile_schema
-from kafka_ds.registry.schema import RegisteredSchema
+from kafka_ds.formats.json.codec import JsonCodec
+from kafka_ds.formats.json.schema import JsonSchemaError, compile_schema
 from kafka_ds.registry.errors import RegistryUnavailableError
-from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,
-                                             MockSchemaRegistryClient,
-                               assert_decode_contract)
+from kafka_ds.registry.schema import RegisteredSchema
+from tests.support.registry_fixtures import (
+    DictLookup,
+    DownLookup,
+    MockLookup,
+    MockSchemaRegistryClient,
+    assert_decode_contract,
+)
 
 pytestmark = pytest.mark.skipif(MockSchemaRegistryClient is None,
                                 reason="confluent-kafka without MockSchemaRegistryClient")
 
 from confluent_kafka.schema_registry import Schema  # noqa: E402
-from confluent_kafka.schema_registry.json_schema import (JSONDeserializer,  # noqa: E402
-                                                         JSONSerializer)
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
 CTX = SerializationContext("events", MessageField.VALUE)
@@ -157,7 +160,7 @@ def test_bad_rows_of_every_kind():
               header + b"{\"id\": 1, \"id\": 2}", header + b"{\"day\": \"2024-02-30\"}",
               header + b"{\"id\": 9223372036854775808}", good]
     result = _codec(lookup).decode(pa.array(values, pa.binary()))
-    reasons = dict(zip(result.bad_rows.tolist(), result.reasons))
+    reasons = dict(zip(result.bad_rows.tolist(), result.reasons, strict=True))
     assert sorted(reasons) == list(range(2, 15))
     assert reasons[2] == "not framed: 2 bytes, shorter than the 5-byte Confluent header"
     assert reasons[3] == "not framed: magic byte 2 (expected 0)"
@@ -265,7 +268,7 @@ _json_text = st.recursive(
                 max_size=10))
 def test_fuzz_decode_never_raises(values):
     result = FUZZ_CODEC.decode(pa.array(values, pa.binary()))
-    for row, (value, decoded) in enumerate(zip(values, assert_decode_contract(result, values))):
+    for value, decoded in zip(values, assert_decode_contract(result, values), strict=True):
         if decoded is not None:   # the batch reader agrees with the per-record reader
             alone = FUZZ_CODEC.decode(pa.array([value, REFUSED], pa.binary()))
             assert alone.bad_rows.tolist() == [1]

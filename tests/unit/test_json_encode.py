@@ -1,4 +1,4 @@
-"""The column-wise JSON encoder (kafka_ds.formats.json_encode) behind JsonCodec.encode.
+"""The column-wise JSON encoder (kafka_ds.formats.json.encode) behind JsonCodec.encode.
 
 Its text is checked against hand-written JSON and against the general path
 (``json.dumps(..., separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` per row)
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.json_encode import build_object_encoder
-from kafka_ds.formats.json_format import JsonCodec
-from kafka_ds.formats.json_schema import compile_schema
+from kafka_ds.formats.json.codec import JsonCodec
+from kafka_ds.formats.json.encode import build_object_encoder
+from kafka_ds.formats.json.schema import compile_schema
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import MockSchemaRegistryClient
 
@@ -132,8 +132,8 @@ def flat_objects(draw):
     kinds = [draw(st.sampled_from(sorted(KINDS))) for _ in names]
     nullable = [draw(st.booleans()) for _ in names]
     properties = {n: {"type": ["null", k] if opt else k}
-                  for n, k, opt in zip(names, kinds, nullable)}
-    row = st.fixed_dictionaries({n: st.none() | KINDS[k][1] for n, k in zip(names, kinds)})
+                  for n, k, opt in zip(names, kinds, nullable, strict=True)}
+    row = st.fixed_dictionaries({n: st.none() | KINDS[k][1] for n, k in zip(names, kinds, strict=True)})
     rows = draw(st.lists(st.none() | row, max_size=20))
     return {"type": "object", "properties": properties}, rows
 

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 
-from kafka_ds.formats.json_format import JsonCodec
-from kafka_ds.formats.json_references import REFERENCES_KEY, self_contained
-from kafka_ds.formats.json_schema import JsonSchemaError
+from kafka_ds.formats.json.codec import JsonCodec
+from kafka_ds.formats.json.references import REFERENCES_KEY, self_contained
+from kafka_ds.formats.json.schema import JsonSchemaError
 from kafka_ds.registry.client import SchemaRegistry
 from kafka_ds.registry.settings import RegistrySettings
 from tests.support.schema_registry import schema_registry  # noqa: F401  (fixture)

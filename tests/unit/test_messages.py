@@ -18,18 +18,27 @@ import uuid
 
 import pytest
 from aiokafka.protocol.types import Array, Schema
-from hypothesis import given, settings, strategies as st
-from kafka.protocol import admin as kp_admin, consumer as kp_consumer
-from kafka.protocol import metadata as kp_metadata, producer as kp_producer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol import admin as kp_admin
+from kafka.protocol import consumer as kp_consumer
+from kafka.protocol import metadata as kp_metadata
+from kafka.protocol import producer as kp_producer
 from kafka.protocol import sasl as kp_sasl
 from kafka.protocol.schemas.fields.codecs import BitField
 from kafka.protocol.schemas.load_json import load_json
 
-from kafka_ds.protocol import messages as m
 from kafka_ds.errors import KafkaProtocolError
+from kafka_ds.protocol import messages as m
 from kafka_ds.protocol.schema import (
-    Field, Versions, compile_codec, decode_request, decode_response, encode_request,
-    encode_response, read_response_correlation_id,
+    Field,
+    Versions,
+    compile_codec,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    read_response_correlation_id,
 )
 
 KINDS = ("request", "response")
@@ -363,7 +372,7 @@ def to_aiokafka(schema, fields, value, version):
     fields = present(fields, version)
     assert len(fields) == len(schema.fields), (schema.names, [f.name for f in fields])
     out = []
-    for fld, type_ in zip(fields, schema.fields):
+    for fld, type_ in zip(fields, schema.fields, strict=True):
         v = value[fld.snake]
         if isinstance(type_, Array) and fld.fields and v is not None:
             if isinstance(type_.array_of, Schema):
@@ -377,7 +386,7 @@ def to_aiokafka(schema, fields, value, version):
 
 def from_aiokafka(schema, fields, values, version):
     out = {}
-    for fld, type_, v in zip(present(fields, version), schema.fields, values):
+    for fld, type_, v in zip(present(fields, version), schema.fields, values, strict=True):
         if isinstance(type_, Array) and fld.fields and v is not None:
             if isinstance(type_.array_of, Schema):
                 v = [from_aiokafka(type_.array_of, fld.fields, item, version) for item in v]

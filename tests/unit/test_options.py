@@ -1,31 +1,30 @@
 """Option parsing and range planning: pure functions, no broker."""
-import pytest
-
 import logging
 import pickle
 
-from kafka_ds.client.config import ClientConfig
+import pytest
+
 from kafka_ds.client import KafkaClient
+from kafka_ds.client.config import ClientConfig, ProducerConfig
 from kafka_ds.client.connection import parse_bootstrap
-from kafka_ds.client.config import ProducerConfig
+from kafka_ds.errors import ConfigurationError
+from kafka_ds.options import ReadOptions, parse_read_options, parse_write_options
 from kafka_ds.options.core import (
     BATCH,
     INT32_MAX,
     READ,
     STREAM,
     WRITE,
+    Choice,
     boolean,
-    choice,
     duration_ms,
     integer,
     parse_duration_ms,
 )
 from kafka_ds.options.registry import FORBIDDEN, OPTIONS, default_of
-from kafka_ds.options import ReadOptions, parse_read_options, parse_write_options
 from kafka_ds.options.tables import main, options_markdown, options_section, security_section
-from kafka_ds.errors import ConfigurationError
-from kafka_ds.read.ranges import OffsetRange
 from kafka_ds.read.planner import split_ranges
+from kafka_ds.read.ranges import OffsetRange
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -128,7 +127,7 @@ def parse_for(modes, options):
 
 
 TYPED = [o for o in OPTIONS if o.parse in (integer, boolean, duration_ms)
-         or getattr(o.parse, "__qualname__", "").startswith(choice.__qualname__)]
+         or isinstance(o.parse, Choice)]
 
 
 def test_declarations_are_unique_and_typed():

@@ -8,16 +8,15 @@ the brokers: tests/integration/test_parity.py; in Spark: tests/spark/test_parity
 import pyarrow as pa
 import pytest
 
-from kafka_ds.options import parse_read_options
 from kafka_ds.errors import ConfigurationError, CorruptRecordError
+from kafka_ds.options import parse_read_options
 from kafka_ds.protocol.records import decode_records
 from kafka_ds.protocol.records_encode import encode_record_batch
-from kafka_ds.read.ranges import OffsetRange
 from kafka_ds.read.planner import split_ranges
+from kafka_ds.read.ranges import OffsetRange
 from kafka_ds.read.record_timestamps import MAX_MS, check_timestamps, raw_timestamp
 from kafka_ds.source import KafkaDataSource
 from kafka_ds.stream import InvalidOptionsStreamReader
-
 
 # --- 1. minPartitions: Spark's KafkaOffsetRangeCalculator, round half up -------------
 

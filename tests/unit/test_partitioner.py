@@ -154,7 +154,7 @@ def test_partitions_for_keys_per_row_partition_counts():
     keys = random_keys(200, seed=5)
     counts = np.array([3 if i % 2 else 8 for i in range(len(keys))])
     got = partitions_for_keys(pa.array(keys, pa.binary()), counts)
-    assert got.tolist() == [java_partition(k, int(c)) for k, c in zip(keys, counts)]
+    assert got.tolist() == [java_partition(k, int(c)) for k, c in zip(keys, counts, strict=True)]
 
 
 # --- sticky null keys -------------------------------------------------------------------
@@ -175,7 +175,7 @@ def test_sticky_partitioner_switches_after_batch_size_bytes():
     got = sticky.assign(np.full(95, 100, dtype=np.int64))   # 9,500 bytes
     assert runs(got.tolist())[0][1] == 10                     # 10 x 100 bytes, then switch
     assert all(length == 10 for _p, length in runs(got.tolist())[:-1])
-    assert all(a != b for (a, _), (b, _) in zip(runs(got)[:-1], runs(got)[1:]))
+    assert all(a != b for (a, _), (b, _) in zip(runs(got)[:-1], runs(got)[1:], strict=True))
     assert len(set(got.tolist())) > 1
     # the run in progress continues in the next call: 5 records so far, 5 more fit
     more = sticky.assign(np.full(7, 100, dtype=np.int64))

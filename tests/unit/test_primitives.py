@@ -2,10 +2,11 @@
 import uuid
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kafka_ds.protocol import primitives as p
 from kafka_ds.errors import KafkaProtocolError
+from kafka_ds.protocol import primitives as p
 
 
 def enc(write, value, *args):

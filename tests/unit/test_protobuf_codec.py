@@ -1,5 +1,5 @@
-"""formats/protobuf.py: Confluent-framed Protobuf into Arrow, checked against confluent-kafka's
-ProtobufSerializer / ProtobufDeserializer over its in-memory registry client."""
+"""formats/protobuf/codec.py: Confluent-framed Protobuf into Arrow, checked against
+confluent-kafka's ProtobufSerializer / ProtobufDeserializer over its in-memory registry client."""
 from __future__ import annotations
 
 import base64
@@ -11,20 +11,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.protobuf import ProtobufCodec
-from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, decode_message_indexes,
-                                              encode_message_indexes)
-from kafka_ds.registry.schema import RegisteredSchema
+from kafka_ds.formats.protobuf.codec import ProtobufCodec
+from kafka_ds.formats.protobuf.schema import (
+    ProtobufSchemaError,
+    decode_message_indexes,
+    encode_message_indexes,
+)
 from kafka_ds.registry.errors import RegistryUnavailableError
-from tests.support.registry_fixtures import (DictLookup, DownLookup, MockLookup,
-                                             MockSchemaRegistryClient,
-                               assert_decode_contract, file_proto, message_classes)
+from kafka_ds.registry.schema import RegisteredSchema
+from tests.support.registry_fixtures import (
+    DictLookup,
+    DownLookup,
+    MockLookup,
+    MockSchemaRegistryClient,
+    assert_decode_contract,
+    file_proto,
+    message_classes,
+)
 
 pytestmark = pytest.mark.skipif(MockSchemaRegistryClient is None,
                                 reason="confluent-kafka without MockSchemaRegistryClient")
 
-from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,  # noqa: E402
-                                                      ProtobufSerializer)
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
 CTX = SerializationContext("events", MessageField.VALUE)
@@ -135,7 +143,8 @@ def _everything(classes, **overrides):
 
 def _expected(message):
     """What spark-protobuf-style reading of the test message gives, field by field."""
-    inner = (lambda m: {"x": m.x, "y": m.y})
+    def inner(m):
+        return {"x": m.x, "y": m.y}
     present = message.HasField
     return {
         "i32": message.i32, "s32": message.s32, "sf32": message.sf32,
@@ -276,7 +285,7 @@ def test_bad_rows_of_every_kind():
         b"\x00\x00\x00\x00\x01\x02\x08", b"\x00\x00\x00\x00\x01\x04\x00", old]
     result = codec.decode(pa.array(values, pa.binary()))
     assert result.bad_rows.tolist() == [2, 3, 4, 5, 6, 7, 8, 9]
-    reasons = dict(zip(result.bad_rows.tolist(), result.reasons))
+    reasons = dict(zip(result.bad_rows.tolist(), result.reasons, strict=True))
     assert reasons[2].startswith("not framed: 2 bytes")
     assert reasons[3] == "not framed: magic byte 1 (expected 0)"
     assert reasons[4].startswith("invalid Protobuf payload (truncated or corrupt)")
@@ -453,7 +462,7 @@ PROPERTY_CLASSES = message_classes(ALL_TYPES)
 def test_the_fit_check_on_write_reads_the_message_named_by_message_name():
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-    from kafka_ds.formats.protobuf_spark import descriptor_misfit
+    from kafka_ds.formats.protobuf.spark import descriptor_misfit
     text = base64.b64encode(file_proto("two.proto", {"A": [("a", "int32")],
                                                      "B": [("b", "string")]}).SerializeToString())
     b_column = StructType([StructField("b", StringType())])

@@ -1,4 +1,4 @@
-"""The column-wise Protobuf decoder (kafka_ds.formats.protobuf_columns) behind
+"""The column-wise Protobuf decoder (kafka_ds.formats.protobuf.columns) behind
 ProtobufCodec.decode.
 
 Checked against hand-written wire bytes, against the general path (the protobuf runtime
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.protobuf import ProtobufCodec
-from kafka_ds.formats.protobuf_arrow import fill_message
-from kafka_ds.formats.protobuf_columns import build_message_decoder
+from kafka_ds.formats.protobuf.arrow import fill_message
+from kafka_ds.formats.protobuf.codec import ProtobufCodec
+from kafka_ds.formats.protobuf.columns import build_message_decoder
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import (
     DictLookup,
@@ -160,7 +160,7 @@ def test_confluent_deserializer_agrees():
     assert result.bad_rows.tolist() == []
     deserialize = ProtobufDeserializer(M, {"use.deprecated.format": False})
     theirs = [deserialize(f, ctx) for f in framed]
-    for row, message in zip(result.array.to_pylist(), theirs):
+    for row, message in zip(result.array.to_pylist(), theirs, strict=True):
         assert row == {"a": message.a, "b": message.b, "c": message.c, "d": message.d,
                        "e": message.e, "f": message.f, "g": message.g,
                        "h": message.h if message.HasField("h") else None,

@@ -1,4 +1,4 @@
-"""The column-wise Protobuf encoder (kafka_ds.formats.protobuf_encode) behind
+"""The column-wise Protobuf encoder (kafka_ds.formats.protobuf.encode) behind
 ProtobufCodec.encode.
 
 Its bytes are checked against hand-written wire encodings (the Protobuf encoding guide's
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.protobuf import ProtobufCodec
-from kafka_ds.formats.protobuf_arrow import fill_message
-from kafka_ds.formats.protobuf_encode import build_message_encoder
+from kafka_ds.formats.protobuf.arrow import fill_message
+from kafka_ds.formats.protobuf.codec import ProtobufCodec
+from kafka_ds.formats.protobuf.encode import build_message_encoder
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import (
     MockLookup,
@@ -185,7 +185,7 @@ def test_generated_flat_messages_equal_the_runtime_and_confluent(case, cut):
     fields, rows = case
     proto = file_proto(f"gen{next(_files)}.proto", {"M": fields})
     # declared numbers follow the list; renumber so declaration order != number order
-    for number, field in zip(range(len(fields), 0, -1), proto.message_type[0].field):
+    for number, field in zip(range(len(fields), 0, -1), proto.message_type[0].field, strict=True):
         field.number = number
     classes = message_classes(proto)
     client = MockSchemaRegistryClient({"url": "mock://protobuf-encode-property"})

@@ -9,7 +9,14 @@ from kafka_ds.read.pushdown import Narrowing, narrow
 
 pytest.importorskip("pyspark.sql.datasource", minversion=None)
 from pyspark.sql.datasource import (  # noqa: E402
-    EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNotNull, LessThan, LessThanOrEqual, Not,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
 )
 
 BASE_TS = 1_700_000_000_000

@@ -5,18 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kafka_ds.write.partitioner import murmur2, murmur2_array
-from kafka_ds.protocol import primitives as p
 from kafka_ds.errors import KafkaProtocolError
-from kafka_ds.protocol.records_layout import HEADERS_TYPE
+from kafka_ds.protocol import primitives as p
 from kafka_ds.protocol.records import decode_records
-from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.protocol.records_arrays import (
-    as_binary_array, binary_lengths, varint_sizes, zigzag_encode,
+    as_binary_array,
+    binary_lengths,
+    varint_sizes,
+    zigzag_encode,
 )
-from kafka_ds.protocol.records_encode import flatten_headers, header_sizes
+from kafka_ds.protocol.records_encode import encode_record_batch, flatten_headers, header_sizes
+from kafka_ds.protocol.records_layout import HEADERS_TYPE
+from kafka_ds.write.partitioner import murmur2, murmur2_array
 
 
 def _null_spanning_bytes():
@@ -62,7 +65,7 @@ def test_varint_sizes_match_the_scalar_primitive():
     expected = [p.varint_size(v) for v in EDGES]
     assert varint_sizes(values, zigzag=True).tolist() == expected
     assert varint_sizes(zigzag_encode(values), zigzag=False).tolist() == expected
-    for v, size in zip(EDGES, expected):
+    for v, size in zip(EDGES, expected, strict=True):
         out = bytearray()
         p.write_varint(out, v)
         assert len(out) == size

@@ -9,14 +9,17 @@ import json
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from confluent_kafka.schema_registry import (Schema, SchemaRegistryClient,
-                                             record_subject_name_strategy,
-                                             topic_record_subject_name_strategy)
+from confluent_kafka.schema_registry import (
+    Schema,
+    SchemaRegistryClient,
+    record_subject_name_strategy,
+    topic_record_subject_name_strategy,
+)
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql.types import StructField
 
 from kafka_ds.errors import ConfigurationError
@@ -176,9 +179,9 @@ def test_json_records_go_to_their_subject_by_title_and_back(
 
 
 def test_member_names_by_type_and_a_prefix(schema_registry):  # noqa: F811
-    from kafka_ds.read.typed_columns import resolve_for_read
-    from kafka_ds.options.formats import parse_typed_columns
     from kafka_ds.options.core import READ
+    from kafka_ds.options.formats import parse_typed_columns
+    from kafka_ds.read.typed_columns import resolve_for_read
     client = SchemaRegistryClient({"url": schema_registry.url})
     for name in ("Order", "Payment"):
         client.register_schema(f"named-{name}", Schema(json.dumps(JSON_TYPES[name]), "JSON"))
@@ -245,7 +248,7 @@ def test_protobuf_messages_after_the_first_read_column_wise_as_row_by_row(
         schema_registry):  # noqa: F811
     # message indexes [k] (k < 64) are found for all rows at once; any other spelling
     # (here [1] with a two-byte count varint) row by row: the same rows either way
-    from kafka_ds.formats.protobuf import ProtobufCodec
+    from kafka_ds.formats.protobuf.codec import ProtobufCodec
     client = SchemaRegistryClient({"url": schema_registry.url})
     classes = message_classes(SHOP)
     payment = ProtobufSerializer(classes["shop.Payment"], client, conf={

@@ -16,26 +16,26 @@ import lz4.frame
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from aiokafka.record.default_records import DefaultRecordBatch as AioBatch
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 with warnings.catch_warnings():      # kafka-python's imports emit DeprecationWarnings
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.record._crc32c import crc as py_crc32c        # pure-Python, independent of ours
+    from kafka.record._crc32c import crc as py_crc32c  # pure-Python, independent of ours
     from kafka.record.default_records import DefaultRecordBatch as KpBatch
     from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
     from kafka.record.legacy_records import LegacyRecordBatchBuilder as KpLegacyBuilder
     from kafka.record.memory_records import MemoryRecords as KpMemoryRecords
 
+from kafka_ds.errors import CorruptRecordError, KafkaProtocolError
 from kafka_ds.protocol import records_starts
 from kafka_ds.protocol.compression import xxh32
-from kafka_ds.errors import CorruptRecordError, KafkaProtocolError
-from kafka_ds.protocol.records_layout import HEADERS_TYPE, DecodeResult, record_schema
 from kafka_ds.protocol.records import decode_records
 from kafka_ds.protocol.records_encode import encode_record_batch
+from kafka_ds.protocol.records_layout import HEADERS_TYPE, DecodeResult, record_schema
 
 TOPIC = "orders-topic"
 PARTITION = 7
@@ -65,7 +65,7 @@ def rows_of(result):
         (o, t // 1000, tt, k, v, [(h["key"], h["value"]) for h in (hs or [])])
         for o, t, tt, k, v, hs in zip(
             b.column("offset").to_pylist(), ts, b.column("timestampType").to_pylist(),
-            b.column("key").to_pylist(), b.column("value").to_pylist(), headers)
+            b.column("key").to_pylist(), b.column("value").to_pylist(), headers, strict=True)
     ]
 
 
@@ -195,7 +195,7 @@ def test_many_batches_one_blob_matches_readers(codec):
     rnd = random.Random(codec)
     blob = b""
     base = 0
-    for i in range(30):
+    for _ in range(30):
         n = rnd.randint(1, 600)
         recs = [(TS0 + rnd.randint(-5000, 5000),
                  None if rnd.random() < 0.1 else os.urandom(rnd.randint(0, 12)),
@@ -275,7 +275,7 @@ def test_adversarial_headers_for_the_speculative_walk(shape):
         "fake-records": lambda i: fake[(i * 5) % len(fake):] + fake[:i % 7],
         "binary": lambda i: bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0, 40))),
     }[shape]
-    recs = [(TS0 + i, value(i + 3), value(i), [("k%d" % (i % 3), value(i + 1))] * (1 + i % 3))
+    recs = [(TS0 + i, value(i + 3), value(i), [(f"k{i % 3}", value(i + 1))] * (1 + i % 3))
             for i in range(300)]
     data = aio_batch(recs, base_offset=1) + aio_batch(recs[:40], codec=3, base_offset=301)
     assert rows_of(decode(data)) == aio_rows(data)
@@ -449,9 +449,9 @@ def test_golden_vector_encode():
 @pytest.mark.parametrize("codec", CODECS)
 def test_encode_read_by_aiokafka_and_kafka_python(codec):
     n = 700
-    keys = pa.array([None if i % 7 == 0 else ("key-%d" % i) for i in range(n)], pa.string())
+    keys = pa.array([None if i % 7 == 0 else f"key-{i}" for i in range(n)], pa.string())
     values = pa.array([None if i % 11 == 0 else os.urandom(i % 300) for i in range(n)], pa.binary())
-    headers = pa.array([None if i % 3 else [{"key": "k%d" % j, "value": None if j == 1 else b"v" * j}
+    headers = pa.array([None if i % 3 else [{"key": f"k{j}", "value": None if j == 1 else b"v" * j}
                                             for j in range(i % 5)] for i in range(n)], HEADERS_TYPE)
     ts = pa.array([TS0 + (i * 37 + 5000) % 10_000 - 5000 for i in range(n)], pa.int64())
     data = encode_record_batch(keys=keys, values=values, headers=headers, timestamps_ms=ts,
@@ -518,7 +518,7 @@ ENCODER_CASES = {
                              lambda i: None if i % 7 == 0 else 9, lambda i: TS0, None),
     "all keys null": (100, lambda i: None, lambda i: 200, lambda i: TS0 - i, None),
     "headers": (100, lambda i: 5, lambda i: 70, lambda i: TS0,
-                lambda i: [("h%d" % j, None if j == 1 else b"v" * (j * 40)) for j in range(i % 4)]),
+                lambda i: [(f"h{j}", None if j == 1 else b"v" * (j * 40)) for j in range(i % 4)]),
     "one record": (1, lambda i: 0, lambda i: 0, lambda i: 0, None),
 }
 
@@ -793,7 +793,7 @@ def test_accepts_memoryview_and_bytearray():
     assert rows_of(decode(memoryview(b"xx" + data)[2:])) == expected
 
 
-# --- fuzzing -----------------------------------------------------------------------------------------
+# --- fuzzing -------------------------------------------------------------------------------
 
 def _seed_blobs():
     small = simple_records(24, value_size=8)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-
 from aiokafka.record.default_records import DefaultRecordBatchBuilder as AioBuilder
 from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
+
+from kafka_ds.errors import CorruptRecordError
 from kafka_ds.protocol import records_v2
 from kafka_ds.protocol.records import decode_records
-from kafka_ds.errors import CorruptRecordError
 
 TS0 = 1_700_000_000_000
 
@@ -22,7 +22,7 @@ TS0 = 1_700_000_000_000
 def _batch(base, n, codec, headers=False, log_append=False, seed=0):
     b = AioBuilder(2, codec | (0x08 if log_append else 0), 0, -1, -1, -1, 1 << 30)
     for i in range(n):
-        hdrs = [("h%d" % (i % 3), b"v" * (i % 5))] * (i % 3) if headers else []
+        hdrs = [(f"h{i % 3}", b"v" * (i % 5))] * (i % 3) if headers else []
         key = None if (i + seed) % 7 == 0 else b"k%d" % (base + i)
         value = None if (i + seed) % 11 == 0 else b"value-%d-" % (base + i) * (1 + i % 4)
         b.append(i, TS0 + base + i, key, value, hdrs)
@@ -62,13 +62,13 @@ def test_chunked_equals_one_chunk(codec, chunk, tiny_chunks):
         expected += [(r.offset, r.key, r.value) for r in b if r.offset >= 7]
     got = list(zip(chunked.batch.column("offset").to_pylist(),
                    chunked.batch.column("key").to_pylist(),
-                   chunked.batch.column("value").to_pylist()))
+                   chunked.batch.column("value").to_pylist(), strict=True))
     assert got == expected
 
 
 def test_chunk_limit_by_bytes_and_mixed_codecs(tiny_chunks):
     blob = b"".join(_batch(base, 30, codec, headers=True) for base, codec in
-                    zip(range(0, 300, 30), [3, 0, 4, 4, 1, 3, 2, 0, 0, 4]))
+                    zip(range(0, 300, 30), [3, 0, 4, 4, 1, 3, 2, 0, 0, 4], strict=True))
     whole = _decode(blob)
     tiny_chunks(1 << 30, 200)
     assert _decode(blob).batch.equals(whole.batch)

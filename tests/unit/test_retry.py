@@ -187,8 +187,8 @@ def test_invalid_metadata_codes_are_the_error_tables():
 
 
 def test_client_policy_follows_the_client_settings():
-    from kafka_ds.client.config import ClientConfig
     from kafka_ds.client import KafkaClient
+    from kafka_ds.client.config import ClientConfig
 
     client = KafkaClient("127.0.0.1:9", ClientConfig(
         default_api_timeout_ms=5000, retries=4, retry_backoff_ms=50, retry_backoff_max_ms=400))

@@ -9,8 +9,8 @@ import fastavro
 import pytest
 
 from kafka_ds.errors import ConfigurationError
-from kafka_ds.registry.settings import RegistrySettings
 from kafka_ds.registry.client import SchemaRegistry
+from kafka_ds.registry.settings import RegistrySettings
 from tests.support import avro_compat
 
 

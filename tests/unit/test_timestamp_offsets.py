@@ -6,9 +6,14 @@ import random
 import pyarrow as pa
 import pytest
 
-from kafka_ds.client.timestamp_offsets import (EMPTY_ANSWER_ATTEMPTS, EMPTY_ANSWER_WAITS_MS,
-                                               check_answer, first_header,
-                                               partition_fetcher, search_offset)
+from kafka_ds.client.timestamp_offsets import (
+    EMPTY_ANSWER_ATTEMPTS,
+    EMPTY_ANSWER_WAITS_MS,
+    check_answer,
+    first_header,
+    partition_fetcher,
+    search_offset,
+)
 from kafka_ds.errors import KafkaProtocolError
 from kafka_ds.protocol.records_encode import encode_record_batch
 
@@ -90,7 +95,7 @@ def test_search_on_non_monotonic_timestamps_returns_a_boundary():
     batches = [[BASE_TS + rng.randrange(0, 100_000) for _ in range(rng.randrange(1, 5))]
                for _ in range(60)]
     log = Log(batches, one_batch=True)
-    maxima = {base: max(ts) for (base, _last, _d), ts in zip(log.batches, batches)}
+    maxima = {base: max(ts) for (base, _last, _d), ts in zip(log.batches, batches, strict=True)}
     bases = [base for base, _l, _d in log.batches]
     for timestamp in range(BASE_TS - 1, BASE_TS + 100_001, 3_333):
         offset = search_offset(log.fetch, timestamp, 0, log.end)

@@ -4,7 +4,6 @@ the sink in Spark: tests/spark/test_transactions.py).
 """
 import pytest
 
-
 # --- the driver's pieces, without Spark -------------------------------------------------------
 
 def eos_options(bootstrap, **extra):
@@ -14,8 +13,8 @@ def eos_options(bootstrap, **extra):
 
 
 def test_prefix_defaults():
-    from kafka_ds.write.exactly_once import batch_prefix, stream_prefix
     from kafka_ds.errors import ConfigurationError
+    from kafka_ds.write.exactly_once import batch_prefix, stream_prefix
     opts = eos_options("h:1", checkpointLocation="/chk/q1")
     assert stream_prefix(opts) == stream_prefix(eos_options("h:1", checkpointLocation="/chk/q1"))
     assert stream_prefix(opts) != stream_prefix(eos_options("h:1", checkpointLocation="/chk/q2"))

@@ -3,8 +3,8 @@ in Spark, FAILFAST versus PERMISSIVE on invalid UTF-8: tests/spark/test_typed_co
 the schema formats: tests/spark/test_typed_registry.py)."""
 import pytest
 
-from kafka_ds.options import parse_read_options
 from kafka_ds.errors import ConfigurationError
+from kafka_ds.options import parse_read_options
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"}
 

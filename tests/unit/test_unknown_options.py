@@ -8,11 +8,11 @@ import logging
 
 import pytest
 
-from kafka_ds.options.registry import BY_NAME, OPTIONS, unknown_option_names
-from kafka_ds.options.names import STRICT_ENV
-from kafka_ds.options.core import WRITE
-from kafka_ds.options import check_option_names, parse_read_options, parse_write_options
 from kafka_ds.errors import ConfigurationError
+from kafka_ds.options import check_option_names, parse_read_options, parse_write_options
+from kafka_ds.options.core import WRITE
+from kafka_ds.options.names import STRICT_ENV
+from kafka_ds.options.registry import BY_NAME, OPTIONS, unknown_option_names
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 READ_BASE = {**BS, "subscribe": "t"}

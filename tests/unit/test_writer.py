@@ -5,10 +5,9 @@ the sink's column plan (its schema types are parsed by Spark), ``df.write`` and
 """
 import pytest
 
-from kafka_ds.options import parse_write_options
 from kafka_ds.errors import ConfigurationError
+from kafka_ds.options import parse_write_options
 from kafka_ds.write.messages import KafkaCommitMessage, WriteSummary
-
 
 # --- options --------------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ from ...errors import AuthenticationError, ConfigurationError
 from .settings import SecuritySettings
 
 
-
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 

@@ -96,7 +96,7 @@ _TLS_VERSIONS = {"TLSV1": "TLSv1", "TLSV1.1": "TLSv1_1", "TLSV1.2": "TLSv1_2",
 
 
 def _parse_tls(get, params, check_files):
-    values = {}
+    values: dict = {}
     algorithm = get("ssl.endpoint.identification.algorithm")
     if algorithm is None and "ssl.endpoint.identification.algorithm" in params:
         values["check_hostname"] = False  # set, but empty: Java's way to turn the check off

@@ -13,7 +13,6 @@ from .oauth import OAuthBearerMechanism
 from .settings import SecuritySettings
 
 
-
 class PlainMechanism:
     """RFC 4616: one message, authzid NUL authcid NUL password."""
 
@@ -70,7 +69,7 @@ class ScramMechanism:
             without_proof = f"c=biws,r={nonce}"
             auth_message = f"{self.client_first_bare},{text},{without_proof}".encode()
             client_signature = self._hmac(stored_key, auth_message)
-            proof = bytes(a ^ b for a, b in zip(client_key, client_signature))
+            proof = bytes(a ^ b for a, b in zip(client_key, client_signature, strict=True))
             server_key = self._hmac(salted, b"Server Key")
             self.server_signature = self._hmac(server_key, auth_message)
             self.state = 2
@@ -79,7 +78,7 @@ class ScramMechanism:
             if "e" in attrs:
                 raise AuthenticationError(f"SCRAM server error: {attrs['e']}")
             signature = attrs.get("v")
-            if signature is None or not hmac.compare_digest(
+            if signature is None or self.server_signature is None or not hmac.compare_digest(
                     base64.b64decode(signature), self.server_signature):
                 raise AuthenticationError(
                     "the broker's SCRAM server signature is wrong: it does not know the "

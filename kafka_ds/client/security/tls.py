@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from ...errors import ConfigurationError
 from .settings import SecuritySettings
 
-
 log = logging.getLogger(__name__)
 
 # --- key stores -------------------------------------------------------------------
@@ -165,7 +164,7 @@ def load_tls_material(settings: SecuritySettings) -> TlsMaterial:
             material.cadata = _check_pem_certs(data, option)
     # client certificate
     key_bytes = chain_bytes = None
-    if settings.keystore_certificate_chain:
+    if settings.keystore_certificate_chain and settings.keystore_key:   # both or neither
         chain_bytes = settings.keystore_certificate_chain.encode()
         key_bytes = settings.keystore_key.encode()
         key_option = "kafka.ssl.keystore.key"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from .json_schema import JsonSchemaError
+from .schema import JsonSchemaError
 
 #: where the referenced documents go in the self-contained schema
 REFERENCES_KEY = "x-kafka-ds-references"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from .avro_types import PRIMITIVES, AvroSchemaError, load_json
+from .types import PRIMITIVES, AvroSchemaError, load_json
 
 _NAMED_KINDS = ("record", "error", "enum", "fixed")
 

@@ -1,6 +1,6 @@
 """fastavro's Python values <-> the Python values pyarrow builds Spark's Arrow types from.
 
-Used by the general (per-record) path of :mod:`kafka_ds.formats.avro`. Converters are
+Used by the general (per-record) path of :mod:`kafka_ds.formats.avro.codec`. Converters are
 compiled once per schema; ``None`` means "identity" so the common case costs nothing.
 
 * reading (fastavro -> Arrow): unions of several non-null branches become spark-avro's
@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import decimal
 
-from .avro_types import NAMED, avro_to_spark, logical, union_parts
+from .types import NAMED, avro_to_spark, logical, union_parts
 
 # logical types spark-avro interprets; fastavro is given schemas without the others so it
 # returns the underlying values (e.g. time-millis stays an int, uuid a string)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .wire_columns import valid_mask
+from ..wire_columns import valid_mask
 
 _INTEGERS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _ACCEPTS = {
@@ -93,7 +93,7 @@ class FlatObjectEncoder:
             if pc.any(escaped).as_py():
                 rows = np.flatnonzero(escaped.to_numpy(zero_copy_only=False))
                 replaced = text.to_pylist()
-                for row, value in zip(rows.tolist(), column.take(rows).to_pylist()):
+                for row, value in zip(rows.tolist(), column.take(rows).to_pylist(), strict=True):
                     replaced[row] = _dumps(value)
                 text = pa.array(replaced, pa.string())
         return text.fill_null("null")
@@ -125,7 +125,7 @@ def _repr_texts(column: pa.Array, values: np.ndarray, valid: np.ndarray) -> pa.A
 
 def build_object_encoder(root, arrow_type: pa.DataType) -> FlatObjectEncoder | None:
     """A FlatObjectEncoder of ``arrow_type`` columns for the compiled schema ``root`` (a
-    json_schema.Node), or None when the pair takes the general path."""
+    schema.Node), or None when the pair takes the general path."""
     if root.kind != "struct" or not pa.types.is_struct(arrow_type):
         return None
     children = {arrow_type.field(i).name: i for i in range(arrow_type.num_fields)}

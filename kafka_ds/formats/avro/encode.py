@@ -1,6 +1,6 @@
 """The write fast path: flat Avro records encoded field by field across all rows at once.
 
-The reverse of :mod:`kafka_ds.formats.avro_columns`. A :class:`FlatEncoder` is built once
+The reverse of :mod:`kafka_ds.formats.avro.columns`. A :class:`FlatEncoder` is built once
 per (Avro schema, Arrow type of the written column) when the schema is a flat record (or a
 single flat type) whose every field the column holds with an Arrow type that maps to it
 one to one (the pairs below), or a top-level union of such types read as spark-avro's
@@ -22,10 +22,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from ..protocol.primitives import uvarint_bytes
-from ..protocol.records_arrays import binary_lengths
-from .avro_columns import FlatType, flat_type
-from .wire_columns import (
+from ...protocol.primitives import uvarint_bytes
+from ...protocol.records_arrays import binary_lengths
+from ..wire_columns import (
     RowBytes,
     boolean_values,
     fixed_values,
@@ -33,6 +32,7 @@ from .wire_columns import (
     set_members,
     valid_mask,
 )
+from .columns import FlatType, flat_type
 
 
 class NullInRequiredField(ValueError):
@@ -86,7 +86,7 @@ class FlatEncoder:
 
     def raw_bytes(self) -> "FlatEncoder":
         """This encoder of a top-level ``bytes`` writing the bytes alone, without Avro's
-        length (Confluent's framing, :mod:`.avro_bytes`)."""
+        length (Confluent's framing, :mod:`.raw_bytes`)."""
         (field,) = self.fields
         if field.child is not None or field.flat != FlatType("bytes", None, None):
             raise ValueError("only a top-level bytes value is written raw")
@@ -137,7 +137,7 @@ class UnionEncoder:
     order. A row with no member set takes the union's null branch (and fails without one);
     one with several set fails: which branch is meant?"""
 
-    def __init__(self, branches: list[tuple[int, FlatEncoder]], null_index: int | None,
+    def __init__(self, branches: list[tuple[int, FlatEncoder | UnionEncoder]], null_index: int | None,
                  describe: str):
         self.branches = branches              # (union index, encoder) per member
         self.null_index = null_index
@@ -163,7 +163,7 @@ class UnionEncoder:
                 branch = uvarint_bytes(2 * union_index)          # zigzag of the index
                 groups.append((rows, encoder.encode(array.field(i).take(pa.array(rows)),
                                                     header + branch)))
-        if no_member.size:
+        if no_member.size and self.null_index is not None:   # (without one: refused above)
             null_value = header + uvarint_bytes(2 * self.null_index)
             groups.append((no_member, pa.array([null_value] * no_member.size, pa.binary())))
         absent = np.flatnonzero(~present)

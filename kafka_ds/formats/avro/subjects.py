@@ -16,10 +16,10 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigurationError
-from ..registry.schema import RegisteredSchema, SchemaReference
-from .avro_types import load_json
-from .wire_columns import in_row_order, set_members
+from ...errors import ConfigurationError
+from ...registry.schema import RegisteredSchema, SchemaReference
+from ..wire_columns import in_row_order, set_members
+from .types import load_json
 
 
 def expand_subjects(client, spec) -> list[str]:
@@ -59,7 +59,8 @@ def listed_subjects(client, spec, schema_type: str, type_name, fmt=None):
     ``serialized``) and of a type no other listed subject holds; ``type_name(subject,
     schema)`` names a subject's type (the format's own rule)."""
     option = spec.option("Subjects")
-    out, seen = [], {}
+    out: list[tuple[str, str, RegisteredSchema]] = []
+    seen: dict[str, str] = {}
     for subject in expand_subjects(client, spec):
         schema = client.schema_version(subject, "latest", fmt=fmt)
         if schema.schema_type != schema_type:
@@ -93,10 +94,12 @@ def union_reader_schema(client, spec) -> RegisteredSchema:
         raise ConfigurationError(
             f"Option '{spec.option('Subjects')}' names one subject ({listed[0][0]}): use "
             f"'{spec.option('Subject')}' for one type")
+    references = []
+    for subject, name, schema in listed:
+        assert schema.version is not None     # a subject's latest schema has its number
+        references.append(SchemaReference(name, subject, schema.version))
     return RegisteredSchema(
-        "AVRO", json.dumps([name for _, name, _ in listed]),
-        references=tuple(SchemaReference(name, subject, schema.version)
-                         for subject, name, schema in listed))
+        "AVRO", json.dumps([name for _, name, _ in listed]), references=tuple(references))
 
 
 class SeveralSubjectsEncoder:
@@ -123,7 +126,7 @@ class SeveralSubjectsEncoder:
                 f"set; with '{self.column}Subjects' exactly one must be, naming the subject "
                 f"({', '.join(self.subjects)}) it is written with ({len(wrong)} such rows)")
         groups = []                              # (rows, their encoded values)
-        for codec, child, rows in zip(self.codecs, children, set_fields):
+        for codec, child, rows in zip(self.codecs, children, set_fields, strict=True):
             index = np.flatnonzero(rows)
             if index.size:
                 groups.append((index, codec.encode(child.take(pa.array(index)))))

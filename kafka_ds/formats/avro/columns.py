@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..protocol.records_arrays import is_utf8, peek_uvarints
-from .avro_types import AvroSchemaError, avro_to_spark, logical, spark_to_arrow, union_parts
-from .framing import slice_positions
+from ...protocol.records_arrays import is_utf8, peek_uvarints
+from ..framing import slice_positions
+from .types import AvroSchemaError, avro_to_spark, logical, spark_to_arrow, union_parts
 
 _FAST_BASES = frozenset(("boolean", "int", "long", "float", "double", "string", "bytes"))
 _FAST_LOGICAL = frozenset((None, "date", "timestamp-millis", "timestamp-micros",
@@ -95,7 +95,7 @@ class FlatPlan:
 
     def raw_bytes(self) -> "FlatPlan":
         """This plan of a top-level ``bytes`` writer, for payloads that are the bytes
-        alone, without Avro's length (Confluent's framing, :mod:`.avro_bytes`)."""
+        alone, without Avro's length (Confluent's framing, :mod:`.raw_bytes`)."""
         (step,) = self.steps
         if self.is_record or step.writer != FlatType("bytes", None, None):
             raise ValueError("only a top-level bytes writer is read raw")
@@ -108,7 +108,7 @@ class FlatPlan:
         decoded = [self._read_step(state, step) for step in self.steps]
         state.fail(~state.bad & (state.pos < ends),
                    lambda rows: [f"trailing bytes: the record ends {e - p} bytes before its payload"
-                                 for p, e in zip(state.pos[rows].tolist(), ends[rows].tolist())])
+                                 for p, e in zip(state.pos[rows].tolist(), ends[rows].tolist(), strict=True)])
         columns = [self._column(state, out, decoded) for out in self.outputs]
         if not self.is_record:
             column = columns[0]
@@ -343,15 +343,17 @@ def build_plan(writer: dict, reader: dict) -> FlatPlan | None:
     if reader["name"].rpartition(".")[2] != writer["name"].rpartition(".")[2] and not any(
             a.rpartition(".")[2] == writer["name"].rpartition(".")[2] for a in reader.get("aliases", ())):
         raise ResolutionError(f"writer record {writer['name']} is not the reader's {reader['name']}")
-    reader_types = [flat_type(f["type"]) for f in reader["fields"]]
-    writer_types = [flat_type(f["type"]) for f in writer["fields"]]
-    if None in reader_types or None in writer_types:
+    reader_flat = [flat_type(f["type"]) for f in reader["fields"]]
+    writer_flat = [flat_type(f["type"]) for f in writer["fields"]]
+    reader_types = [t for t in reader_flat if t is not None]
+    writer_types = [t for t in writer_flat if t is not None]
+    if len(reader_types) < len(reader_flat) or len(writer_types) < len(writer_flat):
         return None
     arrow_type = spark_to_arrow(avro_to_spark(reader)[0])
-    steps = [_Step(wt, f["name"]) for f, wt in zip(writer["fields"], writer_types)]
+    steps = [_Step(wt, f["name"]) for f, wt in zip(writer["fields"], writer_types, strict=True)]
     by_name = {f["name"]: i for i, f in enumerate(writer["fields"])}
     outputs = []
-    for index, (field, rt) in enumerate(zip(reader["fields"], reader_types)):
+    for index, (field, rt) in enumerate(zip(reader["fields"], reader_types, strict=True)):
         source = next((by_name[name] for name in _field_names(field) if name in by_name), None)
         out = _Output(field["name"], rt, arrow_type.field(index).type, step=source)
         if source is None:

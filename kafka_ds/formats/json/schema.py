@@ -6,7 +6,7 @@ an ``additionalProperties`` schema -> map<string,T>, ``array``/``items`` -> arra
 ``string`` (``format: date-time`` -> timestamp, ``format: date`` -> date), ``integer`` ->
 bigint, ``number`` -> double, ``boolean``; ``["null", T]`` and ``oneOf``/``anyOf`` of
 ``{"type": "null"}`` and one schema -> T; ``$ref`` within the document (``#/...``; those to
-other subjects are made so by :mod:`.json_references`). Other
+other subjects are made so by :mod:`.references`). Other
 unions, recursive ``$ref`` and untyped schemas are rejected with the path they sit at.
 """
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _compile(document, schema, where: str, refs: tuple) -> Node:
             raise JsonSchemaError(f"{where}: an array needs one items schema")
         return Node("array", (_compile(document, items, where + "[]", refs),), nullable)
     if kind == "string":
-        fmt = schema.get("format")
+        fmt = schema.get("format") or ""
         return Node({"date-time": "timestamp", "date": "date"}.get(fmt, "string"), (),
                     nullable)
     simple = {"integer": "bigint", "number": "double", "boolean": "boolean"}

@@ -2,7 +2,7 @@
 
 Decoding groups the rows by writer schema id, resolves each writer schema to the reader
 schema once, and decodes each group either column-wise (the fast path,
-:mod:`kafka_ds.formats.avro_columns`, for flat records) or record by record with fastavro
+:mod:`kafka_ds.formats.avro.columns`, for flat records) or record by record with fastavro
 (the general path: nested types, enums, decimals, unions of several types, ...). The
 groups' results are put back in row order. Bad records become bad rows with a reason.
 """
@@ -16,17 +16,23 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from ..registry.errors import RegistryUnavailableError
-from . import DecodedColumn
-from .avro_bytes import is_raw_bytes, with_avro_lengths, without_avro_lengths
-from .avro_columns import FlatPlan, ResolutionError, build_plan
-from .avro_encode import FlatEncoder, NullInRequiredField, SeveralMembersSet, build_encoder
-from .avro_members import member_plan, tag_member, union_plan
-from .avro_references import inline_references, referenced_json
-from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
-    simple_string, spark_to_arrow
-from .avro_values import arrow_converter, avro_converter, strip_logical_types
-from .framing import frame, frame_header, split_frames
+from ...registry.errors import RegistryUnavailableError
+from .. import DecodedColumn
+from ..framing import frame, frame_header, split_frames
+from .columns import FlatPlan, ResolutionError, build_plan
+from .encode import FlatEncoder, NullInRequiredField, SeveralMembersSet, build_encoder
+from .raw_bytes import is_raw_bytes, with_avro_lengths, without_avro_lengths
+from .members import member_plan, tag_member, union_plan
+from .references import inline_references, referenced_json
+from .types import (
+    AvroSchemaError,
+    avro_to_spark,
+    load_json,
+    parse_schema,
+    simple_string,
+    spark_to_arrow,
+)
+from .values import arrow_converter, avro_converter, strip_logical_types
 
 _PLAIN = object()     # the decoder key of unframed values (writer schema = reader schema)
 
@@ -38,7 +44,7 @@ class _Schema:
         if (registered.schema_type or "AVRO").upper() != "AVRO":
             raise AvroSchemaError(f"schema {registered.schema_id} is {registered.schema_type}, "
                                   "not AVRO")
-        names = {}
+        names: dict = {}
         referenced = referenced_json(registered, lookup)
         for ref_json in referenced:
             parse_schema(ref_json, names)
@@ -68,7 +74,7 @@ class _GeneralDecoder:
         values = []
         view = memoryview(data)
         read, convert = fastavro.schemaless_reader, self.convert
-        for row, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+        for row, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
             stream = io.BytesIO(view[start:end])
             try:
                 value = read(stream, self.writer, self.reader, return_named_type=True)
@@ -160,7 +166,7 @@ class _Failed:
 class _RawBytes:
     """The per-row decoder of framed records whose writer schema is a top-level ``bytes``
     (a decimal on it, or a reader the column plans do not take): their payload is the bytes
-    alone, as Confluent's serializers write them (:mod:`kafka_ds.formats.avro_bytes`).
+    alone, as Confluent's serializers write them (:mod:`kafka_ds.formats.avro.raw_bytes`).
     Avro's length is put back in front, column-wise, and ``decoder`` reads the rows as
     Avro. (A column plan reads such payloads raw itself: ``FlatPlan.raw_bytes``.)"""
 
@@ -209,8 +215,8 @@ class AvroCodec:
 
     @property
     def reader_node(self) -> dict:
-        """The reader schema parsed, its references resolved (the node ``avro_types`` and
-        ``avro_members`` read)."""
+        """The reader schema parsed, its references resolved (the node ``types.py`` and
+        ``members.py`` read)."""
         return self._reader().node
 
     def _decoder(self, schema_id):
@@ -282,12 +288,13 @@ class AvroCodec:
         data, starts, ends = frames.data, frames.starts, frames.ends
         if self.framed:
             row_ids = frames.schema_ids
-            groups = [(int(sid), np.flatnonzero(frames.readable & (row_ids == sid)))
+            groups: list[tuple[object, np.ndarray]] = [
+                (int(sid), np.flatnonzero(frames.readable & (row_ids == sid)))
                       for sid in np.unique(row_ids[frames.readable]).tolist()]
         else:
             groups = [(_PLAIN, np.flatnonzero(frames.readable))]
-        bad_rows, reasons = [frames.bad_rows], list(frames.reasons)
-        bad_ids = [np.full(len(frames.bad_rows), -1, np.int32)]
+        bad_parts, reasons = [frames.bad_rows], list(frames.reasons)
+        bad_id_parts = [np.full(len(frames.bad_rows), -1, np.int32)]
         parts, part_rows = [], []
         for schema_id, rows in groups:
             if not rows.size:
@@ -295,21 +302,21 @@ class AvroCodec:
             decoder = self._decoder(schema_id)
             id_of_group = -1 if schema_id is _PLAIN else schema_id
             if isinstance(decoder, _Failed):
-                bad_rows.append(rows)
+                bad_parts.append(rows)
                 reasons += [decoder.reason] * len(rows)
-                bad_ids.append(np.full(len(rows), id_of_group, np.int32))
+                bad_id_parts.append(np.full(len(rows), id_of_group, np.int32))
                 continue
             array, bad, why = decoder.decode(data, starts[rows], ends[rows])
             parts.append(array)
             part_rows.append(rows)
             if bad.any():
                 local = np.flatnonzero(bad)
-                bad_rows.append(rows[local])
+                bad_parts.append(rows[local])
                 reasons += why[local].tolist()
-                bad_ids.append(np.full(len(local), id_of_group, np.int32))
+                bad_id_parts.append(np.full(len(local), id_of_group, np.int32))
         array = self._in_row_order(n, parts, part_rows)
-        bad_rows = np.concatenate(bad_rows) if bad_rows else np.zeros(0, np.int64)
-        bad_ids = np.concatenate(bad_ids) if bad_ids else np.zeros(0, np.int32)
+        bad_rows = np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
+        bad_ids = np.concatenate(bad_id_parts) if bad_id_parts else np.zeros(0, np.int32)
         order = np.argsort(bad_rows, kind="stable")
         return DecodedColumn(array, bad_rows[order].astype(np.int64),
                             [reasons[i] for i in order.tolist()], bad_ids[order])
@@ -337,9 +344,9 @@ class AvroCodec:
         ``to_pylist`` fastavro accepts for the reader schema); null rows stay null; framed
         with ``schema_id`` when given (else, when ``framed``, the reader schema's id).
         Flat records whose column types map one to one take the column-wise path
-        (:mod:`kafka_ds.formats.avro_encode`), the rest fastavro per row. A framed
+        (:mod:`kafka_ds.formats.avro.encode`), the rest fastavro per row. A framed
         top-level ``bytes`` value is written as Confluent's serializers write it, without
-        Avro's length (:mod:`kafka_ds.formats.avro_bytes`)."""
+        Avro's length (:mod:`kafka_ds.formats.avro.raw_bytes`)."""
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
         schema_id = self.schema_id
@@ -360,7 +367,7 @@ class AvroCodec:
         schema = self._reader()
         convert = avro_converter(schema.node)
         write = fastavro.schemaless_writer
-        out = []
+        out: list[bytes | None] = []
         for row, value in enumerate(array.to_pylist()):
             if value is None:
                 out.append(None)

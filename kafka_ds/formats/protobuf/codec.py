@@ -1,9 +1,9 @@
 """Confluent-framed Protobuf values decoded into Arrow (and encoded back).
 
 A framed record is: magic byte 0, the 4-byte writer schema id, the message indexes (which
-message of the writer's file, see ``protobuf_schema.encode_message_indexes``), then the
+message of the writer's file, see ``schema.encode_message_indexes``), then the
 serialized message. The record is parsed with the WRITER's message class and mapped to the
-reader's Spark type by field name (``protobuf_arrow``).
+reader's Spark type by field name (``arrow.py``).
 """
 from __future__ import annotations
 
@@ -12,16 +12,23 @@ import pyarrow as pa
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
-from . import DecodedColumn
 from kafka_ds.formats.framing import frame_header, split_frames
-from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
-from kafka_ds.formats.protobuf_columns import NeedsRuntime, build_message_decoder
-from kafka_ds.formats.protobuf_encode import build_message_encoder
-from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
-                                              encode_message_indexes, indexes_of, message_at,
-                                              message_types, read_message_indexes)
+from kafka_ds.formats.protobuf.arrow import fill_message, struct_builder
+from kafka_ds.formats.protobuf.columns import NeedsRuntime, build_message_decoder
+from kafka_ds.formats.protobuf.encode import build_message_encoder
+from kafka_ds.formats.protobuf.schema import (
+    ProtobufSchemaError,
+    build_pool,
+    encode_message_indexes,
+    indexes_of,
+    message_at,
+    message_types,
+    read_message_indexes,
+)
 from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
+
+from .. import DecodedColumn
 
 _READER_FILE = "kafka_ds_reader.proto"
 
@@ -148,7 +155,7 @@ class ProtobufCodec:
 
     def decode(self, values: pa.Array) -> DecodedColumn:
         frames = split_frames(values, self.framed)
-        copied = []
+        copied: list = []
 
         def data() -> bytes:
             # the runtime parses bytes: one copy of the buffer, made only when a group
@@ -165,7 +172,7 @@ class ProtobufCodec:
             reasons.append(reason)
             bad_ids.append(schema_id)
 
-        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons, strict=True):
             bad(row, reason)
         ok_rows = np.flatnonzero(frames.readable)
         starts = frames.starts
@@ -186,7 +193,8 @@ class ProtobufCodec:
             groups[(-1, ())] = ok_rows.tolist()
 
         ends = frames.ends
-        pieces, piece_rows = [], []
+        pieces: list[pa.Array] = []
+        piece_rows: list[np.ndarray] = []
         for (schema_id, indexes), rows in groups.items():
             writer = self._writer(schema_id, indexes)
             if writer.error is not None:
@@ -203,11 +211,11 @@ class ProtobufCodec:
             row_starts = starts[rows].tolist()
             row_ends = ends[rows].tolist()
             try:   # all good: one comprehension; else row by row, naming the bad ones
-                messages = [parse(buffer[s:e]) for s, e in zip(row_starts, row_ends)]
+                messages = [parse(buffer[s:e]) for s, e in zip(row_starts, row_ends, strict=True)]
                 good = rows
             except (DecodeError, RecursionError):
                 messages, good = [], []
-                for row, s, e in zip(rows, row_starts, row_ends):
+                for row, s, e in zip(rows, row_starts, row_ends, strict=True):
                     try:
                         messages.append(parse(buffer[s:e]))
                         good.append(row)
@@ -239,7 +247,7 @@ class ProtobufCodec:
             array, is_bad, why = decoder.decode(data, starts[rows], ends[rows])
         except NeedsRuntime:
             return False
-        for row, reason in zip(rows[is_bad].tolist(), why[is_bad].tolist()):
+        for row, reason in zip(rows[is_bad].tolist(), why[is_bad].tolist(), strict=True):
             bad(row, reason, schema_id)
         if not is_bad.all():
             pieces.append(array.filter(pa.array(~is_bad)) if is_bad.any() else array)
@@ -250,7 +258,7 @@ class ProtobufCodec:
     def _build_row_by_row(writer, messages, rows, schema_id, pieces, piece_rows, bad):
         """The slow path when a group's columns cannot be built: find the rows at fault."""
         built, good = [], []
-        for row, message in zip(rows, messages):
+        for row, message in zip(rows, messages, strict=True):
             try:
                 built.append(writer.build([message]))
                 good.append(row)
@@ -298,7 +306,8 @@ class ProtobufCodec:
         if encoder is not None:
             return encoder.encode(array, prefix)
         message_class = self._reader_class
-        out = []
+        assert message_class is not None          # self._reader() made it
+        out: list[bytes | None] = []
         for row, value in enumerate(array.to_pylist()):
             if value is None:
                 out.append(None)

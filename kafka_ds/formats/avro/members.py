@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .avro_columns import ResolutionError, build_plan
-from .avro_types import NAMED, avro_to_spark, simple_string, union_parts
+from .columns import ResolutionError, build_plan
+from .types import NAMED, avro_to_spark, simple_string, union_parts
 
 
 def member_of(writer: dict, reader: dict) -> int | None:
@@ -93,14 +93,14 @@ def type_member_names(node: dict) -> tuple[str, ...] | None:
         return None
     short = [b["name"].rpartition(".")[2] for b in branches]
     return tuple(name if short.count(name) == 1 else b["name"].replace(".", "_")
-                 for name, b in zip(short, branches))
+                 for name, b in zip(short, branches, strict=True))
 
 
 def renamed_spark_type(node: dict, names) -> str:
     """The Spark type (simpleString) of the union ``node`` with its fields named ``names``."""
     (_kind, fields), _nullable = avro_to_spark(node)
     return simple_string(("struct", tuple((name, kind, nullable)
-                                          for name, (_, kind, nullable) in zip(names, fields))))
+                                          for name, (_, kind, nullable) in zip(names, fields, strict=True))))
 
 
 def renamed(array, names):
@@ -143,7 +143,7 @@ class UnionPlan:
         reasons[unknown] = ["truncated: no union branch" if empty[r] else
                             f"not valid Avro: union branch byte {int(first[r])} names no "
                             "branch of the writer schema" for r in unknown.tolist()]
-        members = [[] for _ in self.arrow_type]       # per member: (rows, decoded struct)
+        members: list[list] = [[] for _ in self.arrow_type]  # per member: (rows, decoded struct)
         for index, (member, plan) in self.branch_plans.items():
             rows = np.flatnonzero(branch == index)
             if not rows.size:
@@ -155,7 +155,7 @@ class UnionPlan:
                 reasons[rows[local]] = group_reasons[local]
             members[member].append((rows, array))
         children = [self._member_column(n, parts, field.type)
-                    for parts, field in zip(members, self.arrow_type)]
+                    for parts, field in zip(members, self.arrow_type, strict=True)]
         is_null = bad | ~known | np.isin(branch, list(self.null_branches))
         struct = pa.StructArray.from_arrays(children, fields=list(self.arrow_type),
                                             mask=pa.array(is_null))

@@ -15,9 +15,18 @@ from operator import attrgetter
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
-from kafka_ds.formats.protobuf_schema import (DURATION, SCALAR_TYPES, TIMESTAMP, UNSIGNED,
-                                              WRAPPERS, ProtobufSchemaError, field_types,
-                                              is_map, message_types, repeated)
+from kafka_ds.formats.protobuf.schema import (
+    DURATION,
+    SCALAR_TYPES,
+    TIMESTAMP,
+    UNSIGNED,
+    WRAPPERS,
+    ProtobufSchemaError,
+    field_types,
+    is_map,
+    message_types,
+    repeated,
+)
 
 _T = FieldDescriptor
 #: writer scalar Arrow type -> reader Arrow types it widens to without loss
@@ -71,8 +80,10 @@ def _value_builder(writer_field, reader_field, where: str, ancestors):
                                       f"read as {r_name or 'a scalar'}")
         return lambda values: pa.array(_micros(values), pa.int64()).cast(reader_arrow)
     if w_name in WRAPPERS or r_name in WRAPPERS:
-        inner_w = w_msg.fields_by_name["value"] if w_name in WRAPPERS else writer_field
-        inner_r = r_msg.fields_by_name["value"] if r_name in WRAPPERS else reader_field
+        inner_w = (w_msg.fields_by_name["value"] if w_msg is not None and w_name in WRAPPERS
+                   else writer_field)
+        inner_r = (r_msg.fields_by_name["value"] if r_msg is not None and r_name in WRAPPERS
+                   else reader_field)
         if inner_w.type == _T.TYPE_MESSAGE or inner_r.type == _T.TYPE_MESSAGE:
             raise ProtobufSchemaError(f"field {where}: {w_name} cannot be read as {r_name}")
         scalar = _scalar_builder(inner_w, reader_arrow, where)
@@ -238,8 +249,8 @@ def fill_message(message, value, where=""):
         if item is None:
             continue
         path = f"{where}.{field.name}" if where else field.name
-        container = getattr(message, field.name) if repeated(field) else None
         if is_map(field):
+            container = getattr(message, field.name)
             value_field = field.message_type.fields_by_name["value"]
             key_field = field.message_type.fields_by_name["key"]
             for key, entry in item:
@@ -249,6 +260,7 @@ def fill_message(message, value, where=""):
                 elif entry is not None:
                     container[key] = _to_scalar(value_field, entry, path)
         elif repeated(field):
+            container = getattr(message, field.name)
             for entry in item:
                 if entry is None:
                     raise ValueError(f"{path}: a repeated field cannot hold null")

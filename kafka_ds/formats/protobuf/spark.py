@@ -175,7 +175,7 @@ def _message_misfit(struct, message, messages, path):
             if _WRAPPED.get(field.type_name) == element.typeName():
                 continue            # a wrapper (Int32Value, ...) is written from its scalar
             return f"{where} is {element.simpleString()}, the schema's field is a message"
-        wanted = _SCALARS.get(element.typeName())
+        wanted = _SCALARS.get(element.typeName(), "")
         field_type = descriptor_pb2.FieldDescriptorProto.Type.Name(field.type)
         compatible = {"TYPE_INT32": {"TYPE_INT32", "TYPE_SINT32", "TYPE_SFIXED32",
                                      "TYPE_INT64", "TYPE_SINT64", "TYPE_SFIXED64"},

@@ -5,7 +5,7 @@ every field of the writer message is a singular scalar (integers of every encodi
 float, double, bool, string, bytes; proto3 ``optional`` included -- not enums, messages,
 repeated fields, maps or real oneofs) and every reader field it fills is one too. Others
 take the general path (the protobuf runtime parses each record into a message object,
-:mod:`kafka_ds.formats.protobuf_arrow` maps the objects to Arrow).
+:mod:`kafka_ds.formats.protobuf.arrow` maps the objects to Arrow).
 
 Decoding keeps a position per row and reads one field of every unfinished row per step
 (a message has its fields in any order, each possibly more than once): the tag varint,
@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
-from ..protocol.primitives import uvarint_bytes
-from ..protocol.records_arrays import is_utf8, peek_uvarints
-from .framing import slice_positions
-from .protobuf_schema import SCALAR_TYPES, repeated
+from ...protocol.primitives import uvarint_bytes
+from ...protocol.records_arrays import is_utf8, peek_uvarints
+from ..framing import slice_positions
+from .schema import SCALAR_TYPES, repeated
 
 _T = FieldDescriptor
 _VARINT, _FIXED64, _LENGTH, _START_GROUP, _END_GROUP, _FIXED32 = 0, 1, 2, 3, 4, 5
@@ -223,7 +223,8 @@ def _column(f, arrow_type, seen, raw, begins, rows) -> pa.Array:
                 before = int(rows.bad.sum())
                 rows.check_utf8(checked, starts[checked], lengths[checked], f.desc.name)
                 if int(rows.bad.sum()) == before:
-                    raise NeedsRuntime("Arrow refused a string the UTF-8 check accepted")
+                    raise NeedsRuntime(
+                        "Arrow refused a string the UTF-8 check accepted") from None
                 return _column(f, arrow_type, seen, np.where(rows.bad, 0, raw), begins, rows)
         return array
     if kind == _T.TYPE_BOOL:
@@ -350,7 +351,7 @@ def _is_synthetic(oneof) -> bool:
 def build_message_decoder(writer_desc, reader_desc, arrow_type) -> FlatMessageDecoder | None:
     """A FlatMessageDecoder from ``writer_desc`` records to ``reader_desc``'s Arrow type
     (``arrow_type``), or None when the pair takes the general path. The pair has already
-    been resolved (protobuf_arrow.struct_builder): unresolvable pairs never come here."""
+    been resolved (arrow.struct_builder): unresolvable pairs never come here."""
     if not all(_flat_scalar(f) for f in writer_desc.fields):
         return None
     names = [f.name for f in arrow_type]

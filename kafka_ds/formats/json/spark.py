@@ -20,6 +20,7 @@ def _type_name(data_type) -> str:
 def _schema_of(data_type, nullable: bool) -> dict:
     from pyspark.sql.types import ArrayType, MapType, StructType
     name = _type_name(data_type)
+    node: dict[str, object]
     if isinstance(data_type, StructType):
         node = {"type": "object",
                 "properties": {f.name: _schema_of(f.dataType, f.nullable)
@@ -96,5 +97,5 @@ def _misfit(data_type, node, path: str) -> str | None:
 
 def json_schema_misfit(spark_type, schema_text: str) -> str | None:
     """The first field of ``spark_type`` that does not fit the JSON Schema, or None."""
-    from .json_schema import compile_schema
+    from .schema import compile_schema
     return _misfit(spark_type, compile_schema(schema_text), "")

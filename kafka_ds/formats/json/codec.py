@@ -16,14 +16,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from . import DecodedColumn
 from kafka_ds.formats.framing import HEADER_SIZE, frame_header, split_frames
-from kafka_ds.formats.json_encode import NotJsonCompliant, build_object_encoder
-from kafka_ds.formats.json_references import self_contained
-from kafka_ds.formats.json_schema import (Mismatch, Node, coerce, compile_schema, parse,
-                                          to_json_value)
+from kafka_ds.formats.json.encode import NotJsonCompliant, build_object_encoder
+from kafka_ds.formats.json.references import self_contained
+from kafka_ds.formats.json.schema import (
+    Mismatch,
+    Node,
+    coerce,
+    compile_schema,
+    parse,
+    to_json_value,
+)
 from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
+
+from .. import DecodedColumn
 
 _NEWLINES = (ord("\n"), ord("\r"))
 _OPEN_BRACE = ord("{")
@@ -47,8 +54,8 @@ class JsonCodec:
         self.root = compile_schema(reader_schema.schema_str) if reader_schema is not None \
             else Node("string")
         self._parse_options = self._make_parse_options()
-        self._writer_errors = {}
-        self._encoders = {}    # Arrow type of the written column -> FlatObjectEncoder / None
+        self._writer_errors: dict = {}
+        self._encoders: dict = {}    # Arrow type of the written column -> FlatObjectEncoder / None
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -105,7 +112,7 @@ class JsonCodec:
         frames = split_frames(values, self.framed)
         n = len(values)
         bad = {}   # row -> (reason, schema id)
-        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons, strict=True):
             bad[row] = (reason, -1)
         ok = frames.readable.copy()
         if self.framed:
@@ -130,10 +137,10 @@ class JsonCodec:
             single = np.setdiff1d(single, batch_rows, assume_unique=True)
         values_single = self._decode_each(frames, single, bad)
         array = self._assemble(n, array_by_row, single, values_single)
-        rows = sorted(bad)
-        return DecodedColumn(array=array, bad_rows=np.asarray(rows, dtype=np.int64),
-                            reasons=[bad[r][0] for r in rows],
-                            schema_ids=np.asarray([bad[r][1] for r in rows], dtype=np.int32))
+        bad_sorted = sorted(bad)
+        return DecodedColumn(array=array, bad_rows=np.asarray(bad_sorted, dtype=np.int64),
+                            reasons=[bad[r][0] for r in bad_sorted],
+                            schema_ids=np.asarray([bad[r][1] for r in bad_sorted], dtype=np.int32))
 
     def _batch_candidates(self, frames, ok):
         """Rows the batch reader can take: framed or plain payloads that start with '{' and
@@ -157,7 +164,7 @@ class JsonCodec:
         else:
             data = frames.data.tobytes()
             text = b"\n".join([data[s:e] for s, e in zip(frames.starts[rows].tolist(),
-                                                           frames.ends[rows].tolist())])
+                                                           frames.ends[rows].tolist(), strict=True)])
         try:
             table = pa_json.read_json(io.BytesIO(text), read_options=_READ_OPTIONS,
                                       parse_options=self._parse_options)
@@ -195,7 +202,7 @@ class JsonCodec:
         """Python values (for arrow_type) of the rows; bad rows recorded in ``bad``."""
         data = frames.data.tobytes() if len(rows) else b""
         root = self.root
-        values = []
+        values: list = []
         for row in rows.tolist():
             payload = data[frames.starts[row]:frames.ends[row]]
             schema_id = int(frames.schema_ids[row])
@@ -266,7 +273,7 @@ class JsonCodec:
             except NotJsonCompliant as exc:
                 raise ValueError(f"row {exc.row}: cannot encode as JSON: {exc}") from exc
         root = self.root
-        out = []
+        out: list[bytes | None] = []
         for row, value in enumerate(array.to_pylist()):
             if value is None:
                 out.append(None)

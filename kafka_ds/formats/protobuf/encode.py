@@ -23,15 +23,15 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
-from ..protocol.primitives import uvarint_bytes
-from ..protocol.records_arrays import binary_lengths
-from .protobuf_schema import repeated
-from .wire_columns import (
+from ...protocol.primitives import uvarint_bytes
+from ...protocol.records_arrays import binary_lengths
+from ..wire_columns import (
     RowBytes,
     boolean_values,
     fixed_values,
     valid_mask,
 )
+from .schema import repeated
 
 _T = FieldDescriptor
 _INT32 = (pa.int8(), pa.int16(), pa.int32())

@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..protocol.records_arrays import peek_uvarints, varint_sizes
-from .framing import binary_buffers, slice_positions
+from ...protocol.records_arrays import peek_uvarints, varint_sizes
+from ..framing import binary_buffers, slice_positions
 
 
 def is_raw_bytes(node: dict) -> bool:

@@ -393,7 +393,7 @@ def _misfit(t, node, path, stack):
         if any(_misfit(t, b, path, stack) is None for b in branches):
             return None
         if isinstance(t, tuple) and t[0] == "struct" and len(t[1]) == len(branches):
-            for (name, ft, _), b in zip(t[1], branches):
+            for (name, ft, _), b in zip(t[1], branches, strict=True):
                 problem = _misfit(ft, b, f"{path}.{name}", stack)
                 if problem:
                     return problem

@@ -29,11 +29,22 @@ import binascii
 
 import numpy as np
 import pyarrow as pa
-from google.protobuf import descriptor_pb2, descriptor_pool
+
 # imported for their side effect: the well-known files land in the runtime's default pool
-from google.protobuf import (any_pb2, api_pb2, duration_pb2, empty_pb2,  # noqa: F401
-                             field_mask_pb2, source_context_pb2, struct_pb2, timestamp_pb2,
-                             type_pb2, wrappers_pb2)
+from google.protobuf import (  # noqa: F401
+    any_pb2,
+    api_pb2,
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    empty_pb2,
+    field_mask_pb2,
+    source_context_pb2,
+    struct_pb2,
+    timestamp_pb2,
+    type_pb2,
+    wrappers_pb2,
+)
 from google.protobuf.descriptor import FieldDescriptor
 
 from kafka_ds.registry.schema import RegisteredSchema
