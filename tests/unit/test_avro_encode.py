@@ -1,4 +1,4 @@
-"""The column-wise Avro encoder (kafka_ds.formats.avro_encode) behind AvroCodec.encode.
+"""The column-wise Avro encoder (kafka_ds.formats.avro.encode) behind AvroCodec.encode.
 
 Its bytes are checked against hand-written encodings of the Avro specification, against
 fastavro's schemaless_writer and against confluent-kafka's AvroSerializer (the frame
@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.avro import AvroCodec
-from kafka_ds.formats.avro_encode import UnionEncoder, build_encoder
-from kafka_ds.formats.avro_types import parse_schema
+from kafka_ds.formats.avro.codec import AvroCodec
+from kafka_ds.formats.avro.encode import UnionEncoder, build_encoder
+from kafka_ds.formats.avro.types import parse_schema
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import MockLookup, MockSchemaRegistryClient
 
