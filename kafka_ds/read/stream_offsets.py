@@ -202,6 +202,12 @@ class StreamOffsets:
         self._available_now = True
         self._available_now_target = None
 
+    @property
+    def available_now(self) -> bool:
+        """A Trigger.AvailableNow run (Spark called prepareForTriggerAvailableNow): a
+        ``latest`` answer equal to its start ends the run."""
+        return self._available_now
+
     def latest(self, start: dict | None, limit) -> dict:
         """The end of the next batch (``start`` itself: no batch now)."""
         if start is None:
