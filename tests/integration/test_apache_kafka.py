@@ -224,7 +224,7 @@ def test_a_streams_zombie_transaction_is_aborted_by_the_transaction_timeout(kafk
     assert verdict(bs, topic).open == values
 
     # The broker aborts it (an ABORT marker: the high watermark moves to 10).
-    wait_until(lambda: stable_and_high(bs, tp) == (10, 10), 60,
+    wait_until(lambda: stable_and_high(bs, tp) == (10, 10), 40,
                "the broker to abort the timed-out transaction")
     ended = time.monotonic() - begun
     assert ended >= timeout_ms / 1000 - 0.5, f"aborted after {ended:.1f} s, before its timeout"
