@@ -205,7 +205,7 @@ def test_a_streams_zombie_transaction_is_aborted_by_the_transaction_timeout(kafk
     bs = kafka_broker.bootstrap_servers
     topic = kafka_topics("zombie")
     tp = (topic, 0)
-    timeout_ms = 6000
+    timeout_ms = 8000
     produce_confluent(bs, topic, [b"before-0", b"before-1"], partition=0)
     opts = eos_options(bs, topic=topic, checkpointLocation=str(tmp_path / "ck"),
                        **{"kafka.transaction.timeout.ms": str(timeout_ms)})
