@@ -8,7 +8,8 @@
 * ``mock_cluster`` / ``tansu_broker``: librdkafka's mock cluster (injected errors) and Tansu
   (the demo's broker), session-scoped, started on first use.
 * ``broker``: parametrized over the enabled brokers ``mock`` and ``kafka``, so a test written
-  against ``broker`` runs on each of them; tests marked ``smoke`` run on ``tansu`` too.
+  against ``broker`` runs on each of them; tests marked ``smoke`` run on ``tansu`` and
+  ``kafka_older`` too.
 * ``new_topic(partitions=1, prefix="t", replication=1)``: fresh topic on ``broker``.
 
 Restrict brokers with ``--brokers=mock,kafka`` or ``KAFKA_DS_BROKERS=kafka``.
@@ -37,8 +38,8 @@ spark_home.install()
 _SPARK_CLASS_ARCHIVE = jvm_options.install()
 
 ALL_BROKERS = ("mock", "kafka", "tansu")
-# the brokers a test written against ``broker`` runs on; Tansu (the demo's broker) only for
-# the tests marked ``smoke``
+# the brokers a test written against ``broker`` runs on; the tests marked ``smoke`` run on
+# Tansu (the demo's broker) and on Apache Kafka's older line (kafka_older) too
 PARAMETRIZED_BROKERS = ("mock", "kafka")
 # Apache Kafka clusters shared by all pytest-xdist workers: started by the first worker that
 # asks, stopped by pytest's main process at the end (apache_kafka.shared_cluster)
@@ -73,7 +74,8 @@ def pytest_configure(config):
                    "tests that start and kill several Spark drivers: one real broker is enough "
                    "for what they prove, and each run costs a minute of the suite)")
     config.addinivalue_line(
-        "markers", "smoke: a test of ``broker`` that also runs on Tansu, the demo's broker")
+        "markers", "smoke: a test of ``broker`` that also runs on Tansu (the demo's broker) and "
+                   "on Apache Kafka 3.9 (kafka_older)")
     config.addinivalue_line(
         "markers", "heavy: starts Spark driver processes or venvs of its own (tens of "
                    "seconds); collected first")
@@ -102,8 +104,11 @@ def enabled_brokers(config):
 def pytest_generate_tests(metafunc):
     if "broker" in metafunc.fixturenames:
         smoke = metafunc.definition.get_closest_marker("smoke") is not None
-        names = [name for name in enabled_brokers(metafunc.config)
+        enabled = enabled_brokers(metafunc.config)
+        names = [name for name in enabled
                  if name in PARAMETRIZED_BROKERS or (smoke and name == "tansu")]
+        if smoke and "kafka" in enabled:
+            names.append("kafka_older")
         only = metafunc.definition.get_closest_marker("only_brokers")
         if only is not None:
             names = [name for name in names if name in only.args]
@@ -227,7 +232,8 @@ def kafka_older(_brokers):
 
 @pytest.fixture
 def broker(request, _brokers):
-    """The broker named by the test's parameter ("mock", "kafka", or "tansu" for smoke)."""
+    """The broker named by the test's parameter ("mock", "kafka"; "tansu" and "kafka_older"
+    for the tests marked smoke)."""
     return _brokers.get(request.param)
 
 

@@ -18,8 +18,9 @@ import pyarrow as pa
 
 from ..registry.errors import RegistryUnavailableError
 from . import DecodedColumn
-from .avro_columns import ResolutionError, build_plan
-from .avro_encode import NullInRequiredField, SeveralMembersSet, build_encoder
+from .avro_bytes import is_raw_bytes, with_avro_lengths, without_avro_lengths
+from .avro_columns import FlatPlan, ResolutionError, build_plan
+from .avro_encode import FlatEncoder, NullInRequiredField, SeveralMembersSet, build_encoder
 from .avro_members import member_plan, tag_member, union_plan
 from .avro_references import inline_references, referenced_json
 from .avro_types import AvroSchemaError, avro_to_spark, load_json, parse_schema, \
@@ -156,6 +157,20 @@ class _Failed:
         self.reason = reason
 
 
+class _RawBytes:
+    """The per-row decoder of framed records whose writer schema is a top-level ``bytes``
+    (a decimal on it, or a reader the column plans do not take): their payload is the bytes
+    alone, as Confluent's serializers write them (:mod:`kafka_ds.formats.avro_bytes`).
+    Avro's length is put back in front, column-wise, and ``decoder`` reads the rows as
+    Avro. (A column plan reads such payloads raw itself: ``FlatPlan.raw_bytes``.)"""
+
+    def __init__(self, decoder):
+        self.decoder = decoder
+
+    def decode(self, data, starts, ends):
+        return self.decoder.decode(*with_avro_lengths(data, starts, ends))
+
+
 class AvroCodec:
     """Avro values of one reader schema: ``decode`` to Arrow, ``encode`` from Arrow."""
 
@@ -232,14 +247,17 @@ class AvroCodec:
             return _Failed(f"not decoded: the writer schema has an array of {endless}, items of "
                            "zero bytes, so a bad record could announce endless items")
         try:
-            plan = self._column_plan(writer, reader)
+            decoder = self._column_plan(writer, reader)
         except ResolutionError as exc:
             return _Failed(f"cannot be resolved to the reader schema: {exc}")
-        if plan is not None:
-            return plan
-        same = writer is reader or writer.fastavro == reader.fastavro
-        return tag_member(_GeneralDecoder(writer, None if same else reader, self.arrow_type),
-                          writer.node, reader.node)
+        if decoder is None:
+            same = writer is reader or writer.fastavro == reader.fastavro
+            decoder = tag_member(_GeneralDecoder(writer, None if same else reader,
+                                                 self.arrow_type), writer.node, reader.node)
+        if schema_id is not _PLAIN and is_raw_bytes(writer.node):
+            # Confluent's top-level bytes: the payload is the value, no Avro length
+            return decoder.raw_bytes() if isinstance(decoder, FlatPlan) else _RawBytes(decoder)
+        return decoder
 
     def _column_plan(self, writer, reader):
         """The column-wise decode plan from ``writer`` to ``reader`` (None: the schema
@@ -319,7 +337,9 @@ class AvroCodec:
         ``to_pylist`` fastavro accepts for the reader schema); null rows stay null; framed
         with ``schema_id`` when given (else, when ``framed``, the reader schema's id).
         Flat records whose column types map one to one take the column-wise path
-        (:mod:`kafka_ds.formats.avro_encode`), the rest fastavro per row."""
+        (:mod:`kafka_ds.formats.avro_encode`), the rest fastavro per row. A framed
+        top-level ``bytes`` value is written as Confluent's serializers write it, without
+        Avro's length (:mod:`kafka_ds.formats.avro_bytes`)."""
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
         schema_id = self.schema_id
@@ -327,7 +347,10 @@ class AvroCodec:
             schema_id = self.reader_schema.schema_id
             if schema_id is None:
                 raise ValueError("a framed Avro codec needs a schema id to encode with")
+        raw = schema_id is not None and is_raw_bytes(self._reader().node)
         encoder = self._column_encoder(array.type)
+        if raw and isinstance(encoder, FlatEncoder):
+            encoder = encoder.raw_bytes()        # Confluent's top-level bytes: no length
         if encoder is not None:
             try:
                 return encoder.encode(array, b"" if schema_id is None else frame_header(schema_id))
@@ -350,4 +373,6 @@ class AvroCodec:
                                  f"{self.spark_type}: {type(exc).__name__}: {exc}") from exc
             out.append(stream.getvalue())
         payloads = pa.array(out, type=pa.binary())
+        if raw:
+            payloads = without_avro_lengths(payloads)
         return payloads if schema_id is None else frame(schema_id, payloads)

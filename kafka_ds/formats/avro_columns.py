@@ -14,7 +14,7 @@ batch: their positions are frozen and their later reads are ignored.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -71,6 +71,7 @@ class _Step:
     writer: FlatType
     name: str
     output: int | None = None
+    raw: bool = False          # bytes without Avro's length: the rest of the payload
 
 
 @dataclass
@@ -91,6 +92,14 @@ class FlatPlan:
         self.outputs = outputs
         self.is_record = is_record
         self.arrow_type = arrow_type
+
+    def raw_bytes(self) -> "FlatPlan":
+        """This plan of a top-level ``bytes`` writer, for payloads that are the bytes
+        alone, without Avro's length (Confluent's framing, :mod:`.avro_bytes`)."""
+        (step,) = self.steps
+        if self.is_record or step.writer != FlatType("bytes", None, None):
+            raise ValueError("only a top-level bytes writer is read raw")
+        return FlatPlan([replace(step, raw=True)], self.outputs, False, self.arrow_type)
 
     def decode(self, data: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         """``(array, bad bool[n], reasons object[n])`` for the payloads ``data[starts:ends]``."""
@@ -120,6 +129,8 @@ class FlatPlan:
             state.fail(~state.bad & ((branch < 0) | (branch > 1)),
                        f"{step.name}: union index out of range")
             lanes = np.flatnonzero(~state.bad & (branch != ft.null_index))
+        if step.raw:
+            return lanes, state.read_rest()
         return lanes, state.read(ft.base, lanes, step.name)
 
     def _column(self, state, out, decoded):
@@ -246,6 +257,12 @@ class _Rows:
             self.pos[lanes] += size
         self._truncated(lanes, name)
         return values
+
+    def read_rest(self):
+        """Every row's remaining payload, as (begins, lengths) like a bytes value."""
+        begins = self.pos.copy()
+        self.pos = self.ends.astype(np.int64, copy=True)
+        return begins, self.pos - begins
 
     def read(self, base, lanes, name):
         """Values of one primitive at the lanes' positions; strings/bytes as (begins, lengths)."""

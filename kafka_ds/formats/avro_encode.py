@@ -17,7 +17,7 @@ for the same values.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -75,6 +75,7 @@ class _Field:
     flat: FlatType
     child: int | None    # index of the struct child, None: the column itself
     millis: bool         # an Arrow timestamp (microseconds) written as milliseconds
+    raw: bool = False    # bytes without Avro's length in front
 
 
 class FlatEncoder:
@@ -82,6 +83,14 @@ class FlatEncoder:
 
     def __init__(self, fields: list[_Field]):
         self.fields = fields
+
+    def raw_bytes(self) -> "FlatEncoder":
+        """This encoder of a top-level ``bytes`` writing the bytes alone, without Avro's
+        length (Confluent's framing, :mod:`.avro_bytes`)."""
+        (field,) = self.fields
+        if field.child is not None or field.flat != FlatType("bytes", None, None):
+            raise ValueError("only a top-level bytes value is written raw")
+        return FlatEncoder([replace(field, raw=True)])
 
     def encode(self, array: pa.Array, header: bytes = b"") -> pa.BinaryArray:
         """Every row's Avro binary with ``header`` in front (b"": unframed); null rows stay
@@ -103,8 +112,9 @@ class FlatEncoder:
                 rows.byte(np.where(valid, 2 * value_branch, 2 * f.flat.null_index), present)
             base = f.flat.base
             if base in ("string", "bytes"):
-                lengths = binary_lengths(column)
-                rows.varint(lengths.astype(np.uint64) << np.uint64(1), valid)
+                if not f.raw:
+                    lengths = binary_lengths(column)
+                    rows.varint(lengths.astype(np.uint64) << np.uint64(1), valid)
                 rows.value(column)
             elif base == "boolean":
                 rows.byte(boolean_values(column), valid)

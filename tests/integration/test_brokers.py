@@ -16,6 +16,9 @@ from kafka.errors import KafkaTimeoutError
 from tests.support.brokers import (BrokerError, MockCluster, TansuBroker, api_versions,
                                    consume_confluent, produce_confluent, produce_kafka_python)
 
+# every broker the suite starts is proven here, Tansu and Apache Kafka 3.9 included
+pytestmark = pytest.mark.smoke
+
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
 

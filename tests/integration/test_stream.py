@@ -80,6 +80,7 @@ def test_reader_offsets_are_stable_and_limited_like_spark(broker, new_topic):
         reader.stop()
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("small_batch_records", [0, 10000])
 def test_reader_tasks_read_every_planned_record_in_partition_order(broker, new_topic,
                                                                    small_batch_records):

@@ -97,6 +97,7 @@ def kafka_topic(kafka_broker):
         kafka_broker.delete_topic(name)
 
 
+@pytest.mark.smoke
 @pytest.mark.heavy
 def test_commit_and_abort_from_another_process(broker, new_topic):
     topic = new_topic(partitions=2)
@@ -294,7 +295,7 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
         write_batches(opts, plan, rows("late").to_batches(), 1, transactional_id(prefix, 1),
                       marker)
     assert marker[0] in str(info.value)
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         with pytest.raises(Exception, match="PRODUCER_FENCED|fenced"):
             for batch in rows("early").to_batches():
                 early.write_batch(batch)
@@ -302,7 +303,7 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
     early.close()
     result = verdict(bs, topic)
     assert not any(v.startswith(b"late") for v in result.committed + result.aborted + result.open)
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         assert result.open == [] and result.committed == []
     # The same prefix in a later write, with a marker of its own, writes.
     message = write_batches(opts, plan, rows("next").to_batches(), 1,

@@ -144,6 +144,7 @@ def test_negative_timestamp_and_null_header_key_are_rejected(broker, new_topic):
 
 # --- batching, acks, commit messages ------------------------------------------------------
 
+@pytest.mark.smoke
 def test_batch_size_linger_and_commit_message(broker, new_topic):
     topic = new_topic(partitions=2)
     opts = parse_write_options({

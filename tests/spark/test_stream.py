@@ -225,6 +225,7 @@ def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, ne
 
 # --- AvailableNow, admission control and group commits -----------------------------------
 
+@pytest.mark.smoke
 def test_available_now_three_limited_batches_committed_after_each(spark, broker, new_topic,
                                                                   tmp_path):
     topic = new_topic(partitions=1, prefix="avn")
@@ -304,6 +305,7 @@ def test_pattern_picks_up_a_new_topic(spark, broker, tmp_path):
 
 # --- starting offsets ---------------------------------------------------------------------
 
+@pytest.mark.smoke
 def test_starting_offsets_group_resumes_where_the_group_left_off(spark, broker, new_topic,
                                                                  tmp_path):
     topic = new_topic(partitions=2, prefix="grp")

@@ -58,12 +58,9 @@ def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_pa
     assert sorted(result.committed) == sorted(rows(90000))
     # the failed attempt's rows reached the log and were aborted, never committed
     assert len(result.aborted) > 0 or broker.name == "mock"
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         assert result.open == []
-        # read_committed: kafka_ds reads what librdkafka reads. (Both stop short of the
-        # committed end: Tansu's last stable offset stays at the retried task's
-        # transaction: Tansu deviation 14, a strict xfail in
-        # test_last_stable_offset_after_a_fenced_transaction.)
+        # read_committed: kafka_ds reads what librdkafka reads
         ours, theirs = read_committed_both(broker.bootstrap_servers, topic)
         assert ours == theirs and len(ours) > 0
 
@@ -77,7 +74,7 @@ def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
     assert "FAILED" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     result = verdict(broker.bootstrap_servers, topic)
     assert result.committed == []
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         # the failed task's transaction was fenced (aborted) by the driver's abort()
         assert result.open == []
         assert len(result.aborted) > 0
@@ -102,7 +99,7 @@ def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_pa
     zombie = [line for line in proc.stdout.splitlines() if line.startswith("ZOMBIE")]
     result = verdict(broker.bootstrap_servers, topic)
     assert result.committed == []
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         # (the mock does not fence, so task 1's first attempt stays open there: deviation 10)
         assert result.open == [], zombie
     written = set(result.committed + result.aborted + result.open)
@@ -114,7 +111,7 @@ def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_pa
 @pytest.mark.timeout(900)
 def test_speculative_copy_fences_the_original_and_commits_every_row_once(kafka_broker, kafka_topic,
                                                                         tmp_path):
-    # Tansu only: the mock does not fence (tests/README.md, mock deviation 10). A standalone
+    # Apache Kafka only: the mock does not fence (tests/README.md, mock deviation 10). A standalone
     # cluster with workers on two hosts, since Spark never speculates on the host of a
     # running attempt (local and local-cluster masters have one host).
     from tests.support.standalone import StandaloneCluster
@@ -131,8 +128,11 @@ def test_speculative_copy_fences_the_original_and_commits_every_row_once(kafka_b
     # while the original waited, and the original went on after that.
     assert sorted(os.listdir(flags)) == ["copy-halfway", "original-resumed",
                                          "original-waiting"]
-    # ... and the original, fenced by the copy's InitProducerId, was refused.
-    lost = [line for line in proc.stderr.splitlines() if "PRODUCER_FENCED" in line]
+    # ... and the original, fenced by the copy's InitProducerId, was refused (Apache Kafka
+    # answers a Produce of the fenced epoch with INVALID_PRODUCER_EPOCH, its coordinator
+    # answers PRODUCER_FENCED)
+    lost = [line for line in proc.stderr.splitlines()
+            if "PRODUCER_FENCED" in line or "INVALID_PRODUCER_EPOCH" in line]
     assert lost, proc.stderr[-3000:]
     result = verdict(bs, topic)
     assert len(result.committed) == 120000
@@ -227,5 +227,5 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
     result = verdict(bs, sink)
     assert len(result.committed) == len(values)
     assert sorted(result.committed) == sorted(values)
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         assert result.open == []

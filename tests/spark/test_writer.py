@@ -162,10 +162,6 @@ def test_dataframe_round_trip_byte_exact(spark, dataset, broker, new_topic, code
     if codec == "lz4":   # one codec per broker: the Spark round trip
         reader = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
                   .option("subscribe", topic).option("includeHeaders", "true"))
-        if broker.name == "tansu":
-            # Tansu's ListOffsets LATEST is wrong after multi-record batches (README,
-            # Tansu deviation 1); the reader can take the high watermark from Fetch.
-            reader = reader.option("latestOffsetsVia", "fetch")
         actual = reader.load()
         epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
         expected = spark.createDataFrame(
@@ -177,6 +173,7 @@ def test_dataframe_round_trip_byte_exact(spark, dataset, broker, new_topic, code
         assert_df_equality(actual.orderBy(order), expected.orderBy(order), ignore_nullable=True)
 
 
+@pytest.mark.smoke
 def test_topic_column_string_columns_and_several_topics(spark, broker, new_topic):
     """Rows go to the topic of their row; string key/value are written as UTF-8."""
     topics = [new_topic(partitions=3), new_topic(partitions=2)]
@@ -332,6 +329,7 @@ def test_lost_produce_answers_do_not_duplicate_rows(spark, broker, new_topic, re
 
 # --- streaming sink -------------------------------------------------------------------
 
+@pytest.mark.smoke
 def test_streaming_sink(spark, broker, new_topic):
     topic = new_topic(partitions=2)
     with tempfile.TemporaryDirectory() as tmp:

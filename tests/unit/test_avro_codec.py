@@ -45,6 +45,12 @@ def framed(schema_id, payload) -> bytes:
     return b"\x00" + schema_id.to_bytes(4, "big") + payload
 
 
+def confluent_payload(schema, record) -> bytes:
+    """The payload after the header as Confluent's serializers write it: Avro binary, but a
+    top-level bytes value raw, without Avro's length."""
+    return record if schema == "bytes" else write(schema, record)
+
+
 class GeneralPathCodec(AvroCodec):
     """An AvroCodec that sends every schema through the general path (fastavro per
     record, both ways), to compare the column-wise paths with."""
@@ -284,7 +290,7 @@ def test_spark_type_misfit():
 def resolve(writer, reader, records, fast_too=True):
     """Decode records written with ``writer`` as ``reader`` on both paths; the arrays and
     the reasons must agree between the paths."""
-    values = pa.array([framed(1, write(writer, r)) for r in records])
+    values = pa.array([framed(1, confluent_payload(writer, r)) for r in records])
     results = [c.decode(values) for c in codecs(reader, {1: writer}, fast_too)]
     for other in results[1:]:
         assert other.array.to_pylist() == results[0].array.to_pylist()
@@ -695,3 +701,103 @@ def test_logical_type_defaults_are_in_the_underlying_unit():
     assert result.array.to_pylist() == [{
         "a": 1, "d": datetime.date(1970, 1, 4), "b": True, "u": "x",
         "t": datetime.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=datetime.timezone.utc)}]
+
+
+# --- a top-level bytes value, framed as Confluent's serializers frame it ---------------------
+
+RAW_VALUES = [b"", b"\x01", b"\x00\x00\x00", bytes(range(256))]
+DECIMAL = {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}
+
+
+def _confluent_reference(field):
+    if MockSchemaRegistryClient is None:
+        pytest.skip("confluent-kafka without MockSchemaRegistryClient")
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    client = MockSchemaRegistryClient({"url": f"mock://raw-bytes-{field}"})
+    ctx = SerializationContext("raw", getattr(MessageField, field))
+    return client, ctx, AvroSerializer, AvroDeserializer(client)
+
+
+@pytest.mark.parametrize("field", ["KEY", "VALUE"])
+@pytest.mark.parametrize("path", [AvroCodec, GeneralPathCodec], ids=["column-wise", "per-row"])
+def test_top_level_bytes_are_raw_both_ways_with_confluent(field, path):
+    client, ctx, AvroSerializer, deserializer = _confluent_reference(field)
+    serializer = AvroSerializer(client, '"bytes"')
+    messages = [serializer(v, ctx) for v in RAW_VALUES]
+    schema_id = int.from_bytes(messages[0][1:5], "big")
+    # the reference: the header, then the bytes alone (no Avro length in front)
+    assert messages == [framed(schema_id, v) for v in RAW_VALUES]
+    codec = path(avro("bytes"), framed=True, lookup=MockLookup(client), schema_id=schema_id)
+    result = codec.decode(pa.array(messages + [None], pa.binary()))
+    assert result.bad_rows.tolist() == [], result.reasons
+    assert result.array.to_pylist() == RAW_VALUES + [None]
+    for column in (pa.array(RAW_VALUES + [None], pa.binary()),
+                   pa.array([b"x"] + RAW_VALUES + [None], pa.large_binary()).slice(1)):
+        assert codec.encode(column).to_pylist() == messages + [None]
+    encoded = codec.encode(pa.array(RAW_VALUES, pa.binary())).to_pylist()
+    assert [deserializer(m, ctx) for m in encoded[1:]] == RAW_VALUES[1:]
+    # confluent-kafka's AvroDeserializer refuses a record of the 5-byte header alone, what
+    # its own AvroSerializer writes for b"" (Java's KafkaAvroDeserializer reads it as b"")
+    assert encoded[0] == messages[0] == framed(schema_id, b"")
+    with pytest.raises(Exception, match="length 6 bytes or more"):
+        deserializer(messages[0], ctx)
+    if path is AvroCodec:        # the column-wise paths took it
+        assert type(codec._decoders[schema_id]).__name__ == "FlatPlan"
+        assert codec._column_encoder(pa.binary()) is not None
+    else:                        # fastavro, with the length put back and cut off
+        assert type(codec._decoders[schema_id]).__name__ == "_RawBytes"
+
+
+def test_top_level_bytes_writer_resolves_to_other_reader_schemas():
+    """Records of a top-level bytes writer read with another reader schema: the raw
+    payload is the bytes value, resolved by Avro's rules on both paths."""
+    values = [b"ok", b"", b"\x00"]
+    assert resolve("bytes", "string", values).array.to_pylist() == ["ok", "", "\x00"]
+    assert resolve("bytes", ["null", "bytes"], values).array.to_pylist() == values
+    assert resolve("bytes", ["string", "null"], values).array.to_pylist() == ["ok", "", "\x00"]
+    assert resolve("bytes", ["int", "bytes"], values).array.to_pylist() == \
+        [{"member0": None, "member1": v} for v in values]
+    bad = resolve("bytes", "string", [b"\xff", b"a"])
+    assert bad.bad_rows.tolist() == [0] and "UTF-8" in bad.reasons[0], bad.reasons
+    refused = resolve("bytes", "long", [b"a"])
+    assert refused.bad_rows.tolist() == [0]
+    assert refused.reasons[0].startswith("cannot be resolved to the reader schema")
+    # a record read as bytes is plain Avro (only the writer's top-level bytes are raw)
+    payload = write(rec({"name": "b", "type": "bytes"}), {"b": b"xy"})
+    assert resolve(rec({"name": "b", "type": "bytes"}), rec({"name": "b", "type": "bytes"}),
+                   [{"b": b"xy"}]).array.to_pylist() == [{"b": b"xy"}]
+    assert payload == b"\x04xy"
+
+
+def test_top_level_decimal_bytes_are_raw_too_as_confluent_reads_them():
+    """A decimal on a top-level bytes is a bytes schema to Confluent's serializers: the
+    unscaled two's-complement bytes alone after the header. confluent-kafka's
+    AvroDeserializer returns those bytes (it does not apply the logical type there)."""
+    client, ctx, AvroSerializer, deserializer = _confluent_reference("VALUE")
+    message = AvroSerializer(client, json.dumps(DECIMAL))(b"\xff\x80", ctx)
+    schema_id = int.from_bytes(message[1:5], "big")
+    assert message == framed(schema_id, b"\xff\x80")
+    for path in (AvroCodec, GeneralPathCodec):
+        codec = path(avro(DECIMAL), framed=True, lookup=MockLookup(client), schema_id=schema_id)
+        result = codec.decode(pa.array([message, framed(schema_id, b"\x01\x00")]))
+        assert result.bad_rows.tolist() == [], result.reasons
+        assert result.array.to_pylist() == [decimal.Decimal("-1.28"), decimal.Decimal("2.56")]
+        assert codec.encode(result.array).to_pylist() == [message, framed(schema_id, b"\x01\x00")]
+    assert deserializer(message, ctx) == b"\xff\x80"
+
+
+def test_unframed_and_union_bytes_stay_plain_avro():
+    """Without a registry (plain Avro, as from_avro reads it) a top-level bytes value keeps
+    its length; so does a union with a bytes branch when framed, as Confluent writes it."""
+    plain = AvroCodec(avro("bytes"), framed=False)
+    assert plain.encode(pa.array([b"abc", b""])).to_pylist() == [b"\x06abc", b"\x00"]
+    assert plain.decode(pa.array([b"\x06abc"])).array.to_pylist() == [b"abc"]
+    client, ctx, AvroSerializer, deserializer = _confluent_reference("VALUE")
+    message = AvroSerializer(client, '["null", "bytes"]')(b"abc", ctx)
+    schema_id = int.from_bytes(message[1:5], "big")
+    assert message == framed(schema_id, b"\x02\x06abc")
+    union = AvroCodec(avro(["null", "bytes"]), framed=True, lookup=MockLookup(client),
+                      schema_id=schema_id)
+    assert union.encode(pa.array([b"abc"])).to_pylist() == [message]
+    assert union.decode(pa.array([message])).array.to_pylist() == [b"abc"]
