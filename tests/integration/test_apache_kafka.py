@@ -1,7 +1,9 @@
 """What only a real broker can prove, on Apache Kafka itself (the ``kafka_broker`` fixture),
 without Spark: the broker's transaction timeout ending a stream's zombie transaction, the
-aborted-transactions index read by ``read_committed``, and compacted topics written in
-transactions. The same data read by Spark queries: tests/spark/test_apache_kafka.py.
+aborted-transactions index read by ``read_committed``, compacted topics written in
+transactions, and the group commit of an AvailableNow run's last batch through a slow
+coordinator (a fault proxy holding OffsetCommit answers). The same data read by Spark
+queries: tests/spark/test_apache_kafka.py.
 
 The reference is confluent-kafka's ``read_committed`` consumer; the raw log is judged by
 ``txlog.verdict`` (a transactional batch counts only when its producer's next marker in

@@ -2,8 +2,10 @@
 ``kafka_broker`` fixture): ``read_committed`` batch reads and streams over interleaved
 committed and aborted transactions, compacted topics written in transactions, records
 deleted (DeleteRecords) and partitions added (CreatePartitions) under a running stream,
-a subscribed topic deleted under one. The reference is confluent-kafka's consumer; the
-client-level checks of the same data: tests/integration/test_apache_kafka.py.
+a subscribed topic deleted under one, and an AvailableNow query's consumer group when its
+driver exits right after the query (tests/support/stream_child.py, heavy). The reference is
+confluent-kafka's consumer; the client-level checks of the same data:
+tests/integration/test_apache_kafka.py.
 """
 import re
 import threading
