@@ -143,7 +143,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start is not None:
             # Spark asks for the next batch only after the batch ending at ``start`` is done.
             self._commit_to_group(start)
-        return self.offsets.latest(start, limit)
+        end = self.offsets.latest(start, limit)
+        if start is not None and end == start and self.offsets.available_now:
+            # The AvailableNow run ends with this answer: Spark stops the query, and a
+            # driver script may exit at once, taking this process with it before the
+            # background commit of the last batch went out (or while the one before it
+            # still waits for its answer). Wait for it here, bounded, so the group holds
+            # the end of the last batch when awaitTermination() returns.
+            self._flush_group("the AvailableNow run ended")
+        return end
 
     @spark_entry_point
     def reportLatestOffset(self):
@@ -194,10 +202,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except Exception as exc:  # noqa: BLE001 - a commit must never fail the query
             log.warning("cannot commit offsets of group %r: %s", self.group_id, exc)
 
+    def _flush_group(self, why: str) -> None:
+        """Wait until the group has the newest submitted offsets: at most
+        ``kafka.request.timeout.ms``, and never more than 15 s (never raises)."""
+        if self._committer is None:
+            return
+        if not self._committer.flush(self._flush_timeout_s()):
+            log.warning("%s with the offsets %s of group %r not committed yet", why,
+                        self._committer.wanted, self.group_id)
+
+    def _flush_timeout_s(self) -> float:
+        return min(self.client_timeout_s(), 15.0)
+
     def stop(self) -> None:
         if self._committer is not None:
-            timeout = min(self.client_timeout_s(), 15.0)
-            self._committer.close(timeout)
+            self._committer.close(self._flush_timeout_s())
         self.offsets.close()
 
     def client_timeout_s(self) -> float:

@@ -35,14 +35,7 @@ def list_offsets(client, requests: dict[tuple[str, int], int],
 
     def attempt():
         if missing_ok:
-            unknown = sorted({t for t, p in remaining if t not in client.topics
-                              or p not in client.topics[t].partitions})
-            if unknown:
-                client.refresh_metadata(unknown)
-                for t, p in list(remaining):
-                    if t not in client.topics or p not in client.topics[t].partitions:
-                        log.info("ListOffsets: %s-%d is not in the metadata any more", t, p)
-                        remaining.pop((t, p))
+            _drop_missing(client, remaining, "ListOffsets")
         failures = []
         for leader, tps in client.group_by_leader(list(remaining)).items():
             conn = client.connection(leader)
@@ -72,6 +65,21 @@ def list_offsets(client, requests: dict[tuple[str, int], int],
         client.retrying(attempt, "ListOffsets",
                       topics=lambda: {topic for topic, _p in remaining})
     return results
+
+
+def _drop_missing(client, remaining: dict, api: str) -> None:
+    """Leave out of ``remaining`` the partitions the metadata does not list (refreshed
+    first for those): a topic deleted, a partition gone. Retries refresh the metadata of
+    partitions whose leader answered UNKNOWN_TOPIC_OR_PARTITION, so a deletion the
+    broker reported is seen here at the next attempt."""
+    unknown = sorted({t for t, p in remaining if t not in client.topics
+                      or p not in client.topics[t].partitions})
+    if unknown:
+        client.refresh_metadata(unknown)
+        for t, p in list(remaining):
+            if t not in client.topics or p not in client.topics[t].partitions:
+                log.info("%s: %s-%d is not in the metadata any more", api, t, p)
+                remaining.pop((t, p))
 
 # --- fetch -------------------------------------------------------------------
 
@@ -104,7 +112,7 @@ def fetch(client, topic: str, partition: int, offset: int, *, max_bytes: int = 1
 
 
 def fetch_watermarks(client, offsets: dict[tuple[str, int], int],
-                     isolation_level: int = READ_UNCOMMITTED
+                     isolation_level: int = READ_UNCOMMITTED, *, missing_ok: bool = False
                      ) -> dict[tuple[str, int], tuple[int, int, int]]:
     """{(topic, partition): fetch_offset} ->
     {(t, p): (high_watermark, last_stable_offset, log_start_offset)} from one Fetch per
@@ -115,11 +123,15 @@ def fetch_watermarks(client, offsets: dict[tuple[str, int], int],
     anyway send at most that one). min_bytes=0 answers at once; max_wait_ms=1 since
     Tansu answers a 0 ms wait with no partitions at all. A partition missing from an
     answer, or answered with an error, raises: callers must not guess an end.
+    ``missing_ok``: partitions that fresh metadata no longer lists (topic deleted) are left
+    out of the answer instead of retried, as in :func:`list_offsets`.
     """
     results: dict[tuple[str, int], tuple[int, int, int]] = {}
     remaining = dict(offsets)
 
     def attempt():
+        if missing_ok:
+            _drop_missing(client, remaining, "Fetch")
         failures = []
         for leader, tps in client.group_by_leader(list(remaining)).items():
             by_topic = defaultdict(list)

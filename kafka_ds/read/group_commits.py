@@ -85,6 +85,12 @@ class GroupCommitter:
         if client is not None:
             client.close()
 
+    @property
+    def wanted(self) -> dict | None:
+        """The newest offsets handed to :meth:`submit`."""
+        with self._cond:
+            return self._wanted
+
     def flush(self, timeout: float) -> bool:
         """Wait until the newest submitted offsets are committed (or ``timeout``)."""
         deadline = time.monotonic() + timeout

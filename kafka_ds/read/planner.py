@@ -69,9 +69,12 @@ class OffsetPlanner:
         if self.opts.latest_via_fetch:
             ends = {tp: wanted for tp, wanted in requests.items()
                     if wanted in (EARLIEST, LATEST) and tp in found}
-            for tp, offset in self._check_with_fetch(
-                    {tp: found[tp][0] for tp in ends}, ends, level).items():
-                found[tp] = (offset, found[tp][1])
+            checked = self._check_with_fetch({tp: found[tp][0] for tp in ends}, ends, level)
+            for tp in ends:
+                if tp in checked:
+                    found[tp] = (checked[tp], found[tp][1])
+                else:   # deleted between the ListOffsets and the Fetch
+                    del found[tp]
         return found
 
     def _check_with_fetch(self, listed: dict, wanted: dict, level: int) -> dict:
@@ -90,10 +93,13 @@ class OffsetPlanner:
                      if (level, *tp) not in self._fetched}
         if unchecked:
             # KafkaClient.fetch_watermarks retries under the client's policy itself.
-            marks = self.client.fetch_watermarks(unchecked, isolation_level=level)
+            marks = self.client.fetch_watermarks(unchecked, isolation_level=level,
+                                                 missing_ok=True)
             self._fetched.update(((level, *tp), mark) for tp, mark in marks.items())
         result = {}
         for tp, offset in listed.items():
+            if (level, tp[0], tp[1]) not in self._fetched:
+                continue   # its topic was deleted: the caller reports it
             high_watermark, last_stable, log_start = self._fetched[(level, tp[0], tp[1])]
             if wanted[tp] == EARLIEST:
                 checked = min(offset, log_start) if log_start >= 0 else offset

@@ -99,6 +99,12 @@ def check_available_now_end(target: dict, finish: dict, fetch_latest) -> None:
             "have been deleted and re-created, or truncated.")
 
 
+#: How long a stream reuses the partition list of its subscribed topics (at most; less with
+#: a smaller ``kafka.metadata.max.age.ms``): new partitions are read from the first trigger
+#: after that, for the cost of one Metadata request a second when idle.
+PARTITION_DISCOVERY_MS = 1000
+
+
 class StreamOffsets:
     """A stream's offsets across triggers: initial offsets, batch ends, planned ranges.
 
@@ -143,9 +149,12 @@ class StreamOffsets:
 
     def _topic_partitions(self):
         # Spark asks every trigger (~100 times a second when idle): reuse the metadata
-        # of subscribed topics for kafka.metadata.max.age.ms (a pattern still lists the
-        # topics every trigger, as Spark's source does).
-        return self._planner().topic_partitions(self.client.config.metadata_max_age_ms)
+        # of subscribed topics, but for a second at most (PARTITION_DISCOVERY_MS), so that
+        # partitions added to a subscribed topic are read from a following trigger, as
+        # Spark's source (which asks for them every trigger) reads them. A pattern still
+        # lists the topics every trigger, as Spark's source does.
+        max_age_ms = min(self.client.config.metadata_max_age_ms, PARTITION_DISCOVERY_MS)
+        return self._planner().topic_partitions(max_age_ms)
 
     def _latest_offsets(self, tps):
         return self._planner().latest(tps) if tps else {}
@@ -202,6 +211,12 @@ class StreamOffsets:
         # fail that batch's end checks on every restart.
         self._available_now = True
         self._available_now_target = None
+
+    @property
+    def available_now(self) -> bool:
+        """A Trigger.AvailableNow run (Spark called prepareForTriggerAvailableNow): a
+        ``latest`` answer equal to its start ends the run."""
+        return self._available_now
 
     def latest(self, start: dict | None, limit) -> dict:
         """The end of the next batch (``start`` itself: no batch now)."""
