@@ -104,7 +104,9 @@ def test_reader_tasks_read_every_planned_record_in_partition_order(broker, new_t
         for task in pickle.loads(pickle.dumps(tasks)):
             for batch in executor.read(task):
                 rows += [tuple(r[c] for c in COLUMNS) for r in batch.to_pylist()]
-        assert rows == expected
+        # in the log's order: a producer retrying a new partition's first batches (seen on
+        # Apache Kafka 3.9) may store them in another order than it was handed them
+        assert rows == sorted(expected, key=lambda row: (row[3], row[4]))
     finally:
         reader.stop()
 
