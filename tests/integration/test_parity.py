@@ -32,16 +32,7 @@ def options(broker, **extra):
     return {"kafka.bootstrap.servers": broker.bootstrap_servers, **extra}
 
 
-# Topics are deleted under these readers. Kafka (and the mock) answers ListOffsets for a
-# vanished partition with UNKNOWN_TOPIC_OR_PARTITION and the reader refreshes its metadata;
-# Tansu answers offset 0, so on Tansu the tests look the partitions up every trigger
-# (by default they are reused for kafka.metadata.max.age.ms; docs/reliability.md).
-TANSU_FRESH_METADATA = {"kafka.metadata.max.age.ms": "0"}
-
-
 def stream_reader(broker, **extra):
-    if broker.name == "tansu":
-        extra = {**TANSU_FRESH_METADATA, **extra}
     opts = options(broker, **extra)
     return KafkaStreamReader(parse_read_options(opts, streaming=True), opts)
 

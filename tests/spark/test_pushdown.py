@@ -40,13 +40,13 @@ def test_filtered_read_equals_spark_filter(spark, data, pushdown_conf):
 
 
 @pytest.fixture(scope="module")
-def tansu_data(_brokers):
-    return Data(_brokers.get("tansu"))
+def kafka_data(_brokers):
+    return Data(_brokers.get("kafka"))
 
 
 @pytest.mark.parametrize("conf", [False, True], ids=["conf-off", "conf-on"])
 @pytest.mark.parametrize("option", [None, "false", "true"], ids=["unset", "false", "true"])
-def test_each_setting_of_option_and_conf_reads_or_fails_naming_both(spark, tansu_data,
+def test_each_setting_of_option_and_conf_reads_or_fails_naming_both(spark, kafka_data,
                                                                      conf, option):
     """Spark's conf turned on for other sources never breaks a read that does not ask for
     pushdown; asking for it without the conf fails with a message naming both settings."""
@@ -54,8 +54,8 @@ def test_each_setting_of_option_and_conf_reads_or_fails_naming_both(spark, tansu
         spark.conf.set(PUSHDOWN_CONF, "true")
     try:
         reader = (spark.read.format("pykafka")
-                  .option("kafka.bootstrap.servers", tansu_data.broker.bootstrap_servers)
-                  .option("subscribePattern", tansu_data.pattern))
+                  .option("kafka.bootstrap.servers", kafka_data.broker.bootstrap_servers)
+                  .option("subscribePattern", kafka_data.pattern))
         if option is not None:
             reader = reader.option("pushFilters", option)
         df = reader.load().where("partition = 0 AND offset < 3")
