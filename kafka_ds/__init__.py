@@ -3,6 +3,7 @@
 ``spark.read.format("pykafka")`` / ``readStream`` / ``df.write.format("pykafka")``.
 Heavy imports (pyspark, pyarrow) happen only where they are needed.
 """
+
 from typing import TYPE_CHECKING
 
 from .errors import (  # noqa: F401  (the public exceptions; see kafka_ds.errors)
@@ -28,4 +29,5 @@ if TYPE_CHECKING:
 def register(spark: "SparkSession") -> None:
     """Register the ``pykafka`` format with ``spark`` (auto-registered after pip install)."""
     from .source import register as _register
+
     _register(spark)

@@ -12,6 +12,7 @@ The Python Data Source API exists from pyspark 4.0; later releases added to it:
 Everything else works on every 4.x. A feature this pyspark lacks fails at planning with a
 message naming the release that has it (``require``).
 """
+
 from __future__ import annotations
 
 import pyspark
@@ -20,7 +21,7 @@ from .errors import ConfigurationError
 
 try:
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
-except ImportError:   # pyspark 4.0
+except ImportError:  # pyspark 4.0
     DataSourceStreamArrowWriter = None  # type: ignore[misc,assignment]
 
 #: Spark's conf that lets a Python data source's reader take filters (pyspark >= 4.1)
@@ -34,8 +35,9 @@ try:
         LessThan,
         LessThanOrEqual,
     )
+
     FILTER_PUSHDOWN = True
-except ImportError:   # pyspark 4.0
+except ImportError:  # pyspark 4.0
     FILTER_PUSHDOWN = False
 
     class _NoFilter:
@@ -51,8 +53,9 @@ try:
         ReadMinRows,
         SupportsTriggerAvailableNow,
     )
+
     ADMISSION_CONTROL = True
-except ImportError:   # pyspark < 4.2
+except ImportError:  # pyspark < 4.2
     ADMISSION_CONTROL = False
     ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[misc,assignment]
 
@@ -66,4 +69,5 @@ def require(available: bool, what: str, release: str) -> None:
         raise ConfigurationError(
             f"{what} needs pyspark >= {release} (the Python Data Source API of earlier "
             f"releases lacks it); this is pyspark {pyspark.__version__}. Upgrade pyspark, or "
-            "leave the option out.")
+            "leave the option out."
+        )

@@ -24,6 +24,7 @@ Anything that is also :class:`RetriableError` may succeed when tried again.
 This module imports nothing from kafka_ds, so every layer (protocol included) can
 build on it without pulling in the client or the Spark glue.
 """
+
 from __future__ import annotations
 
 
@@ -43,6 +44,7 @@ class RetriableError(KafkaError):
 
 
 # --- bytes and sockets -----------------------------------------------------------------------
+
 
 class KafkaProtocolError(KafkaError):
     """Bytes that do not decode: truncated, corrupt, absurd lengths, bad CRC."""
@@ -78,6 +80,7 @@ class UnknownFieldError(KafkaError, ValueError):
 
 
 # --- what a user configured or asked for -----------------------------------------------------
+
 
 class ConfigurationError(KafkaError, ValueError):
     """Invalid user-facing option; the message names the option and the fix."""
@@ -127,6 +130,7 @@ class SecurityProtocolMismatchError(KafkaError):
 
 # --- error codes from brokers ----------------------------------------------------------------
 
+
 class BrokerError(KafkaError):
     """An error code returned by a broker; the subclass per code says which.
 
@@ -143,7 +147,6 @@ class BrokerError(KafkaError):
         if message:
             text = f"{text} ({message})"
         super().__init__(text)
-
 
 
 # --- ACLs ------------------------------------------------------------------------------------
@@ -174,4 +177,6 @@ def acl_hint(code: int, request: str, name: str | None = None) -> str:
         return ""
     operation = ACL_OPERATIONS.get(request, {}).get(resource, "an operation")
     where = f"{resource} {name!r}" if name and resource != "cluster" else resource
-    return f"; the principal lacks ACL {operation} on {where} (Kafka's authorizer refused {request})"
+    return (
+        f"; the principal lacks ACL {operation} on {where} (Kafka's authorizer refused {request})"
+    )

@@ -7,6 +7,7 @@ group (``kafka.group.id``; :class:`~kafka_ds.read.group_commits.GroupCommitter`)
 executors' ``read`` runs on a pickled copy. How Spark drives it, the offset format, data
 loss and when the group's offsets move: docs/streaming.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,9 +62,13 @@ def plan_tasks(ranges, opts: ReadOptions) -> list[InputPartition]:
     a micro-batch costs")."""
     tasks = [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
     small = opts.small_batch_records
-    if (len(tasks) > 1 and small and opts.min_partitions is None
-            and opts.max_records_per_partition is None
-            and sum(r.end - r.start for r in ranges) <= small):
+    if (
+        len(tasks) > 1
+        and small
+        and opts.min_partitions is None
+        and opts.max_records_per_partition is None
+        and sum(r.end - r.start for r in ranges) <= small
+    ):
         return [KafkaInputRanges(tuple(tasks))]
     return list(tasks)
 
@@ -73,8 +78,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     business (read/stream_offsets.py), the consumer group's :class:`GroupCommitter`'s."""
 
     def __init__(self, opts: ReadOptions, raw_options):
-        for option, value in (("maxOffsetsPerTrigger", opts.max_offsets_per_trigger),
-                              ("minOffsetsPerTrigger", opts.min_offsets_per_trigger)):
+        for option, value in (
+            ("maxOffsetsPerTrigger", opts.max_offsets_per_trigger),
+            ("minOffsetsPerTrigger", opts.min_offsets_per_trigger),
+        ):
             if value is not None:
                 require(ADMISSION_CONTROL, f"Option '{option}' (admission control)", "4.2")
         self.opts = opts
@@ -115,8 +122,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Installed from the driver-side methods only (never in executor workers).
         try:
             if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+
                 def _exit(signum, frame):
                     raise SystemExit(0)
+
                 signal.signal(signal.SIGTERM, _exit)
         except ValueError:  # not the main thread (e.g. tests calling us directly)
             pass
@@ -161,8 +170,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @spark_entry_point
     def partitions(self, start: dict, end: dict):
-        ranges = split_ranges(self.offsets.ranges(start, end), self.opts.min_partitions,
-                              self.opts.max_records_per_partition)
+        ranges = split_ranges(
+            self.offsets.ranges(start, end),
+            self.opts.min_partitions,
+            self.opts.max_records_per_partition,
+        )
         tasks = plan_tasks(ranges, self.opts)
         if not tasks and LATEST in from_offset_dict(start).values():
             # The first micro-batch of a "latest" start reads nothing: it only resolves the
@@ -179,7 +191,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not isinstance(partition, KafkaInputRanges):
             yield from read_range(self.opts, partition)
             return
-        client = make_client(self.opts)   # one connection for all the ranges
+        client = make_client(self.opts)  # one connection for all the ranges
         try:
             for piece in partition.ranges:
                 yield from read_range(self.opts, piece, client)
@@ -208,8 +220,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._committer is None:
             return
         if not self._committer.flush(self._flush_timeout_s()):
-            log.warning("%s with the offsets %s of group %r not committed yet", why,
-                        self._committer.wanted, self.group_id)
+            log.warning(
+                "%s with the offsets %s of group %r not committed yet",
+                why,
+                self._committer.wanted,
+                self.group_id,
+            )
 
     def _flush_timeout_s(self) -> float:
         return min(self.client_timeout_s(), 15.0)
@@ -258,10 +274,15 @@ def _kafka_offsets(value: object) -> dict | None:
             value = json.loads(value)
         except ValueError:
             return None
-    if isinstance(value, dict) and value and all(
-            isinstance(parts, dict) and all(str(p).isdigit() and isinstance(o, int)
-                                            for p, o in parts.items())
-            for parts in value.values()):
+    if (
+        isinstance(value, dict)
+        and value
+        and all(
+            isinstance(parts, dict)
+            and all(str(p).isdigit() and isinstance(o, int) for p, o in parts.items())
+            for parts in value.values()
+        )
+    ):
         return value
     return None
 
@@ -271,12 +292,16 @@ def _kafka_source(progress: Mapping[str, Any] | None, what: str) -> dict | None:
     ``what`` asks for it, named in the error."""
     if not progress:
         return None
-    sources = [source for source in progress.get("sources", [])
-               if _kafka_offsets(source.get("endOffset")) is not None]
+    sources = [
+        source
+        for source in progress.get("sources", [])
+        if _kafka_offsets(source.get("endOffset")) is not None
+    ]
     if len(sources) != 1:
         raise ConfigurationError(
             f"{what} needs a query with exactly one Kafka source; found {len(sources)} sources "
-            "with Kafka offsets in its progress")
+            "with Kafka offsets in its progress"
+        )
     return sources[0]
 
 
@@ -299,8 +324,11 @@ def commit_query_progress(query: StreamingQuery, options: Mapping[str, str]) -> 
     source = _kafka_source(query.lastProgress, "commit_query_progress")
     if source is None:
         return {}
-    offsets = {tp: off for tp, off in from_offset_dict(
-        _kafka_offsets(source.get("endOffset")) or {}).items() if off >= 0}
+    offsets = {
+        tp: off
+        for tp, off in from_offset_dict(_kafka_offsets(source.get("endOffset")) or {}).items()
+        if off >= 0
+    }
     client = make_client(opts)
     try:
         client.commit_offsets(opts.group_id, offsets)
@@ -320,8 +348,11 @@ def progress_lag(progress: Mapping[str, Any] | None) -> OffsetsByTopic:
         return {}
     end = from_offset_dict(_kafka_offsets(source.get("endOffset")) or {})
     latest = from_offset_dict(_kafka_offsets(source.get("latestOffset")) or {})
-    lag = {tp: max(latest[tp] - offset, 0) for tp, offset in end.items()
-           if tp in latest and offset >= 0 and latest[tp] >= 0}
+    lag = {
+        tp: max(latest[tp] - offset, 0)
+        for tp, offset in end.items()
+        if tp in latest and offset >= 0 and latest[tp] >= 0
+    }
     return to_offset_dict(lag)
 
 
@@ -347,8 +378,13 @@ def group_lag(options: Mapping[str, str]) -> OffsetsByTopic:
         committed.update(planner.earliest(missing))
     finally:
         client.close()
-    return to_offset_dict({tp: max(latest[tp] - committed[tp], 0) for tp in partitions
-                           if tp in latest and tp in committed})
+    return to_offset_dict(
+        {
+            tp: max(latest[tp] - committed[tp], 0)
+            for tp in partitions
+            if tp in latest and tp in committed
+        }
+    )
 
 
 class LagListener(StreamingQueryListener):
@@ -368,13 +404,17 @@ class LagListener(StreamingQueryListener):
         try:
             lag = from_offset_dict(progress_lag(event.progress))
         except ConfigurationError:
-            return                       # no pykafka source, or several Kafka sources
+            return  # no pykafka source, or several Kafka sources
         if not lag:
             return
-        worst = sorted(lag.items(), key=lambda item: -item[1])[:self.partitions_shown]
-        log.log(self.level, "query %s is %d records behind (most: %s)",
-                event.progress.name or event.progress.id, sum(lag.values()),
-                ", ".join(f"{topic}-{partition} {count}" for (topic, partition), count in worst))
+        worst = sorted(lag.items(), key=lambda item: -item[1])[: self.partitions_shown]
+        log.log(
+            self.level,
+            "query %s is %d records behind (most: %s)",
+            event.progress.name or event.progress.id,
+            sum(lag.values()),
+            ", ".join(f"{topic}-{partition} {count}" for (topic, partition), count in worst),
+        )
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         pass

@@ -22,6 +22,7 @@ its own brokers and Spark session. Tests marked ``heavy`` are collected first, s
 ones start at once instead of trailing at the end; the modules in ``ONE_WORKER_MODULES``
 run on one worker each (see ``pytest_xdist_make_scheduler``).
 """
+
 import os
 import sys
 import tempfile
@@ -45,21 +46,35 @@ ALL_BROKERS = ("mock", "kafka", "tansu")
 PARAMETRIZED_BROKERS = ("mock", "kafka")
 # Apache Kafka clusters shared by all pytest-xdist workers: started by the first worker that
 # asks, stopped by pytest's main process at the end (apache_kafka.shared_cluster)
-SHARED_KAFKA = {"kafka": {}, "kafka_older": {"version": apache_kafka.OLDER_VERSION},
-                "kafka_secure": secure_kafka.CLUSTER_ARGS}
+SHARED_KAFKA = {
+    "kafka": {},
+    "kafka_older": {"version": apache_kafka.OLDER_VERSION},
+    "kafka_secure": secure_kafka.CLUSTER_ARGS,
+}
 
 # Modules whose module-scoped fixtures must run once: the wheel is built once, and the other
 # pyspark releases are installed into one shared folder (.venv-spark).
 ONE_WORKER_MODULES = ("tests/spark/test_wheel.py", "tests/spark/test_spark_versions.py")
-_BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic", "kafka_broker",
-                    "kafka3", "kafka_older", "kafka_secure"}
+_BROKER_FIXTURES = {
+    "broker",
+    "mock_cluster",
+    "tansu_broker",
+    "new_topic",
+    "kafka_broker",
+    "kafka3",
+    "kafka_older",
+    "kafka_secure",
+}
 
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--brokers", action="store", default=None,
+        "--brokers",
+        action="store",
+        default=None,
         help="comma-separated brokers for integration tests: mock,kafka,tansu "
-             "(default: $KAFKA_DS_BROKERS or all three)")
+        "(default: $KAFKA_DS_BROKERS or all three)",
+    )
 
 
 def pytest_configure(config):
@@ -69,19 +84,25 @@ def pytest_configure(config):
         os.environ["KAFKA_DS_SHARED_STATE"] = tempfile.mkdtemp(prefix="kafka_ds-shared-")
         os.environ["KAFKA_DS_SHARED_OWNER"] = str(os.getpid())
         config._kafka_ds_shared_state = os.environ["KAFKA_DS_SHARED_STATE"]
-    if _SPARK_CLASS_ARCHIVE and not hasattr(config, "workerinput"):   # not in xdist workers
+    if _SPARK_CLASS_ARCHIVE and not hasattr(config, "workerinput"):  # not in xdist workers
         jvm_options.train_in_background(_SPARK_CLASS_ARCHIVE)
     config.addinivalue_line("markers", "integration: needs a real broker started by the suite")
     config.addinivalue_line(
-        "markers", "only_brokers(*names): run on these of the enabled brokers only (the "
-                   "tests that start and kill several Spark drivers: one real broker is enough "
-                   "for what they prove, and each run costs a minute of the suite)")
+        "markers",
+        "only_brokers(*names): run on these of the enabled brokers only (the "
+        "tests that start and kill several Spark drivers: one real broker is enough "
+        "for what they prove, and each run costs a minute of the suite)",
+    )
     config.addinivalue_line(
-        "markers", "smoke: a test of ``broker`` that also runs on Tansu (the demo's broker) and "
-                   "on Apache Kafka 3.9 (kafka_older)")
+        "markers",
+        "smoke: a test of ``broker`` that also runs on Tansu (the demo's broker) and "
+        "on Apache Kafka 3.9 (kafka_older)",
+    )
     config.addinivalue_line(
-        "markers", "heavy: starts Spark driver processes or venvs of its own (tens of "
-                   "seconds); collected first")
+        "markers",
+        "heavy: starts Spark driver processes or venvs of its own (tens of "
+        "seconds); collected first",
+    )
     # kafka-python 3.x loads its schemas with deprecated importlib.resources calls
     config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
@@ -96,7 +117,9 @@ def pytest_unconfigure(config):
 
 
 def enabled_brokers(config):
-    raw = config.getoption("--brokers") or os.environ.get("KAFKA_DS_BROKERS") or ",".join(ALL_BROKERS)
+    raw = (
+        config.getoption("--brokers") or os.environ.get("KAFKA_DS_BROKERS") or ",".join(ALL_BROKERS)
+    )
     names = [n.strip().lower() for n in raw.split(",") if n.strip()]
     bad = [n for n in names if n not in ALL_BROKERS]
     if bad:
@@ -108,8 +131,9 @@ def pytest_generate_tests(metafunc):
     if "broker" in metafunc.fixturenames:
         smoke = metafunc.definition.get_closest_marker("smoke") is not None
         enabled = enabled_brokers(metafunc.config)
-        names = [name for name in enabled
-                 if name in PARAMETRIZED_BROKERS or (smoke and name == "tansu")]
+        names = [
+            name for name in enabled if name in PARAMETRIZED_BROKERS or (smoke and name == "tansu")
+        ]
         if smoke and "kafka" in enabled:
             names.append("kafka_older")
         only = metafunc.definition.get_closest_marker("only_brokers")
@@ -174,9 +198,12 @@ class _Brokers:
     def _start(name):
         if name in SHARED_KAFKA:
             return apache_kafka.shared_cluster(
-                os.environ["KAFKA_DS_SHARED_STATE"], name,
-                int(os.environ["KAFKA_DS_SHARED_OWNER"]), **SHARED_KAFKA[name])
-        if name == "kafka3":   # killed and restarted by its tests: one worker's own
+                os.environ["KAFKA_DS_SHARED_STATE"],
+                name,
+                int(os.environ["KAFKA_DS_SHARED_OWNER"]),
+                **SHARED_KAFKA[name],
+            )
+        if name == "kafka3":  # killed and restarted by its tests: one worker's own
             return apache_kafka.KafkaCluster(3, name="kafka3")
         return BROKER_CLASSES[name]()
 
@@ -260,9 +287,8 @@ def new_topic(broker):
 
     def make(partitions=1, prefix="t", replication=1, config=None):
         name = broker.unique_topic(prefix)
-        if config and broker.name != "mock":   # the mock takes no topic configs
-            broker.create_topic(name, partitions=partitions, replication=replication,
-                                config=config)
+        if config and broker.name != "mock":  # the mock takes no topic configs
+            broker.create_topic(name, partitions=partitions, replication=replication, config=config)
         else:
             broker.create_topic(name, partitions=partitions, replication=replication)
         created.append(name)

@@ -23,6 +23,7 @@ What every codec keeps (``avro/codec.py``, ``protobuf/codec.py``, ``json/codec.p
 * ``encode(array: pa.Array) -> pa.BinaryArray`` writes the other way, framed with the
   codec's schema id when it has one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

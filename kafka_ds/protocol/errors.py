@@ -23,6 +23,7 @@ The exception hierarchy (:class:`~kafka_ds.errors.KafkaError`,
 :class:`~kafka_ds.errors.BrokerError`, ...) is defined in :mod:`kafka_ds.errors`, the one
 public module; this module adds one class per code below :class:`BrokerError`.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -191,19 +192,26 @@ def class_name(name: str) -> str:
 
 def _make_class(spec: ErrorSpec, base: type[BrokerError] = BrokerError) -> type[BrokerError]:
     bases = (base, RetriableError) if spec.retriable else (base,)
-    return type(class_name(spec.name), bases, {
-        "code": spec.code, "name": spec.name, "retriable": spec.retriable,
-        "invalid_metadata": spec.invalid_metadata, "description": spec.description,
-        "__doc__": f"Kafka error {spec.code} {spec.name}: {spec.description}",
-        "__module__": __name__,
-    })
+    return type(
+        class_name(spec.name),
+        bases,
+        {
+            "code": spec.code,
+            "name": spec.name,
+            "retriable": spec.retriable,
+            "invalid_metadata": spec.invalid_metadata,
+            "description": spec.description,
+            "__doc__": f"Kafka error {spec.code} {spec.name}: {spec.description}",
+            "__module__": __name__,
+        },
+    )
 
 
 _BY_CODE: dict[int, type[BrokerError]] = {}
 _BY_NAME: dict[str, type[BrokerError]] = {}
 
 for _spec in ERROR_TABLE:
-    if _spec.code == 0:   # NONE is the absence of an error, not an exception
+    if _spec.code == 0:  # NONE is the absence of an error, not an exception
         continue
     _cls = _make_class(_spec)
     _BY_CODE[_spec.code] = _BY_NAME[_spec.name] = _cls
@@ -227,7 +235,11 @@ UnsupportedSaslMechanism = _BY_NAME["UNSUPPORTED_SASL_MECHANISM"]
 UnsupportedVersion = _BY_NAME["UNSUPPORTED_VERSION"]
 
 __all__ = [
-    "ERROR_TABLE", "ErrorSpec", "error_for_code", "error_by_name", "raise_for_code",
+    "ERROR_TABLE",
+    "ErrorSpec",
+    "error_for_code",
+    "error_by_name",
+    "raise_for_code",
     "class_name",
     *(cls.__name__ for cls in _BY_CODE.values()),
 ]
@@ -239,9 +251,16 @@ def error_for_code(code: int) -> type[BrokerError]:
     if cls is None:
         if code == 0:
             raise ValueError("error code 0 (NONE) is not an error")
-        cls = _make_class(ErrorSpec(code, f"UNKNOWN_ERROR_CODE_{code}", False, False,
-                                    "Error code not in this client's table."),
-                          base=_BY_CODE[-1])
+        cls = _make_class(
+            ErrorSpec(
+                code,
+                f"UNKNOWN_ERROR_CODE_{code}",
+                False,
+                False,
+                "Error code not in this client's table.",
+            ),
+            base=_BY_CODE[-1],
+        )
         cls.__name__ = cls.__qualname__ = f"UnknownErrorCode{code}"
         _BY_CODE[code] = cls
     return cls
@@ -256,4 +275,3 @@ def raise_for_code(code: int, context: str = "") -> None:
     """Raise the error for ``code`` (with ``context`` in its message) unless it is 0."""
     if code:
         raise error_for_code(code)(context)
-

@@ -18,6 +18,7 @@ version lacks is left out, and a field the body omits is sent as its default, so
 callers write only what differs from the defaults (``Message.body`` checks the names
 before a version is chosen).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -83,8 +84,9 @@ def F(name, type_, versions="0+", *fields, nullable=None, tagged=None, tag=None,
     """Short constructor used by the message definitions."""
     if tag is not None and tagged is None:
         tagged = versions
-    return Field(name, type_, versions, tuple(fields), nullable or "none",
-                 tagged or "none", tag, default)
+    return Field(
+        name, type_, versions, tuple(fields), nullable or "none", tagged or "none", tag, default
+    )
 
 
 @dataclass(frozen=True)
@@ -235,7 +237,8 @@ def _check_names(value: dict, fields: tuple, where: str) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise UnknownFieldError(
                 f"{where}: no field {key!r} in any version{hint} "
-                f"(fields: {', '.join(sorted(known))})")
+                f"(fields: {', '.join(sorted(known))})"
+            )
 
 
 def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "struct"):
@@ -243,10 +246,10 @@ def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "str
 
     ``where`` names the message, version and nesting path in errors.
     """
-    known = frozenset(fld.snake for fld in fields)   # in any version: see the module doc
-    listed = []      # (snake, read, write, default) in wire order
-    tagged = {}      # tag -> (snake, read, write, default)
-    absent = {}      # snake -> default, for fields not in this version
+    known = frozenset(fld.snake for fld in fields)  # in any version: see the module doc
+    listed = []  # (snake, read, write, default) in wire order
+    tagged = {}  # tag -> (snake, read, write, default)
+    absent = {}  # snake -> default, for fields not in this version
     for fld in fields:
         nullable = version in Versions.parse(fld.nullable_versions)
         default = _field_default(fld, nullable)
@@ -312,16 +315,20 @@ def compile_codec(message: Message, version: int, kind: str):
     """Encoder and decoder for ``message`` body at ``version`` (kind: request|response)."""
     if version not in message.versions():
         raise KafkaProtocolError(
-            f"{message.name} v{version} is outside supported range {message.valid_versions}")
+            f"{message.name} v{version} is outside supported range {message.valid_versions}"
+        )
     fields = message.request if kind == "request" else message.response
-    return _struct_codec(fields, version, message.is_flexible(version),
-                         f"{message.name} v{version} {kind}")
+    return _struct_codec(
+        fields, version, message.is_flexible(version), f"{message.name} v{version} {kind}"
+    )
 
 
 # --- headers and whole frames -------------------------------------------------
 
-def encode_request(message: Message, version: int, correlation_id: int,
-                   client_id: str | None, body: dict) -> bytearray:
+
+def encode_request(
+    message: Message, version: int, correlation_id: int, client_id: str | None, body: dict
+) -> bytearray:
     """A full request frame, including the int32 size prefix."""
     out = bytearray(b"\0\0\0\0")
     out += p.INT16.pack(message.api_key)

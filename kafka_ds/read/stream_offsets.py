@@ -8,6 +8,7 @@ the state that lasts across triggers; :class:`~kafka_ds.stream.KafkaStreamReader
 answers Spark's calls by delegating here. Offsets cross this boundary in Spark's JSON
 form (:func:`to_offset_dict`); inside they are ``{(topic, partition): offset}``.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,14 +31,17 @@ def to_offset_dict(offsets: dict[tuple[str, int], int]) -> dict:
 
 
 def from_offset_dict(offsets: dict) -> dict[tuple[str, int], int]:
-    return {(topic, int(partition)): int(offset)
-            for topic, parts in offsets.items() for partition, offset in parts.items()}
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, parts in offsets.items()
+        for partition, offset in parts.items()
+    }
 
 
 def rate_limit(limit: int, start: dict, end: dict, earliest_new: dict) -> dict:
     """Spark's KafkaMicroBatchStream.rateLimit: share ``limit`` records among partitions in
     proportion to their backlog; small partitions get at least one record."""
-    begins = {}                   # the partitions with a backlog: where each begins
+    begins = {}  # the partitions with a backlog: where each begins
     for tp, finish in end.items():
         begin = start.get(tp, earliest_new.get(tp))
         if begin is not None and finish - begin > 0:
@@ -75,20 +79,24 @@ def check_available_now_end(target: dict, finish: dict, fetch_latest) -> None:
             "Kafka data source in Trigger.AvailableNow should provide the same topic "
             "partitions in pre-fetched offset to end offset for each microbatch. "
             f"topic-partitions for pre-fetched offset: {show(target)}, topic-partitions for "
-            f"end offset: {show(end)}. The error could be transient - restart your query.")
+            f"end offset: {show(end)}. The error could be transient - restart your query."
+        )
     if any(off > target[tp] for tp, off in end.items()):
         raise DataLossError(
             "For Kafka data source with Trigger.AvailableNow, end offset should have lower "
             "or equal offset per each topic partition than pre-fetched offset. pre-fetched "
-            f"offset: {show(target)}, end offset: {show(end)}.")
+            f"offset: {show(target)}, end offset: {show(end)}."
+        )
     latest = fetch_latest()
     lost = sorted(set(end) - set(latest))
     if lost:
         raise DataLossError(
             "Some of partitions in Kafka topic(s) have been lost during running query with "
-            "Trigger.AvailableNow: " + ", ".join(f"{t}-{p}" for t, p in lost)
+            "Trigger.AvailableNow: "
+            + ", ".join(f"{t}-{p}" for t, p in lost)
             + f". topic-partitions for latest offset: {show(latest)}, topic-partitions for "
-            f"end offset: {show(end)}. The error could be transient - restart your query.")
+            f"end offset: {show(end)}. The error could be transient - restart your query."
+        )
     back = sorted(tp for tp, off in end.items() if off > latest[tp])
     if back:
         raise DataLossError(
@@ -96,7 +104,8 @@ def check_available_now_end(target: dict, finish: dict, fetch_latest) -> None:
             "than end offset during running query with Trigger.AvailableNow: "
             + ", ".join(f"{t}-{p}" for t, p in back)
             + f". latest offset: {show(latest)}, end offset: {show(end)}. The topic may "
-            "have been deleted and re-created, or truncated.")
+            "have been deleted and re-created, or truncated."
+        )
 
 
 #: How long a stream reuses the partition list of its subscribed topics (at most; less with
@@ -230,7 +239,7 @@ class StreamOffsets:
         if interval and self._idle is not None and self._available_now_target is None:
             idle_start, since = self._idle
             if idle_start == start and time.monotonic() - since < interval:
-                return start   # asked the brokers a moment ago: still nothing new
+                return start  # asked the brokers a moment ago: still nothing new
         result = self._batch_end(start, limit)
         self._idle = (start, time.monotonic()) if result == start else None
         return result
@@ -282,8 +291,9 @@ class StreamOffsets:
             min_rows = limit.min_rows
             max_rows = self.opts.max_offsets_per_trigger
         if min_rows is not None and self._available_now_target is None:
-            backlog = sum(max(0, off - begin.get(tp, earliest_new.get(tp, off)))
-                          for tp, off in latest.items())
+            backlog = sum(
+                max(0, off - begin.get(tp, earliest_new.get(tp, off))) for tp, off in latest.items()
+            )
             waited_ms = (time.monotonic() - self._last_batch_time) * 1000
             if backlog < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
                 return None
@@ -301,8 +311,11 @@ class StreamOffsets:
         ``end`` (nothing read before it) for a topic whose startingOffsets value is the
         topic-level "latest" (a topic subscribePattern matches later, SPARK-58774)."""
         spec = self.opts.starting
-        latest_topics = {t for t, off in spec.topic_offsets if off == LATEST} \
-            if spec.kind == "specific" else set()
+        latest_topics = (
+            {t for t, off in spec.topic_offsets if off == LATEST}
+            if spec.kind == "specific"
+            else set()
+        )
         at_end = {tp: end[tp] for tp in new if tp[0] in latest_topics and tp in end}
         starts = self._earliest_offsets([tp for tp in new if tp not in at_end])
         starts.update(at_end)
@@ -314,8 +327,11 @@ class StreamOffsets:
         begin = from_offset_dict(start)
         finish = from_offset_dict(end)
         if self._available_now_target is not None:
-            check_available_now_end(self._available_now_target, finish,
-                                    lambda: self._latest_offsets(self._topic_partitions()))
+            check_available_now_end(
+                self._available_now_target,
+                finish,
+                lambda: self._latest_offsets(self._topic_partitions()),
+            )
         gone = sorted(tp for tp, off in begin.items() if tp not in finish and off != LATEST)
         if gone:
             # A batch 0 that Spark re-runs after a restart gets its start from
@@ -326,8 +342,12 @@ class StreamOffsets:
             subscribed = set(self._topic_partitions())
             gone = [tp for tp in gone if tp not in subscribed]
         if gone:
-            data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
-                       + " are gone (topic deleted, or no longer matching the subscription)")
+            data_loss(
+                self.opts,
+                "Partitions "
+                + ", ".join(f"{t}-{p}" for t, p in gone)
+                + " are gone (topic deleted, or no longer matching the subscription)",
+            )
         new = [tp for tp in finish if tp not in begin]
         earliest_new = self._new_partition_starts(new, finish)
         ranges = []
@@ -336,15 +356,27 @@ class StreamOffsets:
             if first is None or first == LATEST or stop == LATEST:
                 continue
             if stop < first:
-                what = (f"new partition {tp[0]}-{tp[1]} starts at offset {first}, after the "
-                        f"planned end {stop} (records were deleted)") if tp in earliest_new else \
-                    (f"{tp[0]}-{tp[1]} went backwards from offset {first} to {stop} (was the "
-                     "topic deleted and re-created?)")
+                what = (
+                    (
+                        f"new partition {tp[0]}-{tp[1]} starts at offset {first}, after the "
+                        f"planned end {stop} (records were deleted)"
+                    )
+                    if tp in earliest_new
+                    else (
+                        f"{tp[0]}-{tp[1]} went backwards from offset {first} to {stop} (was the "
+                        "topic deleted and re-created?)"
+                    )
+                )
                 data_loss(self.opts, what)
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], first, stop))
         return ranges
 
 
-__all__ = ["StreamOffsets", "check_available_now_end", "from_offset_dict", "rate_limit",
-           "to_offset_dict"]
+__all__ = [
+    "StreamOffsets",
+    "check_available_now_end",
+    "from_offset_dict",
+    "rate_limit",
+    "to_offset_dict",
+]

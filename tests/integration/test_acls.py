@@ -5,6 +5,7 @@ The principal ``nobody`` (SASL PLAIN on the ``SASL`` listener) has no ACL but th
 grants it on its own fresh topic, group and transactional id. Spark (read, stream, group
 commits, exactly-once writes with the documented ACLs): tests/spark/test_acls.py.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -21,9 +22,13 @@ pytestmark = pytest.mark.integration
 
 
 def user_options(user):
-    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": user, "sasl.password": secure_kafka.ACL_USERS[user],
-            "default.api.timeout.ms": "20000"}
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": secure_kafka.ACL_USERS[user],
+        "default.api.timeout.ms": "20000",
+    }
 
 
 def test_missing_acls_fail_at_once_naming_resource_and_operation(kafka_secure):
@@ -31,15 +36,19 @@ def test_missing_acls_fail_at_once_naming_resource_and_operation(kafka_secure):
     group, txn = f"g-{uuid.uuid4().hex[:6]}", f"tx-{uuid.uuid4().hex[:6]}"
     servers = kafka_secure.listener_servers("SASL")
     with KafkaClient(servers, client_config(user_options("nobody"))) as client:
-        for call in (lambda: client.list_offsets({(topic, 0): -1}),
-                     lambda: client.fetch(topic, 0, 0)):
+        for call in (
+            lambda: client.list_offsets({(topic, 0): -1}),
+            lambda: client.fetch(topic, 0, 0),
+        ):
             with pytest.raises(BrokerError) as info:
                 call()
             text = str(info.value)
             assert "TOPIC_AUTHORIZATION_FAILED" in text and "lacks ACL Describe on topic" in text
-            assert repr(topic) in text and "retrying" not in text    # no 60 s of retries
-        for call in (lambda: client.commit_offsets(group, {(topic, 0): 1}),
-                     lambda: client.fetch_committed(group, [(topic, 0)])):
+            assert repr(topic) in text and "retrying" not in text  # no 60 s of retries
+        for call in (
+            lambda: client.commit_offsets(group, {(topic, 0): 1}),
+            lambda: client.fetch_committed(group, [(topic, 0)]),
+        ):
             with pytest.raises(BrokerError, match="GROUP_AUTHORIZATION_FAILED") as info:
                 call()
             assert f"lacks ACL Describe on group {group!r}" in str(info.value)
@@ -49,10 +58,15 @@ def test_missing_acls_fail_at_once_naming_resource_and_operation(kafka_secure):
         assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in text
         assert f"lacks ACL Describe on transactional id {txn!r}" in text
     # Describe on the group, but not Read: the commit itself is refused, named as such
-    secure_kafka.grant(kafka_secure, "nobody", [("TOPIC", topic, "LITERAL", "READ"),
-                                                ("GROUP", group, "LITERAL", "DESCRIBE"),
-                                                ("TRANSACTIONAL_ID", txn, "LITERAL",
-                                                 "DESCRIBE")])
+    secure_kafka.grant(
+        kafka_secure,
+        "nobody",
+        [
+            ("TOPIC", topic, "LITERAL", "READ"),
+            ("GROUP", group, "LITERAL", "DESCRIBE"),
+            ("TRANSACTIONAL_ID", txn, "LITERAL", "DESCRIBE"),
+        ],
+    )
     with KafkaClient(servers, client_config(user_options("nobody"))) as client:
         assert client.fetch(topic, 0, 0)["error_code"] == 0
         assert client.fetch_committed(group, [(topic, 0)]) == {}

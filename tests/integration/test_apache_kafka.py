@@ -11,6 +11,7 @@ that partition is a COMMIT). Neither Tansu nor the librdkafka mock sends the Fet
 aborted-transactions list, aborts a timed-out transaction or compacts a log
 (tests/README.md, deviations), so none of this can run there.
 """
+
 import re
 import time
 import uuid
@@ -33,6 +34,7 @@ ABORT, COMMIT = 0, 1
 
 
 # --- helpers (tests/spark/test_apache_kafka.py uses them too) --------------------------------
+
 
 @pytest.fixture
 def kafka_topics(kafka_broker):
@@ -78,8 +80,15 @@ def confluent_watermarks(bootstrap, tp, isolation):
     """The high offset confluent-kafka's consumer reports with that isolation level
     (librdkafka asks ListOffsets with its isolation level: read_committed gives the LSO)."""
     from confluent_kafka import Consumer, TopicPartition
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"wm-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": isolation, "log_level": 3})
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"wm-{uuid.uuid4().hex[:8]}",
+            "isolation.level": isolation,
+            "log_level": 3,
+        }
+    )
     try:
         return consumer.get_watermark_offsets(TopicPartition(*tp), timeout=10, cached=False)[1]
     finally:
@@ -93,6 +102,7 @@ def interleaved_transactions(bootstrap, topic, partitions=3, rounds=3):
     and the last round's last transaction aborts. Returns (values a read_committed reader
     must see, values it must not), as sets."""
     from confluent_kafka import Producer
+
     base = {"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 3}
     producers = [Producer({**base, "transactional.id": f"{topic}-tx{i}"}) for i in range(3)]
     plain = Producer({**base, "enable.idempotence": True})
@@ -100,7 +110,7 @@ def interleaved_transactions(bootstrap, topic, partitions=3, rounds=3):
         producer.init_transactions(30)
     visible, hidden = set(), set()
     for r in range(rounds):
-        outcomes = [(r + i) % 2 == 0 for i in range(3)]   # True: commit
+        outcomes = [(r + i) % 2 == 0 for i in range(3)]  # True: commit
         if r == rounds - 1:
             outcomes[-1] = False
         for producer in producers:
@@ -117,7 +127,7 @@ def interleaved_transactions(bootstrap, topic, partitions=3, rounds=3):
                 plain.produce(topic, value=value, partition=p)
                 visible.add(value)
             assert plain.flush(30) == 0
-        for commit, producer in zip(outcomes, producers):
+        for commit, producer in zip(outcomes, producers, strict=True):
             if commit:
                 producer.commit_transaction(30)
             else:
@@ -128,9 +138,14 @@ def interleaved_transactions(bootstrap, topic, partitions=3, rounds=3):
 # The broker cleans a log within a second (log.cleaner.backoff.ms=500 in the test broker) once
 # a segment rolled (after segment.ms) and any part of it is dirty; tombstones and transaction
 # markers stay a day (delete.retention.ms), so the state is stable once cleaned.
-COMPACTED = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-             "min.compaction.lag.ms": "0", "max.compaction.lag.ms": "1000",
-             "delete.retention.ms": "86400000"}
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "segment.ms": "100",
+    "min.cleanable.dirty.ratio": "0.01",
+    "min.compaction.lag.ms": "0",
+    "max.compaction.lag.ms": "1000",
+    "delete.retention.ms": "86400000",
+}
 
 
 def write_compacted(bootstrap, topic):
@@ -140,6 +155,7 @@ def write_compacted(bootstrap, topic):
     Returns {partition: {key: value}}, what a compacted partition ends with (a tombstone's
     value None)."""
     from confluent_kafka import Producer
+
     base = {"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 3}
     txn = Producer({**base, "transactional.id": f"{topic}-tx"})
     other = Producer({**base, "transactional.id": f"{topic}-other"})
@@ -165,15 +181,15 @@ def write_compacted(bootstrap, topic):
             send(plain, f"plain{partition}-{version}".encode(), b"p", partition)
         txn.commit_transaction(30)
         other.abort_transaction(30)
-        time.sleep(0.15)   # segment.ms: the next batch starts a new segment
+        time.sleep(0.15)  # segment.ms: the next batch starts a new segment
     txn.begin_transaction()
     for partition in (0, 1):
-        for k in (1, 2):                          # tombstones
+        for k in (1, 2):  # tombstones
             send(txn, f"k{partition}-{k}".encode(), None, partition)
     txn.commit_transaction(30)
     time.sleep(0.15)
     for partition in (0, 1):
-        send(plain, b"roll", b"last", partition)   # rolls the segment holding the rest
+        send(plain, b"roll", b"last", partition)  # rolls the segment holding the rest
     return final
 
 
@@ -186,19 +202,25 @@ def wait_compacted(bootstrap, topic, final, timeout=60.0):
     def cleaned():
         batches = read_log(bootstrap, topic)
         for partition, last in final.items():
-            values = Counter(v for b in batches if b.partition == partition
-                             and b.control is None for v in b.values)
+            values = Counter(
+                v
+                for b in batches
+                if b.partition == partition and b.control is None
+                for v in b.values
+            )
             if values != Counter(last.values()):
                 return None
         return batches
+
     return wait_until(cleaned, timeout, f"the log cleaner to compact {topic}")
 
 
 # --- transactions ------------------------------------------------------------------------------
 
-def test_a_streams_zombie_transaction_is_aborted_by_the_transaction_timeout(kafka_broker,
-                                                                            kafka_topics,
-                                                                            tmp_path):
+
+def test_a_streams_zombie_transaction_is_aborted_by_the_transaction_timeout(
+    kafka_broker, kafka_topics, tmp_path
+):
     """docs/exactly_once.md: a stream's task whose transaction its driver never ends (the
     driver died, or the task began after its micro-batch's abort) is a zombie until the
     query restarts -- or until ``kafka.transaction.timeout.ms``, when the broker aborts it.
@@ -209,14 +231,19 @@ def test_a_streams_zombie_transaction_is_aborted_by_the_transaction_timeout(kafk
     tp = (topic, 0)
     timeout_ms = 8000
     produce_confluent(bs, topic, [b"before-0", b"before-1"], partition=0)
-    opts = eos_options(bs, topic=topic, checkpointLocation=str(tmp_path / "ck"),
-                       **{"kafka.transaction.timeout.ms": str(timeout_ms)})
+    opts = eos_options(
+        bs,
+        topic=topic,
+        checkpointLocation=str(tmp_path / "ck"),
+        **{"kafka.transaction.timeout.ms": str(timeout_ms)},
+    )
     txn_id = transactional_id(stream_prefix(opts), 0)
     values = [b"zombie-%d" % i for i in range(5)]
     table = pa.table({"value": pa.array(values)})
     begun = time.monotonic()
-    message = write_batches(opts, ColumnPlan(value=0), table.to_batches(), task=0,
-                            transactional_id=txn_id)
+    message = write_batches(
+        opts, ColumnPlan(value=0), table.to_batches(), task=0, transactional_id=txn_id
+    )
     assert message.transactional_id == txn_id and message.records == 5
     produce_confluent(bs, topic, [b"after-0", b"after-1"], partition=0)
 
@@ -226,8 +253,11 @@ def test_a_streams_zombie_transaction_is_aborted_by_the_transaction_timeout(kafk
     assert verdict(bs, topic).open == values
 
     # The broker aborts it (an ABORT marker: the high watermark moves to 10).
-    wait_until(lambda: stable_and_high(bs, tp) == (10, 10), 40,
-               "the broker to abort the timed-out transaction")
+    wait_until(
+        lambda: stable_and_high(bs, tp) == (10, 10),
+        40,
+        "the broker to abort the timed-out transaction",
+    )
     ended = time.monotonic() - begun
     assert ended >= timeout_ms / 1000 - 0.5, f"aborted after {ended:.1f} s, before its timeout"
     result = verdict(bs, topic)
@@ -236,8 +266,11 @@ def test_a_streams_zombie_transaction_is_aborted_by_the_transaction_timeout(kafk
     assert [types for (_p, pid), types in result.markers.items()] == [[ABORT]]
     assert confluent_watermarks(bs, tp, "read_committed") == 10
     ours, theirs = read_committed_both(bs, topic)
-    assert ours == theirs == [(0, 0, b"before-0"), (0, 1, b"before-1"), (0, 7, b"after-0"),
-                              (0, 8, b"after-1")]
+    assert (
+        ours
+        == theirs
+        == [(0, 0, b"before-0"), (0, 1, b"before-1"), (0, 7, b"after-0"), (0, 8, b"after-1")]
+    )
     # The driver, were it to come back, finds it ended before committing anything.
     with KafkaClient(bs) as client, pytest.raises(TransactionError, match=txn_id):
         check_open(client, opts, [message])
@@ -253,7 +286,7 @@ def test_read_committed_skips_aborted_transactions_interleaved(kafka_broker, kaf
     topic = kafka_topics("rc", partitions=3)
     visible, hidden = interleaved_transactions(bs, topic)
     ours, theirs = read_committed_both(bs, topic)
-    assert {value for _p, _o, value in theirs} == visible   # the reference itself
+    assert {value for _p, _o, value in theirs} == visible  # the reference itself
     assert len(theirs) == len(visible)
     assert ours == theirs
     raw = verdict(bs, topic)
@@ -262,8 +295,10 @@ def test_read_committed_skips_aborted_transactions_interleaved(kafka_broker, kaf
 
 # --- compacted topics --------------------------------------------------------------------------
 
-def test_compacted_topic_written_in_transactions_reads_as_confluent_does(kafka_broker,
-                                                                         kafka_topics):
+
+def test_compacted_topic_written_in_transactions_reads_as_confluent_does(
+    kafka_broker, kafka_topics
+):
     """After the cleaner ran (the first offsets, the overwritten records and the aborted
     transaction's records gone; markers and tombstones kept): kafka_ds's read_committed
     batch read returns what confluent-kafka's does, offsets and null values included."""
@@ -274,12 +309,13 @@ def test_compacted_topic_written_in_transactions_reads_as_confluent_does(kafka_b
     assert any(b.control is not None for b in batches), "no transaction marker left"
     ours, theirs = read_committed_both(bs, topic)
     assert ours == theirs
-    assert None in {value for _p, _o, value in ours}             # tombstones, as nulls
+    assert None in {value for _p, _o, value in ours}  # tombstones, as nulls
     # offset gaps: fewer records left than offsets below the end
     assert len(ours) < max(o for _p, o, _v in ours)
     values = [v for _p, _o, v in ours]
     assert sorted(values, key=repr) == sorted(
-        [v for last in final.values() for v in last.values()], key=repr)
+        [v for last in final.values() for v in last.values()], key=repr
+    )
 
 
 # --- group commits at the end of an AvailableNow run ------------------------------------------
@@ -302,8 +338,9 @@ def run_available_now_reader(reader):
     raise AssertionError("the AvailableNow run did not end")
 
 
-def test_available_now_end_waits_for_the_group_commit_of_its_last_batch(kafka_broker,
-                                                                         kafka_topics, caplog):
+def test_available_now_end_waits_for_the_group_commit_of_its_last_batch(
+    kafka_broker, kafka_topics, caplog
+):
     """Every OffsetCommit answer held 1 s by a fault proxy (a slow coordinator): when the
     reader gives the answer that ends an AvailableNow run, the group already holds the end
     of the last batch (no waiting afterwards: a driver may exit right then). When the
@@ -322,8 +359,13 @@ def test_available_now_end_waits_for_the_group_commit_of_its_last_batch(kafka_br
     with FaultProxy(bs) as proxy:
         proxy.inject(OFFSET_COMMIT, "stall", count=1000, seconds=1.0)
         group = f"avnend-{uuid.uuid4().hex[:8]}"
-        reader = reader_for(proxy_broker(proxy), subscribe=topic, startingOffsets="earliest",
-                            maxOffsetsPerTrigger=4, **{"kafka.group.id": group})
+        reader = reader_for(
+            proxy_broker(proxy),
+            subscribe=topic,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger=4,
+            **{"kafka.group.id": group},
+        )
         try:
             assert run_available_now_reader(reader) == {topic: {"0": 10, "1": 10}}
             assert group_offsets(kafka_broker, group, list(ends)) == ends
@@ -334,20 +376,29 @@ def test_available_now_end_waits_for_the_group_commit_of_its_last_batch(kafka_br
         proxy.clear_faults()
         proxy.inject(OFFSET_COMMIT, "hold", count=1000)
         group = f"avnhold-{uuid.uuid4().hex[:8]}"
-        reader = reader_for(proxy_broker(proxy), subscribe=topic, startingOffsets="earliest",
-                            **{"kafka.group.id": group, "kafka.request.timeout.ms": 1500})
+        reader = reader_for(
+            proxy_broker(proxy),
+            subscribe=topic,
+            startingOffsets="earliest",
+            **{"kafka.group.id": group, "kafka.request.timeout.ms": 1500},
+        )
         try:
             with caplog.at_level("WARNING", logger="kafka_ds.stream"):
                 assert run_available_now_reader(reader) == {topic: {"0": 10, "1": 10}}
             assert proxy.wait_held(0)
-            assert re.search(rf"the AvailableNow run ended with the offsets .*{topic}.* of "
-                             rf"group '{group}' not committed yet", caplog.text), caplog.text
+            assert re.search(
+                rf"the AvailableNow run ended with the offsets .*{topic}.* of "
+                rf"group '{group}' not committed yet",
+                caplog.text,
+            ), caplog.text
         finally:
             reader.stop()
 
 
 def proxy_broker(proxy):
     """What reader_for needs of a broker: its bootstrap servers (here the proxy's)."""
+
     class Through:
         bootstrap_servers = proxy.bootstrap_servers
+
     return Through()

@@ -10,6 +10,7 @@ its own fresh topics, groups and transactional-id prefixes).
   write on, as documented.
 Client-level errors of every missing ACL: tests/integration/test_acls.py.
 """
+
 from __future__ import annotations
 
 import time
@@ -24,14 +25,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def user_options(cluster, user):
-    return {"kafka.bootstrap.servers": cluster.listener_servers("SASL"),
-            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
-            "kafka.sasl.username": user, "kafka.sasl.password": secure_kafka.ACL_USERS[user],
-            "kafka.default.api.timeout.ms": "20000"}
+    return {
+        "kafka.bootstrap.servers": cluster.listener_servers("SASL"),
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.username": user,
+        "kafka.sasl.password": secure_kafka.ACL_USERS[user],
+        "kafka.default.api.timeout.ms": "20000",
+    }
 
 
 def admin_produce(cluster, topic, values):
     from confluent_kafka import Producer
+
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
     for i, value in enumerate(values):
         producer.produce(topic, value, partition=i % 2)
@@ -40,17 +46,25 @@ def admin_produce(cluster, topic, values):
 
 def committed(cluster, group, topic, partitions):
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
     request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(topic, p) for p in range(partitions)])
+        group, [TopicPartition(topic, p) for p in range(partitions)]
+    )
     result = cluster.admin().list_consumer_group_offsets([request])[group].result(20)
     return {tp.partition: tp.offset for tp in result.topic_partitions}
 
 
 def read_committed(cluster, topic):
     from confluent_kafka import Consumer, TopicPartition
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
-                         "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": f"check-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     got, deadline = [], time.monotonic() + 10
     try:
@@ -71,25 +85,42 @@ def test_read_only_principal_reads_streams_and_commits(spark, kafka_secure, tmp_
     group = f"acl-g-{uuid.uuid4().hex[:6]}"
     values = [f"v{i}".encode() for i in range(6)]
     admin_produce(kafka_secure, topic, values)
-    secure_kafka.grant(kafka_secure, "reader", [("TOPIC", topic, "LITERAL", "READ"),
-                                                ("GROUP", group, "LITERAL", "READ")])
+    secure_kafka.grant(
+        kafka_secure,
+        "reader",
+        [("TOPIC", topic, "LITERAL", "READ"), ("GROUP", group, "LITERAL", "READ")],
+    )
     options = user_options(kafka_secure, "reader")
-    batch = (spark.read.format("pykafka").options(**options).option("subscribe", topic)
-             .load().select("value").collect())
+    batch = (
+        spark.read.format("pykafka")
+        .options(**options)
+        .option("subscribe", topic)
+        .load()
+        .select("value")
+        .collect()
+    )
     assert sorted(r.value for r in batch) == values
     seen = []
-    query = (spark.readStream.format("pykafka").options(**options)
-             .option("subscribe", topic).option("startingOffsets", "earliest")
-             .option("maxOffsetsPerTrigger", 2).option("kafka.group.id", group).load()
-             .writeStream.foreachBatch(lambda df, _id: seen.extend(
-                 r.value for r in df.select("value").collect()))
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(availableNow=True).start())
+    query = (
+        spark.readStream.format("pykafka")
+        .options(**options)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", 2)
+        .option("kafka.group.id", group)
+        .load()
+        .writeStream.foreachBatch(
+            lambda df, _id: seen.extend(r.value for r in df.select("value").collect())
+        )
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120)
     assert query.exception() is None, query.exception()
     assert sorted(seen) == values
     deadline = time.monotonic() + 20
-    while True:   # the group's commits are sent in the background (docs/streaming.md)
+    while True:  # the group's commits are sent in the background (docs/streaming.md)
         offsets = committed(kafka_secure, group, topic, 2)
         if sum(max(o, 0) for o in offsets.values()) == 6 or time.monotonic() > deadline:
             break
@@ -97,17 +128,23 @@ def test_read_only_principal_reads_streams_and_commits(spark, kafka_secure, tmp_
     # batches of 2: each committed when the next is planned; the last at the query's end
     assert sum(max(o, 0) for o in offsets.values()) >= 4, offsets
     with pytest.raises(Exception) as info:
-        spark.read.format("pykafka").options(**options).option("subscribe", other) \
-            .load().collect()
+        spark.read.format("pykafka").options(**options).option("subscribe", other).load().collect()
     text = str(info.value)
     assert "TOPIC_AUTHORIZATION_FAILED" in text and f"lacks ACL Describe on topic '{other}'" in text
 
 
 def eos_write(spark, cluster, topic, prefix, rows=5):
-    (spark.createDataFrame([(f"r{i}",) for i in range(rows)], "value string").coalesce(1)
-     .write.format("pykafka").options(**user_options(cluster, "eos"))
-     .option("topic", topic).option("deliveryGuarantee", "exactly-once")
-     .option("transactionalIdPrefix", prefix).mode("append").save())
+    (
+        spark.createDataFrame([(f"r{i}",) for i in range(rows)], "value string")
+        .coalesce(1)
+        .write.format("pykafka")
+        .options(**user_options(cluster, "eos"))
+        .option("topic", topic)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("transactionalIdPrefix", prefix)
+        .mode("append")
+        .save()
+    )
 
 
 def test_exactly_once_write_with_the_documented_acls(spark, kafka_secure):
@@ -132,5 +169,6 @@ def test_exactly_once_write_with_the_documented_acls(spark, kafka_secure):
     assert "lacks ACL" in text
     # without the group ACLs: the tasks cannot look at the abort marker and write on
     eos_write(spark, kafka_secure, topic, no_group, rows=3)
-    assert read_committed(kafka_secure, topic) == [f"r{i}" for i in range(5)] + \
-        [f"r{i}" for i in range(3)]
+    assert read_committed(kafka_secure, topic) == [f"r{i}" for i in range(5)] + [
+        f"r{i}" for i in range(3)
+    ]

@@ -7,6 +7,7 @@ driver exits right after the query (tests/support/stream_child.py, heavy). The r
 confluent-kafka's consumer; the client-level checks of the same data:
 tests/integration/test_apache_kafka.py.
 """
+
 import re
 import threading
 import uuid
@@ -15,13 +16,17 @@ import pytest
 from chispa import assert_df_equality
 
 from tests.integration.test_apache_kafka import (
-    COMPACTED, interleaved_transactions, kafka_topics, wait_compacted, write_compacted,
+    COMPACTED,
+    interleaved_transactions,
+    kafka_topics,
+    wait_compacted,
+    write_compacted,
 )
 from tests.spark.test_stream import wait_for
 from tests.support.brokers import consume_confluent, produce_confluent
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
-__all__ = ["kafka_topics"]   # fixture, imported for the tests below
+__all__ = ["kafka_topics"]  # fixture, imported for the tests below
 
 ROW = "key binary, value binary, partition int, offset long"
 COLUMNS = ["key", "value", "partition", "offset"]
@@ -29,8 +34,10 @@ COLUMNS = ["key", "value", "partition", "offset"]
 
 def reference(spark, bootstrap, topic, **conf):
     """confluent-kafka's reading of the whole topic as a DataFrame of ROW."""
-    rows = [(m.key, m.value, m.partition, m.offset)
-            for m in consume_confluent(bootstrap, topic, timeout=60, **conf)]
+    rows = [
+        (m.key, m.value, m.partition, m.offset)
+        for m in consume_confluent(bootstrap, topic, timeout=60, **conf)
+    ]
     return spark.createDataFrame(rows, ROW), rows
 
 
@@ -49,8 +56,12 @@ def available_now(df, checkpoint, timeout=180):
     def collect(batch, _batch_id):
         rows.extend(tuple(r) for r in batch.select(*COLUMNS).collect())
 
-    query = (df.writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    query = (
+        df.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(timeout), "AvailableNow query did not finish"
     assert query.exception() is None, query.exception()
     return query, rows
@@ -61,14 +72,17 @@ def assert_same(spark, actual_rows_or_df, expected_df):
     if isinstance(actual, list):
         actual = spark.createDataFrame(actual, ROW)
     order = ["partition", "offset"]
-    assert_df_equality(actual.select(*COLUMNS).orderBy(order), expected_df.orderBy(order),
-                       ignore_nullable=True)
+    assert_df_equality(
+        actual.select(*COLUMNS).orderBy(order), expected_df.orderBy(order), ignore_nullable=True
+    )
 
 
 # --- transactions --------------------------------------------------------------------------
 
-def test_read_committed_batch_and_stream_skip_aborted_transactions(spark, kafka_broker,
-                                                                   kafka_topics, tmp_path):
+
+def test_read_committed_batch_and_stream_skip_aborted_transactions(
+    spark, kafka_broker, kafka_topics, tmp_path
+):
     """Interleaved committed and aborted transactions of three producers in three
     partitions: the batch read and every micro-batch of a stream (5 offsets per trigger, so
     batches end inside transactions and at markers) return exactly confluent-kafka's
@@ -78,17 +92,22 @@ def test_read_committed_batch_and_stream_skip_aborted_transactions(spark, kafka_
     visible, hidden = interleaved_transactions(bs, topic)
     expected, rows = reference(spark, bs, topic, **{"isolation.level": "read_committed"})
     assert {value for _k, value, _p, _o in rows} == visible and len(rows) == len(visible)
-    options = {"subscribe": topic, "startingOffsets": "earliest",
-               "kafka.isolation.level": "read_committed"}
+    options = {
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "kafka.isolation.level": "read_committed",
+    }
     assert_same(spark, source(spark, False, bs, **options), expected)
-    query, streamed = available_now(source(spark, True, bs, maxOffsetsPerTrigger=5, **options),
-                                    tmp_path / "ck")
+    query, streamed = available_now(
+        source(spark, True, bs, maxOffsetsPerTrigger=5, **options), tmp_path / "ck"
+    )
     assert len([p for p in query.recentProgress if p["numInputRows"]]) > 3
     assert not {value for _k, value, _p, _o in streamed} & hidden
     assert_same(spark, streamed, expected)
 
 
 # --- compacted topics ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def compacted_topic(kafka_broker):
@@ -97,16 +116,17 @@ def compacted_topic(kafka_broker):
     shared by the tests of this module, which only read it."""
     name = kafka_broker.unique_topic("cmpspark")
     kafka_broker.create_topic(name, 2, config=COMPACTED)
-    wait_compacted(kafka_broker.bootstrap_servers, name,
-                   write_compacted(kafka_broker.bootstrap_servers, name))
+    wait_compacted(
+        kafka_broker.bootstrap_servers, name, write_compacted(kafka_broker.bootstrap_servers, name)
+    )
     yield name
     kafka_broker.delete_topic(name, wait=False)
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
-def test_compacted_topic_batch_and_stream_read_what_confluent_reads(spark, kafka_broker,
-                                                                    compacted_topic, tmp_path,
-                                                                    isolation):
+def test_compacted_topic_batch_and_stream_read_what_confluent_reads(
+    spark, kafka_broker, compacted_topic, tmp_path, isolation
+):
     """A compacted topic written in transactions, read once the cleaner has left offset
     gaps: the batch read and a stream of 8 offsets per trigger with failOnDataLoss=true
     return confluent-kafka's rows, tombstones as null values: neither gaps nor markers are
@@ -114,34 +134,45 @@ def test_compacted_topic_batch_and_stream_read_what_confluent_reads(spark, kafka
     bs, topic = kafka_broker.bootstrap_servers, compacted_topic
     expected, rows = reference(spark, bs, topic, **{"isolation.level": isolation})
     assert any(value is None for _k, value, _p, _o in rows)
-    assert len(rows) < max(o for *_x, o in rows)          # gaps below the end
-    options = {"subscribe": topic, "startingOffsets": "earliest", "failOnDataLoss": "true",
-               "kafka.isolation.level": isolation}
+    assert len(rows) < max(o for *_x, o in rows)  # gaps below the end
+    options = {
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "failOnDataLoss": "true",
+        "kafka.isolation.level": isolation,
+    }
     assert_same(spark, source(spark, False, bs, **options), expected)
-    query, streamed = available_now(source(spark, True, bs, maxOffsetsPerTrigger=8, **options),
-                                    tmp_path / "ck")
+    query, streamed = available_now(
+        source(spark, True, bs, maxOffsetsPerTrigger=8, **options), tmp_path / "ck"
+    )
     assert len([p for p in query.recentProgress if p["numInputRows"]]) > 3
     assert_same(spark, streamed, expected)
 
 
 # --- records deleted under a running stream ----------------------------------------------------
 
+
 def numbered(prefix, count):
-    return [{"key": f"{prefix}{i}".encode(), "value": f"value {prefix}{i}".encode()}
-            for i in range(count)]
+    return [
+        {"key": f"{prefix}{i}".encode(), "value": f"value {prefix}{i}".encode()}
+        for i in range(count)
+    ]
 
 
 def delete_records(kafka_broker, topic, partition, before):
     from confluent_kafka import TopicPartition
-    futures = kafka_broker.admin().delete_records([TopicPartition(topic, partition, before)],
-                                                  request_timeout=30)
+
+    futures = kafka_broker.admin().delete_records(
+        [TopicPartition(topic, partition, before)], request_timeout=30
+    )
     for future in futures.values():
-        assert future.result(30).low_watermark == before     # the new log start offset
+        assert future.result(30).low_watermark == before  # the new log start offset
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_delete_records_under_a_running_stream(spark, kafka_broker, kafka_topics, tmp_path,
-                                               fail_on_data_loss):
+def test_delete_records_under_a_running_stream(
+    spark, kafka_broker, kafka_topics, tmp_path, fail_on_data_loss
+):
     """The first micro-batch (offsets 0-4) holds the query in its sink while DeleteRecords
     moves the log start to 8, past the stream's position (5). failOnDataLoss=true stops the
     query with a DataLossError naming the partition and the offsets lost; false goes on from
@@ -158,21 +189,34 @@ def test_delete_records_under_a_running_stream(spark, kafka_broker, kafka_topics
         in_batch.set()
         deleted.wait(60)
 
-    query = (source(spark, True, bs, subscribe=topic, startingOffsets="earliest",
-                    maxOffsetsPerTrigger=5, failOnDataLoss=str(fail_on_data_loss).lower())
-             .writeStream.foreachBatch(sink)
-             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    query = (
+        source(
+            spark,
+            True,
+            bs,
+            subscribe=topic,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger=5,
+            failOnDataLoss=str(fail_on_data_loss).lower(),
+        )
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
     try:
         assert in_batch.wait(120), "no first micro-batch"
         assert seen == [0, 1, 2, 3, 4]
         delete_records(kafka_broker, topic, 0, 8)
-        produce_confluent(bs, topic, numbered("t", 3), partition=0)    # offsets 10-12
+        produce_confluent(bs, topic, numbered("t", 3), partition=0)  # offsets 10-12
         deleted.set()
         if fail_on_data_loss:
             with pytest.raises(StreamingQueryException) as failure:
                 query.awaitTermination(120)
-            assert re.search(rf"DataLossError: Offsets \[5, 8\) of {topic}-0 are no longer "
-                             r"available \(earliest is 8\)", str(failure.value)), failure.value
+            assert re.search(
+                rf"DataLossError: Offsets \[5, 8\) of {topic}-0 are no longer "
+                r"available \(earliest is 8\)",
+                str(failure.value),
+            ), failure.value
         else:
             wait_for(lambda: seen[-1:] == [12], 120, what="offset 12 read")
             assert seen == [0, 1, 2, 3, 4, 8, 9, 10, 11, 12]
@@ -184,9 +228,11 @@ def test_delete_records_under_a_running_stream(spark, kafka_broker, kafka_topics
 
 # --- partitions added, topics deleted -----------------------------------------------------------
 
+
 @pytest.mark.parametrize("subscription", ["subscribe", "subscribePattern"])
 def test_partitions_added_under_a_running_stream_are_read_from_earliest(
-        spark, kafka_broker, kafka_topics, subscription):
+    spark, kafka_broker, kafka_topics, subscription
+):
     """CreatePartitions on a subscribed topic while its query runs: records written to the
     new partitions before the query saw them are read too, from offset 0 (Spark's connector
     reads new partitions from earliest), at a following trigger."""
@@ -194,26 +240,43 @@ def test_partitions_added_under_a_running_stream_are_read_from_earliest(
 
     bs = kafka_broker.bootstrap_servers
     topic = kafka_topics("grow")
-    rows = [(k, v, 0, o) for (k, v), (_p, o) in
-            zip([(r["key"], r["value"]) for r in numbered("a", 3)],
-                produce_confluent(bs, topic, numbered("a", 3), partition=0))]
+    rows = [
+        (k, v, 0, o)
+        for (k, v), (_p, o) in zip(
+            [(r["key"], r["value"]) for r in numbered("a", 3)],
+            produce_confluent(bs, topic, numbered("a", 3), partition=0),
+            strict=True,
+        )
+    ]
     name = f"grow{uuid.uuid4().hex[:8]}"
     what = topic if subscription == "subscribe" else re.escape(topic) + "$"
-    query = (source(spark, True, bs, startingOffsets="earliest", **{subscription: what})
-             .select(*COLUMNS).writeStream.format("memory").queryName(name).start())
+    query = (
+        source(spark, True, bs, startingOffsets="earliest", **{subscription: what})
+        .select(*COLUMNS)
+        .writeStream.format("memory")
+        .queryName(name)
+        .start()
+    )
     try:
         query.processAllAvailable()
-        for future in kafka_broker.admin().create_partitions(
-                [NewPartitions(topic, 3)], request_timeout=30).values():
+        for future in (
+            kafka_broker.admin()
+            .create_partitions([NewPartitions(topic, 3)], request_timeout=30)
+            .values()
+        ):
             future.result(30)
-        wait_for(lambda: len(kafka_broker.topic_metadata(topic) or {}) == 3, 30,
-                 what="3 partitions")
+        wait_for(
+            lambda: len(kafka_broker.topic_metadata(topic) or {}) == 3, 30, what="3 partitions"
+        )
         for p in (1, 2, 0):
             records = numbered(f"p{p}-", 2)
             placed = produce_confluent(bs, topic, records, partition=p)
-            rows += [(r["key"], r["value"], p, o) for r, (_p, o) in zip(records, placed)]
-        wait_for(lambda: spark.table(name).count() >= len(rows), 90,
-                 what="the new partitions' records")
+            rows += [
+                (r["key"], r["value"], p, o) for r, (_p, o) in zip(records, placed, strict=True)
+            ]
+        wait_for(
+            lambda: spark.table(name).count() >= len(rows), 90, what="the new partitions' records"
+        )
         assert query.exception() is None
         assert_same(spark, spark.table(name), spark.createDataFrame(rows, ROW))
     finally:
@@ -221,8 +284,9 @@ def test_partitions_added_under_a_running_stream_are_read_from_earliest(
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_subscribed_topic_deleted_under_a_running_stream(spark, kafka_broker, kafka_topics,
-                                                         fail_on_data_loss):
+def test_subscribed_topic_deleted_under_a_running_stream(
+    spark, kafka_broker, kafka_topics, fail_on_data_loss
+):
     """One of two subscribed topics is deleted while the query runs: failOnDataLoss=true
     fails the query naming the deleted topic's partition; false reads on from the other."""
     from pyspark.errors import StreamingQueryException
@@ -232,9 +296,20 @@ def test_subscribed_topic_deleted_under_a_running_stream(spark, kafka_broker, ka
     produce_confluent(bs, kept, numbered("k", 2), partition=0)
     produce_confluent(bs, gone, numbered("g", 2), partition=0)
     name = f"del{uuid.uuid4().hex[:8]}"
-    query = (source(spark, True, bs, subscribe=f"{kept},{gone}", startingOffsets="earliest",
-                    failOnDataLoss=str(fail_on_data_loss).lower())
-             .select("topic", *COLUMNS).writeStream.format("memory").queryName(name).start())
+    query = (
+        source(
+            spark,
+            True,
+            bs,
+            subscribe=f"{kept},{gone}",
+            startingOffsets="earliest",
+            failOnDataLoss=str(fail_on_data_loss).lower(),
+        )
+        .select("topic", *COLUMNS)
+        .writeStream.format("memory")
+        .queryName(name)
+        .start()
+    )
     try:
         query.processAllAvailable()
         assert spark.table(name).count() == 4
@@ -243,8 +318,9 @@ def test_subscribed_topic_deleted_under_a_running_stream(spark, kafka_broker, ka
         if fail_on_data_loss:
             with pytest.raises(StreamingQueryException) as failure:
                 query.awaitTermination(120)
-            assert re.search(rf"DataLossError: Partitions {gone}-0 are gone", str(failure.value)), \
+            assert re.search(rf"DataLossError: Partitions {gone}-0 are gone", str(failure.value)), (
                 failure.value
+            )
         else:
             wait_for(lambda: spark.table(name).count() == 7, 90, what="the kept topic's records")
             assert query.exception() is None
@@ -260,7 +336,8 @@ OFFSET_COMMIT = 8
 
 @pytest.mark.heavy
 def test_available_now_group_ends_at_the_last_batch_when_the_driver_exits_at_once(
-        kafka_broker, kafka_topics, tmp_path):
+    kafka_broker, kafka_topics, tmp_path
+):
     """An AvailableNow query with ``kafka.group.id`` in a driver process of its own
     (tests/support/stream_child.py), through a fault proxy that holds every OffsetCommit
     answer 2 s (the commit reaches the broker, its answer comes late: a slow coordinator):
@@ -286,22 +363,34 @@ def test_available_now_group_ends_at_the_last_batch_when_the_driver_exits_at_onc
     group = f"gexit-{uuid.uuid4().hex[:8]}"
     with FaultProxy(bs) as proxy:
         proxy.inject(OFFSET_COMMIT, "stall", count=1000, seconds=2.0)
-        options = {"kafka.bootstrap.servers": proxy.bootstrap_servers, "subscribe": topic,
-                   "startingOffsets": "earliest", "maxOffsetsPerTrigger": "6",
-                   "kafka.group.id": group}
-        spec = {"options": options, "sink": str(tmp_path / "sink"),
-                "checkpoint": str(tmp_path / "ck"), "available_now": True}
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
-                   PYSPARK_DRIVER_PYTHON=sys.executable)
+        options = {
+            "kafka.bootstrap.servers": proxy.bootstrap_servers,
+            "subscribe": topic,
+            "startingOffsets": "earliest",
+            "maxOffsetsPerTrigger": "6",
+            "kafka.group.id": group,
+        }
+        spec = {
+            "options": options,
+            "sink": str(tmp_path / "sink"),
+            "checkpoint": str(tmp_path / "ck"),
+            "available_now": True,
+        }
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
         log_path = tmp_path / "child.log"
         with open(log_path, "wb") as log:
-            child = subprocess.Popen([sys.executable, "-m", "tests.support.stream_child",
-                                      json.dumps(spec)], stdout=log, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True, cwd=PROJECT_ROOT)
+            child = subprocess.Popen(
+                [sys.executable, "-m", "tests.support.stream_child", json.dumps(spec)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=PROJECT_ROOT,
+            )
         try:
             child.wait(240)
         finally:
-            try:   # the driver's JVM, its Python workers: whatever outlived the script
+            try:  # the driver's JVM, its Python workers: whatever outlived the script
                 os.killpg(child.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass

@@ -30,17 +30,23 @@ broker itself, the TLS listener's clients) and ``User:admin``. The security test
 and on the cluster by ACLs made at start-up; every other principal has only the ACLs its
 test gives it.
 """
+
 from __future__ import annotations
 
 import os
 
 from tests.support.apache_kafka import KafkaCluster
 
-SECRET = "s3cr3t-Pa55-XyZ"          # alice's password (tests/unit/test_security.py)
+SECRET = "s3cr3t-Pa55-XyZ"  # alice's password (tests/unit/test_security.py)
 ADMIN_SECRET = "adm1n-Pa55-" + "Qw"
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-LISTENERS = {"SASL": "SASL_PLAINTEXT", "SASL_TLS": "SASL_SSL", "TLS": "SSL", "MTLS": "SSL",
-             "REAUTH": "SASL_PLAINTEXT"}
+LISTENERS = {
+    "SASL": "SASL_PLAINTEXT",
+    "SASL_TLS": "SASL_SSL",
+    "TLS": "SSL",
+    "MTLS": "SSL",
+    "REAUTH": "SASL_PLAINTEXT",
+}
 # KIP-368 on the REAUTH listener: the broker announces this session lifetime and closes a
 # connection whose session ran out without re-authenticating
 REAUTH_MS = 1500
@@ -48,8 +54,10 @@ REAUTH_MECHANISMS = ("PLAIN", "SCRAM-SHA-512")
 MTLS_PRINCIPAL = "mtls-client"
 KEYSTORE_PASSWORD = "server-store-pass"
 # users whose name PLAIN knows from the broker's JAAS entry: (name, password)
-CONNECTION_STRING = ("Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName="
-                     "RootManageSharedAccessKey;SharedAccessKey=" + SECRET + "=")
+CONNECTION_STRING = (
+    "Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName="
+    "RootManageSharedAccessKey;SharedAccessKey=" + SECRET + "="
+)
 PLAIN_USERS = {"alice": SECRET, "admin": ADMIN_SECRET, "$ConnectionString": CONNECTION_STRING}
 # more PLAIN/SCRAM users for the ACL tests (no ACL of their own: each test grants them)
 ACL_USERS = {"reader": "r3ader-Pa55", "eos": "e0s-Pa55", "nobody": "n0body-Pa55"}
@@ -67,11 +75,14 @@ def cert_paths(directory: str) -> dict:
     """The PEM files of the cluster in ``directory`` (the keys of tests/unit/test_security's
     ``certs`` fixture, plus the server's)."""
     tls = os.path.join(directory, "tls")
-    return {"dir": tls, "ca": os.path.join(tls, "ca.pem"),
-            "client_cert": os.path.join(tls, "client.pem"),
-            "client_key": os.path.join(tls, "client.key"),
-            "client_combined": os.path.join(tls, "client-combined.pem"),
-            "server_keystore": os.path.join(tls, "server.p12")}
+    return {
+        "dir": tls,
+        "ca": os.path.join(tls, "ca.pem"),
+        "client_cert": os.path.join(tls, "client.pem"),
+        "client_key": os.path.join(tls, "client.key"),
+        "client_combined": os.path.join(tls, "client-combined.pem"),
+        "server_keystore": os.path.join(tls, "server.p12"),
+    }
 
 
 def _write_certificates(directory: str) -> dict:
@@ -83,20 +94,27 @@ def _write_certificates(directory: str) -> dict:
     paths = cert_paths(directory)
     os.makedirs(paths["dir"], exist_ok=True)
     ca = trustme.CA()
-    server = ca.issue_cert("127.0.0.1")          # not "localhost": the host name tests
+    server = ca.issue_cert("127.0.0.1")  # not "localhost": the host name tests
     client = ca.issue_cert("client@kafka-ds.test")
     ca.cert_pem.write_to_path(paths["ca"])
     client.cert_chain_pems[0].write_to_path(paths["client_cert"])
     client.private_key_pem.write_to_path(paths["client_key"])
     with open(paths["client_combined"], "wb") as out:
-        out.write(client.private_key_pem.bytes()
-                  + b"".join(pem.bytes() for pem in client.cert_chain_pems))
+        out.write(
+            client.private_key_pem.bytes() + b"".join(pem.bytes() for pem in client.cert_chain_pems)
+        )
     key = serialization.load_pem_private_key(server.private_key_pem.bytes(), None)
     chain = [x509.load_pem_x509_certificate(pem.bytes()) for pem in server.cert_chain_pems]
     with open(paths["server_keystore"], "wb") as out:
-        out.write(pkcs12.serialize_key_and_certificates(
-            b"server", key, chain[0], chain[1:] or None,
-            serialization.BestAvailableEncryption(KEYSTORE_PASSWORD.encode())))
+        out.write(
+            pkcs12.serialize_key_and_certificates(
+                b"server",
+                key,
+                chain[0],
+                chain[1:] or None,
+                serialization.BestAvailableEncryption(KEYSTORE_PASSWORD.encode()),
+            )
+        )
     return paths
 
 
@@ -114,33 +132,41 @@ def _prepare(cluster: KafkaCluster) -> dict:
         # a refused login is answered at once (the default waits 100 ms)
         "connection.failed.authentication.delay.ms": "0",
     }
-    tls = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": paths["server_keystore"],
-           "ssl.keystore.password": KEYSTORE_PASSWORD, "ssl.key.password": KEYSTORE_PASSWORD,
-           "ssl.truststore.type": "PEM", "ssl.truststore.location": paths["ca"]}
+    tls = {
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": paths["server_keystore"],
+        "ssl.keystore.password": KEYSTORE_PASSWORD,
+        "ssl.key.password": KEYSTORE_PASSWORD,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": paths["ca"],
+    }
     for listener in ("sasl_tls", "tls", "mtls"):
         for key, value in tls.items():
             settings[f"listener.name.{listener}.{key}"] = value
     settings["listener.name.mtls.ssl.client.auth"] = "required"
-    settings["listener.name.mtls.ssl.principal.mapping.rules"] = \
+    settings["listener.name.mtls.ssl.principal.mapping.rules"] = (
         f"RULE:^.*$/{MTLS_PRINCIPAL}/,DEFAULT"
+    )
     for listener in ("sasl", "sasl_tls", "reauth"):
         prefix = f"listener.name.{listener}."
         if listener == "reauth":
             for mechanism in REAUTH_MECHANISMS:
-                settings[prefix + f"{mechanism.lower()}.connections.max.reauth.ms"] = \
-                    str(REAUTH_MS)
-        settings[prefix + "sasl.enabled.mechanisms"] = ",".join(REAUTH_MECHANISMS) \
-            if listener == "reauth" else ",".join(MECHANISMS)
+                settings[prefix + f"{mechanism.lower()}.connections.max.reauth.ms"] = str(REAUTH_MS)
+        settings[prefix + "sasl.enabled.mechanisms"] = (
+            ",".join(REAUTH_MECHANISMS) if listener == "reauth" else ",".join(MECHANISMS)
+        )
         settings[prefix + "plain.sasl.jaas.config"] = _jaas_plain()
         for mechanism in ("scram-sha-256", "scram-sha-512"):
             settings[prefix + f"{mechanism}.sasl.jaas.config"] = f"{SCRAM_MODULE} required;"
         # Kafka's unsecured JWS validator (its default for OAUTHBEARER when no server
         # callback handler is configured), named here so that a change of default shows
-        settings[prefix + "oauthbearer.sasl.jaas.config"] = \
+        settings[prefix + "oauthbearer.sasl.jaas.config"] = (
             f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="admin";'
-        settings[prefix + "oauthbearer.sasl.server.callback.handler.class"] = \
-            "org.apache.kafka.common.security.oauthbearer.internals.unsecured." \
+        )
+        settings[prefix + "oauthbearer.sasl.server.callback.handler.class"] = (
+            "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
             "OAuthBearerUnsecuredValidatorCallbackHandler"
+        )
     return settings
 
 
@@ -156,12 +182,26 @@ def grant(cluster: KafkaCluster, principal: str, acls, timeout: float = 30.0):
     """Create ACLs for ``User:principal``: ``acls`` is a list of
     ``(resource type, name, pattern, operation)`` with confluent-kafka's enum names, e.g.
     ``("TOPIC", "t1", "LITERAL", "READ")``; ALLOW from any host."""
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
-                                       ResourcePatternType, ResourceType)
-    bindings = [AclBinding(ResourceType[rtype], name, ResourcePatternType[pattern],
-                           f"User:{principal}", "*", AclOperation[operation],
-                           AclPermissionType.ALLOW)
-                for rtype, name, pattern, operation in acls]
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    bindings = [
+        AclBinding(
+            ResourceType[rtype],
+            name,
+            ResourcePatternType[pattern],
+            f"User:{principal}",
+            "*",
+            AclOperation[operation],
+            AclPermissionType.ALLOW,
+        )
+        for rtype, name, pattern, operation in acls
+    ]
     futures = cluster.admin().create_acls(bindings, request_timeout=timeout)
     for future in futures.values():
         future.result(timeout)
@@ -169,12 +209,23 @@ def grant(cluster: KafkaCluster, principal: str, acls, timeout: float = 30.0):
 
 def _ready(cluster: KafkaCluster):
     for principal in FULL_RIGHTS:
-        grant(cluster, principal, [("TOPIC", "*", "LITERAL", "ALL"),
-                                   ("GROUP", "*", "LITERAL", "ALL"),
-                                   ("TRANSACTIONAL_ID", "*", "LITERAL", "ALL"),
-                                   ("BROKER", "kafka-cluster", "LITERAL", "ALL")])
+        grant(
+            cluster,
+            principal,
+            [
+                ("TOPIC", "*", "LITERAL", "ALL"),
+                ("GROUP", "*", "LITERAL", "ALL"),
+                ("TRANSACTIONAL_ID", "*", "LITERAL", "ALL"),
+                ("BROKER", "kafka-cluster", "LITERAL", "ALL"),
+            ],
+        )
 
 
 # The entry of tests/conftest.py's SHARED_KAFKA: one node, a smaller heap than `kafka`'s.
-CLUSTER_ARGS = {"listeners": LISTENERS, "format_args": _format_args(), "prepare": _prepare,
-                "ready": _ready, "heap": "256m"}
+CLUSTER_ARGS = {
+    "listeners": LISTENERS,
+    "format_args": _format_args(),
+    "prepare": _prepare,
+    "ready": _ready,
+    "heap": "256m",
+}

@@ -9,6 +9,7 @@ With ``"available_now": true`` the query runs with ``Trigger.AvailableNow`` inst
 has ended the child prints ``DONE <end offsets of the last batch, JSON>`` and its Python
 process exits at once, as a driver script's last line would (no ``spark.stop()``).
 """
+
 import json
 import sys
 
@@ -21,10 +22,12 @@ def main():
     reader = spark.readStream.format("pykafka")
     for key, value in spec["options"].items():
         reader = reader.option(key, value)
-    query = (reader.load()
-             .writeStream.format("parquet")
-             .option("path", spec["sink"])
-             .option("checkpointLocation", spec["checkpoint"]))
+    query = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", spec["sink"])
+        .option("checkpointLocation", spec["checkpoint"])
+    )
     if spec.get("available_now"):
         query = query.trigger(availableNow=True).start()
         print("STARTED", query.id, flush=True)

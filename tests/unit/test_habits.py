@@ -1,6 +1,7 @@
 """The habits of a maintained project hold: ruff finds nothing (lint rules and format, as
 configured in pyproject.toml), mypy reports no error on kafka_ds, and the package ships its
 types (py.typed). ``scripts/check`` runs the same checks outside the suite."""
+
 import os
 import subprocess
 import sys
@@ -13,19 +14,19 @@ LINTED = ["kafka_ds", "pyspark_pykafka", "tests", "benchmarks", "docs/generate.p
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,
-                          text=True)
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("command", [["check"], ["format", "--check"]],
-                         ids=["ruff check", "ruff format --check"])
+@pytest.mark.parametrize(
+    "command", [["check"], ["format", "--check"]], ids=["ruff check", "ruff format --check"]
+)
 def test_ruff_finds_nothing(command):
     done = run("ruff", *command, *LINTED)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_mypy_reports_no_error():
-    done = run("mypy")          # files and options: [tool.mypy] in pyproject.toml
+    done = run("mypy")  # files and options: [tool.mypy] in pyproject.toml
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -1,6 +1,7 @@
 """SASL mechanisms as client exchanges (``first()``, then ``step(challenge)``): PLAIN,
 SCRAM-SHA-256/512 and OAUTHBEARER (in ``oauth``); ``make_mechanism`` picks one.
 """
+
 from __future__ import annotations
 
 import base64
@@ -62,8 +63,9 @@ class ScramMechanism:
             iterations = int(iterations)
             if iterations < 1:
                 raise AuthenticationError("invalid SCRAM iteration count")
-            salted = hashlib.pbkdf2_hmac(self.hash_name, self.password.encode(),
-                                         base64.b64decode(salt), iterations)
+            salted = hashlib.pbkdf2_hmac(
+                self.hash_name, self.password.encode(), base64.b64decode(salt), iterations
+            )
             client_key = self._hmac(salted, b"Client Key")
             stored_key = hashlib.new(self.hash_name, client_key).digest()
             without_proof = f"c=biws,r={nonce}"
@@ -78,11 +80,15 @@ class ScramMechanism:
             if "e" in attrs:
                 raise AuthenticationError(f"SCRAM server error: {attrs['e']}")
             signature = attrs.get("v")
-            if signature is None or self.server_signature is None or not hmac.compare_digest(
-                    base64.b64decode(signature), self.server_signature):
+            if (
+                signature is None
+                or self.server_signature is None
+                or not hmac.compare_digest(base64.b64decode(signature), self.server_signature)
+            ):
                 raise AuthenticationError(
                     "the broker's SCRAM server signature is wrong: it does not know the "
-                    "password (a server impersonating the broker?)")
+                    "password (a server impersonating the broker?)"
+                )
             self.state = 3
             return None
         raise AuthenticationError("unexpected SCRAM message")
@@ -99,6 +105,7 @@ def _scram_attributes(text):
         if sep and len(key) == 1:
             attrs[key] = value
     return attrs
+
 
 def make_mechanism(settings: SecuritySettings):
     if settings.mechanism == "PLAIN":

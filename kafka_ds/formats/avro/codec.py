@@ -6,6 +6,7 @@ schema once, and decodes each group either column-wise (the fast path,
 (the general path: nested types, enums, decimals, unions of several types, ...). The
 groups' results are put back in row order. Bad records become bad rows with a reason.
 """
+
 from __future__ import annotations
 
 import io
@@ -21,8 +22,8 @@ from .. import DecodedColumn
 from ..framing import frame, frame_header, split_frames
 from .columns import FlatPlan, ResolutionError, build_plan
 from .encode import FlatEncoder, NullInRequiredField, SeveralMembersSet, build_encoder
-from .raw_bytes import is_raw_bytes, with_avro_lengths, without_avro_lengths
 from .members import member_plan, tag_member, union_plan
+from .raw_bytes import is_raw_bytes, with_avro_lengths, without_avro_lengths
 from .references import inline_references, referenced_json
 from .types import (
     AvroSchemaError,
@@ -34,7 +35,7 @@ from .types import (
 )
 from .values import arrow_converter, avro_converter, strip_logical_types
 
-_PLAIN = object()     # the decoder key of unframed values (writer schema = reader schema)
+_PLAIN = object()  # the decoder key of unframed values (writer schema = reader schema)
 
 
 class _Schema:
@@ -42,8 +43,9 @@ class _Schema:
 
     def __init__(self, registered, lookup):
         if (registered.schema_type or "AVRO").upper() != "AVRO":
-            raise AvroSchemaError(f"schema {registered.schema_id} is {registered.schema_type}, "
-                                  "not AVRO")
+            raise AvroSchemaError(
+                f"schema {registered.schema_id} is {registered.schema_type}, not AVRO"
+            )
         names: dict = {}
         referenced = referenced_json(registered, lookup)
         for ref_json in referenced:
@@ -53,8 +55,9 @@ class _Schema:
         try:
             # self-contained: fastavro loses the named types of a top-level union
             self.fastavro = fastavro.parse_schema(
-                strip_logical_types(inline_references(text, referenced)))
-        except Exception as exc:        # fastavro's SchemaParseException and friends
+                strip_logical_types(inline_references(text, referenced))
+            )
+        except Exception as exc:  # fastavro's SchemaParseException and friends
             raise AvroSchemaError(f"invalid Avro schema: {exc}") from exc
 
 
@@ -81,7 +84,7 @@ class _GeneralDecoder:
                 if stream.tell() != end - start:
                     raise _Trailing(end - start - stream.tell())
                 values.append(convert(value) if convert else value)
-            except Exception as exc:   # any fastavro failure is this record's problem
+            except Exception as exc:  # any fastavro failure is this record's problem
                 bad[row] = True
                 reasons[row] = _reason(exc)
                 values.append(None)
@@ -126,9 +129,9 @@ def _min_size_is_zero(node, seen) -> bool:
         return True
     if kind == "record":
         if id(node) in seen:
-            return False           # a recursive record always needs a byte somewhere
+            return False  # a recursive record always needs a byte somewhere
         return all(_min_size_is_zero(f["type"], seen | {id(node)}) for f in node["fields"])
-    return False                   # everything else takes at least one byte
+    return False  # everything else takes at least one byte
 
 
 def _zero_byte_array_items(node, seen=frozenset()) -> str | None:
@@ -192,14 +195,17 @@ class AvroCodec:
 
     def _init_caches(self):
         self._lock = threading.Lock()
-        self._schemas = {}       # schema id -> _Schema, or the exception it failed with
-        self._decoders = {}      # schema id (or _PLAIN) -> FlatPlan / _GeneralDecoder / _Failed
-        self._encoders = {}      # Arrow type of the written column -> FlatEncoder or None
+        self._schemas = {}  # schema id -> _Schema, or the exception it failed with
+        self._decoders = {}  # schema id (or _PLAIN) -> FlatPlan / _GeneralDecoder / _Failed
+        self._encoders = {}  # Arrow type of the written column -> FlatEncoder or None
         self._reader_schema = None
 
     def __getstate__(self):
-        state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("_lock", "_schemas", "_decoders", "_encoders", "_reader_schema")}
+        state = {
+            k: v
+            for k, v in self.__dict__.items()
+            if k not in ("_lock", "_schemas", "_decoders", "_encoders", "_reader_schema")
+        }
         return state
 
     def __setstate__(self, state):
@@ -245,21 +251,26 @@ class AvroCodec:
                 # the registry, not the record: the task fails (Spark retries it) instead of
                 # reading good records as bad ones, and nothing is cached
                 raise
-            except Exception as exc:     # the registry's own error (unknown id, refused)
+            except Exception as exc:  # the registry's own error (unknown id, refused)
                 return _Failed(f"unknown schema id {schema_id}: {exc}")
         endless = _zero_byte_array_items(writer.node)
         if endless:
             # fastavro would loop once per announced item: a bad block count of 2^62 hangs
-            return _Failed(f"not decoded: the writer schema has an array of {endless}, items of "
-                           "zero bytes, so a bad record could announce endless items")
+            return _Failed(
+                f"not decoded: the writer schema has an array of {endless}, items of "
+                "zero bytes, so a bad record could announce endless items"
+            )
         try:
             decoder = self._column_plan(writer, reader)
         except ResolutionError as exc:
             return _Failed(f"cannot be resolved to the reader schema: {exc}")
         if decoder is None:
             same = writer is reader or writer.fastavro == reader.fastavro
-            decoder = tag_member(_GeneralDecoder(writer, None if same else reader,
-                                                 self.arrow_type), writer.node, reader.node)
+            decoder = tag_member(
+                _GeneralDecoder(writer, None if same else reader, self.arrow_type),
+                writer.node,
+                reader.node,
+            )
         if schema_id is not _PLAIN and is_raw_bytes(writer.node):
             # Confluent's top-level bytes: the payload is the value, no Avro length
             return decoder.raw_bytes() if isinstance(decoder, FlatPlan) else _RawBytes(decoder)
@@ -268,9 +279,11 @@ class AvroCodec:
     def _column_plan(self, writer, reader):
         """The column-wise decode plan from ``writer`` to ``reader`` (None: the schema
         takes the general path, fastavro per record)."""
-        return (member_plan(writer.node, reader.node, self.arrow_type)   # one type of several
-                or union_plan(writer.node, reader.node, self.arrow_type)    # a union of them
-                or build_plan(writer.node, reader.node))
+        return (
+            member_plan(writer.node, reader.node, self.arrow_type)  # one type of several
+            or union_plan(writer.node, reader.node, self.arrow_type)  # a union of them
+            or build_plan(writer.node, reader.node)
+        )
 
     def _column_encoder(self, arrow_type):
         """The column-wise encoder of ``arrow_type`` columns (None: the general path,
@@ -290,7 +303,8 @@ class AvroCodec:
             row_ids = frames.schema_ids
             groups: list[tuple[object, np.ndarray]] = [
                 (int(sid), np.flatnonzero(frames.readable & (row_ids == sid)))
-                      for sid in np.unique(row_ids[frames.readable]).tolist()]
+                for sid in np.unique(row_ids[frames.readable]).tolist()
+            ]
         else:
             groups = [(_PLAIN, np.flatnonzero(frames.readable))]
         bad_parts, reasons = [frames.bad_rows], list(frames.reasons)
@@ -318,12 +332,16 @@ class AvroCodec:
         bad_rows = np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
         bad_ids = np.concatenate(bad_id_parts) if bad_id_parts else np.zeros(0, np.int32)
         order = np.argsort(bad_rows, kind="stable")
-        return DecodedColumn(array, bad_rows[order].astype(np.int64),
-                            [reasons[i] for i in order.tolist()], bad_ids[order])
+        return DecodedColumn(
+            array,
+            bad_rows[order].astype(np.int64),
+            [reasons[i] for i in order.tolist()],
+            bad_ids[order],
+        )
 
     def _in_row_order(self, n, parts, part_rows):
         if len(parts) == 1 and len(part_rows[0]) == n:
-            return parts[0]              # one schema, no nulls: already in row order
+            return parts[0]  # one schema, no nulls: already in row order
         covered = np.concatenate(part_rows) if part_rows else np.zeros(0, np.int64)
         rest = n - len(covered)
         if rest:
@@ -357,13 +375,14 @@ class AvroCodec:
         raw = schema_id is not None and is_raw_bytes(self._reader().node)
         encoder = self._column_encoder(array.type)
         if raw and isinstance(encoder, FlatEncoder):
-            encoder = encoder.raw_bytes()        # Confluent's top-level bytes: no length
+            encoder = encoder.raw_bytes()  # Confluent's top-level bytes: no length
         if encoder is not None:
             try:
                 return encoder.encode(array, b"" if schema_id is None else frame_header(schema_id))
             except (NullInRequiredField, SeveralMembersSet) as exc:
-                raise ValueError(f"row {exc.row} cannot be written as Avro {self.spark_type}: "
-                                 f"{exc}") from exc
+                raise ValueError(
+                    f"row {exc.row} cannot be written as Avro {self.spark_type}: {exc}"
+                ) from exc
         schema = self._reader()
         convert = avro_converter(schema.node)
         write = fastavro.schemaless_writer
@@ -376,8 +395,10 @@ class AvroCodec:
             try:
                 write(stream, schema.fastavro, convert(value) if convert else value)
             except Exception as exc:
-                raise ValueError(f"row {row} cannot be written as Avro "
-                                 f"{self.spark_type}: {type(exc).__name__}: {exc}") from exc
+                raise ValueError(
+                    f"row {row} cannot be written as Avro "
+                    f"{self.spark_type}: {type(exc).__name__}: {exc}"
+                ) from exc
             out.append(stream.getvalue())
         payloads = pa.array(out, type=pa.binary())
         if raw:

@@ -17,6 +17,7 @@ nothing per record in Python): reading, :func:`with_avro_lengths` puts the lengt
 front of every payload, so the rows resolve to the reader schema by the usual rules;
 writing, :func:`without_avro_lengths` cuts the length fastavro wrote off again.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,11 +43,11 @@ def with_avro_lengths(data: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     np.cumsum((sizes + lengths)[:-1], out=new_starts[1:])
     total = int(sizes.sum() + lengths.sum())
     out = np.empty(total, np.uint8)
-    zigzag = lengths.astype(np.uint64) << np.uint64(1)       # lengths are never negative
+    zigzag = lengths.astype(np.uint64) << np.uint64(1)  # lengths are never negative
     for k in range(int(sizes.max()) if n else 0):
         rows = np.flatnonzero(sizes > k)
         group = (zigzag[rows] >> np.uint64(7 * k)) & np.uint64(0x7F)
-        group |= (sizes[rows] > k + 1).astype(np.uint64) << np.uint64(7)   # more bytes follow
+        group |= (sizes[rows] > k + 1).astype(np.uint64) << np.uint64(7)  # more bytes follow
         out[new_starts[rows] + k] = group
     value_starts = new_starts + sizes
     out[slice_positions(value_starts, lengths)] = data[slice_positions(starts, lengths)]
@@ -65,18 +66,23 @@ def without_avro_lengths(payloads: pa.Array) -> pa.BinaryArray:
     if rows.size:
         length, size = peek_uvarints(data, starts[rows])
         value_starts[rows] += size
-        lengths[rows] = (length >> np.uint64(1)).astype(np.int64)    # zigzag of a length >= 0
+        lengths[rows] = (length >> np.uint64(1)).astype(np.int64)  # zigzag of a length >= 0
         if np.any(value_starts[rows] + lengths[rows] != offsets[rows + 1]):
-            raise ValueError("not one Avro bytes value per row")      # our own encoders' output
+            raise ValueError("not one Avro bytes value per row")  # our own encoders' output
     new_offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=new_offsets[1:])
     if new_offsets[-1] >= (1 << 31):
-        raise ValueError(f"values total {int(new_offsets[-1])} bytes, more than a binary array "
-                         "holds")
+        raise ValueError(
+            f"values total {int(new_offsets[-1])} bytes, more than a binary array holds"
+        )
     body = data[slice_positions(value_starts, lengths)]
     validity = None if not nulls.any() else pa.py_buffer(np.packbits(~nulls, bitorder="little"))
-    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(new_offsets.astype(np.int32)),
-                                                  pa.py_buffer(body)], null_count=int(nulls.sum()))
+    return pa.Array.from_buffers(
+        pa.binary(),
+        n,
+        [validity, pa.py_buffer(new_offsets.astype(np.int32)), pa.py_buffer(body)],
+        null_count=int(nulls.sum()),
+    )
 
 
 __all__ = ["is_raw_bytes", "with_avro_lengths", "without_avro_lengths"]
