@@ -308,7 +308,11 @@ class Bench:
         import psutil
 
         me = psutil.Process()
-        tansu = psutil.Process(self.broker.tansu_pid) if self.broker.tansu_pid else None
+        # the broker's process: Tansu's, or the JVM of Apache Kafka's (first) node
+        pid = getattr(self.broker, "tansu_pid", None) or next(
+            (node.java_pid for node in getattr(self.broker, "nodes", ())), None
+        )
+        broker = psutil.Process(pid) if pid else None
         producer = psutil.Process(self.producer.pid)
 
         def spark_procs():
@@ -326,7 +330,7 @@ class Bench:
 
         return CpuMeter(
             {
-                "tansu": lambda: [tansu] if tansu else [],
+                self.broker.name: lambda: [broker] if broker else [],
                 "spark (JVM + Python workers)": spark_procs,
                 "producer": lambda: [producer],
                 "consumer (this process)": lambda: [me],

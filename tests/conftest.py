@@ -52,9 +52,14 @@ SHARED_KAFKA = {
     "kafka_secure": secure_kafka.CLUSTER_ARGS,
 }
 
-# Modules whose module-scoped fixtures must run once: the wheel is built once, and the other
-# pyspark releases are installed into one shared folder (.venv-spark).
-ONE_WORKER_MODULES = ("tests/spark/test_wheel.py", "tests/spark/test_spark_versions.py")
+# Modules whose module-scoped fixtures must run once: the wheel is built once, the other
+# pyspark releases are installed into one shared folder (.venv-spark), and the parity cases
+# against Spark's own connector run in one child driver for the module.
+ONE_WORKER_MODULES = (
+    "tests/spark/test_wheel.py",
+    "tests/spark/test_spark_versions.py",
+    "tests/spark/test_parity_jvm.py",
+)
 _BROKER_FIXTURES = {
     "broker",
     "mock_cluster",
