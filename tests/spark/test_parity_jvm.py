@@ -51,10 +51,11 @@ COMPARED = [c for c in CASES if not c.startswith("checkpoint:")]
 # case -> why the connectors differ there (docs/differences.md); test_intended_differences
 # asserts each as it is: the rest of the result must be equal.
 INTENDED = {
-    "write: timestamp column": "pykafka's sink takes a `timestamp` column as the records' CreateTime; Spark's "
-    "connector ignores the column and stamps the time of the send (SPARK-50160)",
-    "write: value only, null keys, topic option": "records without a key go to a partition of the producer's choosing (sticky, KIP-480, "
-    "random): Spark's connector shares one producer per executor JVM, so all tasks stick "
+    "write: timestamp column": "pykafka's sink takes a `timestamp` column as the records' "
+    "CreateTime; Spark's connector ignores the column and stamps the time of the send "
+    "(SPARK-50160)",
+    "write: value only, null keys, topic option": "records without a key go to a partition "
+    "of the producer's choosing (sticky, KIP-480, random): Spark's connector shares one producer per executor JVM, so all tasks stick "
     "to its partition; each pykafka task has a sticky partitioner of its own",
 }
 
@@ -193,7 +194,7 @@ def prepare(broker):
             },
         ),
     }
-    for i, case in enumerate(STEPPED):
+    for i, _case in enumerate(STEPPED):
         for side in SIDES:
             t[f"step{i}-{side}"] = f"{prefix}-step{i}-{side}"
             specs[t[f"step{i}-{side}"]] = (1 if i < 2 else 2, None)
@@ -292,7 +293,7 @@ def as_frame(spark, result, topics_to_mask=()):
     rows = []
     for raw in result["rows"]:
         row = []
-        for field, value in zip(schema.fields, decode(raw)):
+        for field, value in zip(schema.fields, decode(raw), strict=True):
             if field.name == "topic" and value in topics_to_mask:
                 value = "<topic>"
             if field.name == "headers" and value is not None:
