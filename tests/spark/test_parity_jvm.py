@@ -55,8 +55,9 @@ INTENDED = {
     "CreateTime; Spark's connector ignores the column and stamps the time of the send "
     "(SPARK-50160)",
     "write: value only, null keys, topic option": "records without a key go to a partition "
-    "of the producer's choosing (sticky, KIP-480, random): Spark's connector shares one producer per executor JVM, so all tasks stick "
-    "to its partition; each pykafka task has a sticky partitioner of its own",
+    "of the producer's choosing (sticky, KIP-480, random): Spark's connector shares one "
+    "producer per executor JVM, so all tasks stick to its partition; each pykafka task has "
+    "a sticky partitioner of its own",
 }
 
 

@@ -8,8 +8,9 @@ later run resolves nothing. Which release: the test venv's pyspark if Maven Cent
 the connector for it, else the newest release it serves below it (read from the artifact's
 maven-metadata.xml; in November 2026 it serves 4.2.0 but not 4.3.0, the test venv's). A
 connector runs in a Spark of its own release: when that is not the test venv's, it runs in
-``.venv-spark/<version>`` (pyspark of that release installed as tests/spark/test_spark_versions.py does, the test
-venv's other packages and this checkout visible through a ``.pth`` line).
+``.venv-spark/<version>`` (pyspark of that release installed as
+tests/spark/test_spark_versions.py does, the test venv's other packages and this checkout
+visible through a ``.pth`` line).
 
     python -m tests.support.spark_connector     # resolves, prints {version, jars, python}
 """
