@@ -29,12 +29,12 @@ Best of ``--repeat`` for each. Prints records/s for each and the ratio.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import time
 
+import harness
 import pyarrow as pa
 
 from kafka_ds.formats.avro.codec import AvroCodec
@@ -121,7 +121,7 @@ def best_of(repeat, fn):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=50_000, help="records per decode call")
     parser.add_argument("--repeat", type=int, default=3)
@@ -242,7 +242,7 @@ def encode_benchmark(args):
         for r in records:
             serializer(r, ctx)
 
-    load = os.getloadavg()[0]
+    load = harness.load_average()[0]
     ours_s = best_of(args.repeat, ours)
     theirs_s = best_of(max(1, args.repeat - 1), theirs)
     n = args.records
@@ -254,7 +254,7 @@ def encode_benchmark(args):
     )
     print(
         f"ratio: {theirs_s / ours_s:.1f}x (target >= 5x); load average {load:.2f} before, "
-        f"{os.getloadavg()[0]:.2f} after"
+        f"{harness.load_average()[0]:.2f} after"
     )
     if args.general:
 

@@ -24,10 +24,10 @@ same run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
+import harness
 import pyarrow as pa
 from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -122,7 +122,7 @@ def run(name, ours, theirs, chunks, repeat, extra=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=2)

@@ -24,11 +24,11 @@ Rows/s for each and the ratios are printed as a Markdown table.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
 
+import harness
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -452,7 +452,7 @@ def table(
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--value-size", type=int, default=VALUE_SIZE)
     parser.add_argument("--repeat", type=int, default=3)

@@ -23,13 +23,12 @@ with the load average before and after (the machine is shared).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
-import os
 import sys
 import time
 
+import harness
 import pyarrow as pa
 from bench_avro import SCHEMA as AVRO_SCHEMA
 from bench_avro import make_records
@@ -202,7 +201,7 @@ def table(results, records: int, repeat: int, load_before, load_after) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--formats", default=",".join(FORMATS))
@@ -216,7 +215,7 @@ def main(argv=None):
     from tests.support.schema_registry import start_registry
     from tests.support.spark_support import make_spark
 
-    load_before = os.getloadavg()
+    load_before = harness.load_average()
     registry = start_registry()
     cluster = MockCluster(3)
     spark = make_spark("kafka_ds bench_typed_read")
@@ -238,7 +237,7 @@ def main(argv=None):
         cluster.stop()
         registry.stop()
     print()
-    print(table(results, args.records, args.repeat, load_before, os.getloadavg()))
+    print(table(results, args.records, args.repeat, load_before, harness.load_average()))
 
 
 if __name__ == "__main__":

@@ -26,9 +26,13 @@ RESULTS_MD = os.path.join(HERE, "results.md")
 # --- arguments ---------------------------------------------------------------------------
 
 
-def parser(doc: str | None, **kwargs) -> argparse.ArgumentParser:
-    """An ``ArgumentParser`` described by the first line of the script's docstring."""
-    return argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0], **kwargs)
+def parser(doc: str | None = None, paragraph: bool = False, **kwargs) -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` described by the first line (or ``paragraph``: the first
+    paragraph) of the script's docstring."""
+    doc = (doc or "").strip()
+    return argparse.ArgumentParser(
+        description=doc.split("\n\n")[0] if paragraph else doc.split("\n")[0], **kwargs
+    )
 
 
 def add_write_results(ap: argparse.ArgumentParser, section: str) -> None:

@@ -64,7 +64,6 @@ duplicated, a transaction was left open, or the queries did not catch up.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -95,7 +94,7 @@ from soak_workload import NetworkFaults, SourceProducer
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--minutes", type=float, default=30.0, help="faults and production")
     parser.add_argument("--rate", type=int, default=200, help="records/s produced")
     parser.add_argument("--partitions", type=int, default=6)
