@@ -281,13 +281,8 @@ def kafka_ds_python_read(
 
 
 def best_of(repeat, fn):
-    fn()  # warm-up: JIT, Python workers, connections
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+    """Best of ``repeat`` after a warm-up (JIT, Python workers, connections)."""
+    return harness.best_of(repeat, fn, warmup=True)
 
 
 def best_timed(repeat, fn, cluster, spark):

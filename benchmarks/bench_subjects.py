@@ -26,7 +26,6 @@ import json
 
 import harness
 import pyarrow as pa
-from bench_protobuf_json import best
 from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
@@ -128,10 +127,10 @@ def bench(fmt, registry, records, batch, repeat):
         split = [pa.array(chunk[k::2], pa.binary()) for k in (0, 1)]  # Order, Payment rows
         result = codec.decode(mixed)  # warm: every schema fetched once
         assert not len(result.bad_rows), result.reasons[:1]
-        ours_s += best(lambda mixed=mixed: codec.decode(mixed), repeat)
-        peer_s += best(
-            lambda split=split: [c.decode(a) for c, a in zip(codec.codecs, split, strict=True)],
+        ours_s += harness.best_of(repeat, lambda mixed=mixed: codec.decode(mixed))
+        peer_s += harness.best_of(
             repeat,
+            lambda split=split: [c.decode(a) for c, a in zip(codec.codecs, split, strict=True)],
         )
     return ours_s, peer_s
 

@@ -101,12 +101,6 @@ def encoded_values(fmt: str, schema_id: int, records: int) -> pa.Array:
     return pa.concat_arrays(chunks)
 
 
-def timed(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
-
-
 def measure(
     spark, cluster, registry_url: str, fmt: str, records: int, repeat: int, log=print
 ) -> dict:
@@ -164,8 +158,8 @@ def measure(
     run_binary(), run_typed()  # warm-up: workers, schema caches
     binary_times, typed_times = [], []
     for _ in range(repeat):  # in turns: both see the same noise
-        binary_times.append(timed(run_binary))
-        typed_times.append(timed(run_typed))
+        binary_times.append(harness.timed(run_binary))
+        typed_times.append(harness.timed(run_typed))
     try:
         cluster.delete_topic(topic)
     except Exception:

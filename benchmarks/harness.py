@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -47,6 +48,29 @@ def command_line(script: str, argv=None) -> str:
     """The command that ran this benchmark, as results.md quotes it."""
     args = argv if argv is not None else sys.argv[1:]
     return " ".join([f".venv/bin/python benchmarks/{script}", *args])
+
+
+def log(msg: str) -> None:
+    """A progress line on stderr, with the time of day."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --- timing --------------------------------------------------------------------------------
+
+
+def timed(fn) -> float:
+    """Wall seconds of one ``fn()``."""
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def best_of(repeat: int, fn, warmup: bool = False) -> float:
+    """The fastest of ``repeat`` runs of ``fn()``, wall seconds (``warmup``: one untimed
+    run first)."""
+    if warmup:
+        fn()
+    return min(timed(fn) for _ in range(repeat))
 
 
 # --- the machine and its load ------------------------------------------------------------

@@ -41,7 +41,7 @@ import sys
 import time
 
 import harness
-from harness import HERE, ROOT
+from harness import HERE, ROOT, log
 
 MiB = 1 << 20
 
@@ -78,10 +78,6 @@ QUICK = {
     "write_repeat": 1,
     "memory_gb": 0.5,
 }
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def run_json(args: list[str]) -> dict:

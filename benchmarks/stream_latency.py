@@ -48,7 +48,6 @@ import os
 import shutil
 import statistics
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -520,9 +519,7 @@ def main(argv=None):
     if args.value_size < STAMP.size:
         ap.error(f"--value-size must be at least {STAMP.size}")
 
-    def log(msg):
-        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
+    log = harness.log
     started = time.monotonic()
     load_before = harness.load_average()
     bench = Bench(args)
