@@ -41,7 +41,12 @@ import sys
 import time
 
 import harness
-from harness import HERE, ROOT, log
+from harness import (  # replace_section: bench_jvm.py and parity_jvm.py import it from here
+    HERE,
+    ROOT,
+    log,
+    replace_section,  # noqa: F401
+)
 
 MiB = 1 << 20
 
