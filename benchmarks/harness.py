@@ -20,7 +20,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from tests.support import procfs  # noqa: E402  (needs ROOT on sys.path)
-from tests.support.procfs import processes, rss_bytes, started_at  # noqa: E402, F401  (re-exported)
+from tests.support.procfs import processes  # noqa: E402, F401  (re-exported)
 
 RESULTS_MD = os.path.join(HERE, "results.md")
 
@@ -99,23 +99,6 @@ def machine() -> str:
     """Cores, CPU model and versions, e.g. for results.md's header."""
     cpu = procfs.cpu_model() or platform.processor() or platform.machine()
     return f"{os.cpu_count()} cores ({cpu}), {versions()}"
-
-
-class Load:
-    """The load average before and after a run: ``with Load() as load: ...``, then
-    ``load.before``, ``load.after`` and ``str(load)``."""
-
-    def __enter__(self):
-        self.before = load_average()
-        self.after = None
-        return self
-
-    def __exit__(self, *exc):
-        self.after = load_average()
-
-    def __str__(self):
-        after = self.after or load_average()
-        return f"load average {self.before[0]:.2f} before, {after[0]:.2f} after"
 
 
 def stamp() -> str:

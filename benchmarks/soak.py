@@ -129,11 +129,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out-dir", default=HERE)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument(
-        "--write-results",
-        action="store_true",
-        help="put the figures into benchmarks/results.md (section 'soak')",
-    )
+    harness.add_write_results(parser, "soak")
     parser.add_argument(
         "--results-from",
         metavar="SUMMARY_JSON",
