@@ -36,6 +36,7 @@ import time
 import uuid
 from pathlib import Path
 
+from tests.support import procfs
 from tests.support.brokers import (
     CHILD_SCRIPT,
     HOST,
@@ -207,8 +208,7 @@ def _pid_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     try:  # a zombie (exited, not yet reaped by its guard) is not alive
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+        return procfs.stat(pid).state != "Z"
     except OSError:
         return False
 
@@ -494,13 +494,8 @@ class KafkaCluster(_Broker):
         """Resident memory of the nodes' JVMs (from /proc), for the suite's README."""
         total = 0
         for node in self.nodes:
-            with (
-                contextlib.suppress(OSError, ValueError),
-                open(f"/proc/{node.java_pid}/status") as status,
-            ):
-                total += next(
-                    int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:")
-                )
+            with contextlib.suppress(OSError, ValueError):
+                total += procfs.rss_bytes(node.java_pid)
         return total
 
     def node(self, node_id: int) -> Node:
