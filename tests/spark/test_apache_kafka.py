@@ -169,14 +169,58 @@ def delete_records(kafka_broker, topic, partition, before):
         assert future.result(30).low_watermark == before  # the new log start offset
 
 
+def set_retention_ms(kafka_broker, topic, retention_ms):
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry(
+                "retention.ms",
+                str(retention_ms),
+                incremental_operation=AlterConfigOpType.SET,
+            )
+        ],
+    )
+    for future in kafka_broker.admin().incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def expire_by_retention(kafka_broker, topic, partition, end):
+    """Time retention of 1 ms until the broker's retention check (every second in the test
+    broker) has deleted every record before ``end``, then no time retention again."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    set_retention_ms(kafka_broker, topic, 1)
+    consumer = Consumer(
+        {"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "wm", "log_level": 3}
+    )
+    try:
+        wait_for(
+            lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)[0] >= end,
+            60,
+            what=f"retention to delete {topic}-{partition} up to {end}",
+        )
+    finally:
+        consumer.close()
+        set_retention_ms(kafka_broker, topic, -1)
+
+
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
+@pytest.mark.parametrize("deleted_by", ["DeleteRecords", "retention"])
 def test_delete_records_under_a_running_stream(
-    spark, kafka_broker, kafka_topics, tmp_path, fail_on_data_loss
+    spark, kafka_broker, kafka_topics, tmp_path, fail_on_data_loss, deleted_by
 ):
     """The first micro-batch (offsets 0-4) holds the query in its sink while DeleteRecords
-    moves the log start to 8, past the stream's position (5). failOnDataLoss=true stops the
-    query with a DataLossError naming the partition and the offsets lost; false goes on from
-    offset 8."""
+    moves the log start to 8 (or time retention deletes all 10 records), past the stream's
+    position (5). failOnDataLoss=true stops the query with a DataLossError naming the
+    partition and the offsets lost; false goes on from the new log start."""
     from pyspark.errors import StreamingQueryException
 
     bs = kafka_broker.bootstrap_servers
@@ -206,20 +250,25 @@ def test_delete_records_under_a_running_stream(
     try:
         assert in_batch.wait(120), "no first micro-batch"
         assert seen == [0, 1, 2, 3, 4]
-        delete_records(kafka_broker, topic, 0, 8)
+        if deleted_by == "DeleteRecords":
+            earliest = 8
+            delete_records(kafka_broker, topic, 0, earliest)
+        else:
+            earliest = 10
+            expire_by_retention(kafka_broker, topic, 0, earliest)
         produce_confluent(bs, topic, numbered("t", 3), partition=0)  # offsets 10-12
         deleted.set()
         if fail_on_data_loss:
             with pytest.raises(StreamingQueryException) as failure:
                 query.awaitTermination(120)
             assert re.search(
-                rf"DataLossError: Offsets \[5, 8\) of {topic}-0 are no longer "
-                r"available \(earliest is 8\)",
+                rf"DataLossError: Offsets \[5, {earliest}\) of {topic}-0 are no longer "
+                rf"available \(earliest is {earliest}\)",
                 str(failure.value),
             ), failure.value
         else:
             wait_for(lambda: seen[-1:] == [12], 120, what="offset 12 read")
-            assert seen == [0, 1, 2, 3, 4, 8, 9, 10, 11, 12]
+            assert seen == [0, 1, 2, 3, 4, *range(earliest, 13)]
             assert query.exception() is None
     finally:
         deleted.set()
