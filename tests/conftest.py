@@ -45,8 +45,10 @@ PARAMETRIZED_BROKERS = ("mock", "kafka")
 SHARED_KAFKA = {"kafka": {}, "kafka_older": {"version": apache_kafka.OLDER_VERSION}}
 
 # Modules whose module-scoped fixtures must run once: the wheel is built once, and the other
-# pyspark releases are installed into one shared folder (.venv-spark).
-ONE_WORKER_MODULES = ("tests/spark/test_wheel.py", "tests/spark/test_spark_versions.py")
+# pyspark releases are installed into one shared folder (.venv-spark); the failover tests
+# kill and restart nodes of the one ``kafka3`` cluster, so they must not run side by side.
+ONE_WORKER_MODULES = ("tests/spark/test_wheel.py", "tests/spark/test_spark_versions.py",
+                      "tests/spark/test_failover.py")
 _BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic", "kafka_broker",
                     "kafka3", "kafka_older"}
 
