@@ -150,7 +150,17 @@ def elect_preferred_leader(cluster, topic, partition):
         assert code in (None, KafkaError.ELECTION_NOT_NEEDED), (tp, error)
 
 
+def leader_of(cluster, topic, partition, timeout=30):
+    """The partition's leader, once the node asked lists one (a node's metadata may lag
+    behind a topic just created or a leader just elected)."""
+    def leader():
+        metadata = cluster.topic_metadata(topic)
+        return metadata[partition][0] if metadata and metadata[partition][0] >= 0 else None
+    return wait_for(leader, timeout, f"a leader of {topic}-{partition}")
+
+
 def preferred_leader(cluster, topic, partition):
+    wait_for(lambda: cluster.topic_metadata(topic), 30, f"metadata of {topic}")
     return cluster.topic_metadata(topic)[partition][1][0]
 
 
@@ -306,7 +316,7 @@ def assert_partitions_hold(messages, rows):
 def test_leader_killed_and_restarted_during_an_idempotent_write(spark, cluster, tmp_path):
     bs = cluster.bootstrap_servers
     topic = cluster.create_topic(cluster.unique_topic("fo-write"), partitions=2)
-    victim = cluster.leader(topic, 0)
+    victim = leader_of(cluster, topic, 0)
     rows = 4000
     gates = str(tmp_path)
     # rows go out 100 at a time, 50 ms apart; the kill comes once records are in, while
@@ -326,7 +336,7 @@ def test_leader_killed_and_restarted_during_an_idempotent_write(spark, cluster, 
     # restart" is not something to wait for.)
     wait_for(lambda: os.path.exists(os.path.join(gates, "waiting")), 180,
              "the write to reach row 3000", job=job)
-    wait_for(lambda: cluster.leader(topic, 0) not in (victim, -1), 60,
+    wait_for(lambda: leader_of(cluster, topic, 0) != victim, 60,
              f"a new leader of {topic}-0", job=job)
     down_s = time.monotonic() - killed_at
     cluster.restart(victim)
@@ -353,7 +363,7 @@ def test_leader_killed_and_restarted_during_a_batch_read(spark, cluster, tmp_pat
                       **{"batch.num.messages": 10, "linger.ms": 20})
     expected = consume_confluent(bs, topic, expected=rows, timeout=60)
     assert len(expected) == rows
-    victim = cluster.leader(topic, 0)
+    victim = leader_of(cluster, topic, 0)
     gates = str(tmp_path)
     # Spark task k reads offsets [500k, 500k+500); with two cores tasks 0 and 1 run
     # first: task 0 stops after its first Fetch, task 1 before it reads, both until the
@@ -380,7 +390,7 @@ def test_leader_killed_and_restarted_during_a_batch_read(spark, cluster, tmp_pat
     # tasks 0..2 read on from the new leader; task 3 starting says they are done
     wait_for(lambda: os.path.exists(os.path.join(gates, "at-1500")), 180,
              "offsets 0..1499 read with the old leader down", job=job)
-    assert cluster.leader(topic, 0) != victim
+    assert leader_of(cluster, topic, 0) != victim
     down_s = time.monotonic() - killed_at
     cluster.restart(victim)
     cluster.wait_in_sync(topic, 1, 3)
@@ -511,7 +521,7 @@ def test_leader_killed_and_restarted_under_an_exactly_once_stream(spark, cluster
     stream = Stream(spark, cluster, tmp_path)
     streams.append(stream)
     stream.produce(2000)
-    victim = cluster.leader(stream.sink, 0)
+    victim = leader_of(cluster, stream.sink, 0)
     stream.wait_committed(400, 180, "before the kill")
     cluster.kill(victim)
     before = stream.committed()
@@ -562,7 +572,7 @@ def test_controlled_shutdown_of_the_leader_during_an_exactly_once_write(spark, c
                                                                         tmp_path):
     bs = cluster.bootstrap_servers
     topic = cluster.create_topic(cluster.unique_topic("fo-shutdown"), partitions=2)
-    victim = cluster.leader(topic, 0)
+    victim = leader_of(cluster, topic, 0)
     rows = 4000
     gates = str(tmp_path)
     # rows 1000..1999 go out during the shutdown; rows 2000.. once the node is gone
