@@ -14,6 +14,7 @@ version at start as reader schema):
 Prints ``STARTED`` once both run. Stops both queries and exits 0 when ``stop_file``
 appears; exits 3 printing ``FAILED <query> <error>`` when a query fails.
 """
+
 import json
 import os
 import sys
@@ -25,17 +26,21 @@ def session(spec):
     from pyspark.sql import SparkSession
 
     import kafka_ds
-    spark = (SparkSession.builder.master(spec["master"]).appName("kafka_ds-soak")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.memory", "1g")
-             .config("spark.executor.memory", "1024m")
-             .config("spark.python.worker.reuse", "true")
-             # the executors' Python workers import the same kafka_ds as this driver
-             .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-             .getOrCreate())
+
+    spark = (
+        SparkSession.builder.master(spec["master"])
+        .appName("kafka_ds-soak")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "1g")
+        .config("spark.executor.memory", "1024m")
+        .config("spark.python.worker.reuse", "true")
+        # the executors' Python workers import the same kafka_ds as this driver
+        .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("WARN")
     kafka_ds.register(spark)
     return spark
@@ -44,34 +49,49 @@ def session(spec):
 def main():
     spec = json.loads(sys.argv[1])
     spark = session(spec)
-    registry = {"schema.registry.url": spec["registry"],
-                "schema.registry.retry.budget.ms": str(spec["budget_ms"])}
+    registry = {
+        "schema.registry.url": spec["registry"],
+        "schema.registry.retry.budget.ms": str(spec["budget_ms"]),
+    }
 
     def source():
-        return (spark.readStream.format("pykafka").options(**registry)
-                .option("kafka.bootstrap.servers", spec["bootstrap"])
-                .option("subscribe", spec["source"])
-                .option("startingOffsets", "earliest")
-                .option("valueFormat", "avro")
-                .option("maxOffsetsPerTrigger", str(spec["max_offsets"]))
-                .load())
+        return (
+            spark.readStream.format("pykafka")
+            .options(**registry)
+            .option("kafka.bootstrap.servers", spec["bootstrap"])
+            .option("subscribe", spec["source"])
+            .option("startingOffsets", "earliest")
+            .option("valueFormat", "avro")
+            .option("maxOffsetsPerTrigger", str(spec["max_offsets"]))
+            .load()
+        )
 
     trigger = f"{spec['trigger_ms']} milliseconds"
-    to_files = (source().select("partition", "offset", "value.*")
-                .writeStream.format("parquet").queryName("files")
-                .option("path", spec["file_sink"])
-                .option("checkpointLocation", spec["file_checkpoint"])
-                .trigger(processingTime=trigger).start())
-    to_kafka = (source().selectExpr("struct(partition AS src_partition, offset AS src_offset, "
-                                    "value.*) AS value")
-                .writeStream.format("pykafka").queryName("kafka").options(**registry)
-                .option("kafka.bootstrap.servers", spec["bootstrap"])
-                .option("topic", spec["sink_topic"])
-                .option("valueFormat", "avro")
-                .option("deliveryGuarantee", "exactly-once")
-                .option("kafka.transaction.timeout.ms", str(spec["txn_timeout_ms"]))
-                .option("checkpointLocation", spec["kafka_checkpoint"])
-                .trigger(processingTime=trigger).start())
+    to_files = (
+        source()
+        .select("partition", "offset", "value.*")
+        .writeStream.format("parquet")
+        .queryName("files")
+        .option("path", spec["file_sink"])
+        .option("checkpointLocation", spec["file_checkpoint"])
+        .trigger(processingTime=trigger)
+        .start()
+    )
+    to_kafka = (
+        source()
+        .selectExpr("struct(partition AS src_partition, offset AS src_offset, value.*) AS value")
+        .writeStream.format("pykafka")
+        .queryName("kafka")
+        .options(**registry)
+        .option("kafka.bootstrap.servers", spec["bootstrap"])
+        .option("topic", spec["sink_topic"])
+        .option("valueFormat", "avro")
+        .option("deliveryGuarantee", "exactly-once")
+        .option("kafka.transaction.timeout.ms", str(spec["txn_timeout_ms"]))
+        .option("checkpointLocation", spec["kafka_checkpoint"])
+        .trigger(processingTime=trigger)
+        .start()
+    )
     print("STARTED", flush=True)
     queries = (to_files, to_kafka)
     while True:

@@ -10,6 +10,7 @@
 
 Prints ``STARTED`` once both run; exits (non-zero) if a query fails.
 """
+
 import json
 import sys
 
@@ -21,26 +22,36 @@ def main():
     spark = make_spark("kafka_ds-soak-child")
 
     def source():
-        reader = (spark.readStream.format("pykafka")
-                  .option("kafka.bootstrap.servers", spec["bootstrap"])
-                  .option("subscribe", spec["source"])
-                  .option("startingOffsets", "earliest"))
+        reader = (
+            spark.readStream.format("pykafka")
+            .option("kafka.bootstrap.servers", spec["bootstrap"])
+            .option("subscribe", spec["source"])
+            .option("startingOffsets", "earliest")
+        )
         if spec.get("max_offsets"):
             reader = reader.option("maxOffsetsPerTrigger", str(spec["max_offsets"]))
         return reader.load()
 
     trigger = f"{spec['trigger_ms']} milliseconds"
-    to_files = (source().selectExpr("partition", "offset", "value")
-                .writeStream.format("parquet")
-                .option("path", spec["file_sink"])
-                .option("checkpointLocation", spec["file_checkpoint"])
-                .trigger(processingTime=trigger).start())
-    to_kafka = (source().selectExpr("CAST(concat(partition, ':', offset) AS STRING) AS value")
-                .writeStream.format("pykafka")
-                  .option("kafka.bootstrap.servers", spec["bootstrap"])
-                .option("topic", spec["sink_topic"])
-                .option("checkpointLocation", spec["kafka_checkpoint"])
-                .trigger(processingTime=trigger).start())
+    to_files = (
+        source()
+        .selectExpr("partition", "offset", "value")
+        .writeStream.format("parquet")
+        .option("path", spec["file_sink"])
+        .option("checkpointLocation", spec["file_checkpoint"])
+        .trigger(processingTime=trigger)
+        .start()
+    )
+    to_kafka = (
+        source()
+        .selectExpr("CAST(concat(partition, ':', offset) AS STRING) AS value")
+        .writeStream.format("pykafka")
+        .option("kafka.bootstrap.servers", spec["bootstrap"])
+        .option("topic", spec["sink_topic"])
+        .option("checkpointLocation", spec["kafka_checkpoint"])
+        .trigger(processingTime=trigger)
+        .start()
+    )
     print("STARTED", flush=True)
     spark.streams.awaitAnyTermination()
     for query in (to_files, to_kafka):

@@ -17,7 +17,7 @@ boolean, a nullable string), serialized and framed by confluent-kafka's own Avro
 
 ``--encode`` times the other direction on the same core and records: kafka_ds's
 ``AvroCodec.encode`` on Arrow struct batches (built beforehand, as Spark hands them to the
-writer; the column-wise path of ``kafka_ds.formats.avro_encode``; ``--general`` adds the
+writer; the column-wise path of ``kafka_ds.formats.avro.encode``; ``--general`` adds the
 fastavro-per-row path) against ``AvroSerializer(record, ctx)`` on every record's dict
 (built beforehand), after checking both give the same bytes. ``--union`` writes a union
 of two records instead (several types in one topic: every other record a ``Payment``),
@@ -26,6 +26,7 @@ notation on confluent's.
 
 Best of ``--repeat`` for each. Prints records/s for each and the ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,20 +37,39 @@ import time
 
 import pyarrow as pa
 
-from kafka_ds.formats.avro import AvroCodec
+from kafka_ds.formats.avro.codec import AvroCodec
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import MockLookup, MockSchemaRegistryClient
 
-SCHEMA = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
-    {"name": "order_id", "type": "long"}, {"name": "customer_id", "type": "long"},
-    {"name": "quantity", "type": "int"}, {"name": "store", "type": "int"},
-    {"name": "price", "type": "double"}, {"name": "discount", "type": "double"},
-    {"name": "status", "type": "string"}, {"name": "sku", "type": "string"},
-    {"name": "gift", "type": "boolean"}, {"name": "note", "type": ["null", "string"]}]}
+SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "bench",
+    "fields": [
+        {"name": "order_id", "type": "long"},
+        {"name": "customer_id", "type": "long"},
+        {"name": "quantity", "type": "int"},
+        {"name": "store", "type": "int"},
+        {"name": "price", "type": "double"},
+        {"name": "discount", "type": "double"},
+        {"name": "status", "type": "string"},
+        {"name": "sku", "type": "string"},
+        {"name": "gift", "type": "boolean"},
+        {"name": "note", "type": ["null", "string"]},
+    ],
+}
 STATUSES = ("new", "paid", "shipped", "cancelled", "returned")
-PAYMENT = {"type": "record", "name": "Payment", "namespace": "bench", "fields": [
-    {"name": "payment_id", "type": "string"}, {"name": "order_id", "type": "long"},
-    {"name": "amount", "type": "double"}, {"name": "card", "type": ["null", "string"]}]}
+PAYMENT = {
+    "type": "record",
+    "name": "Payment",
+    "namespace": "bench",
+    "fields": [
+        {"name": "payment_id", "type": "string"},
+        {"name": "order_id", "type": "long"},
+        {"name": "amount", "type": "double"},
+        {"name": "card", "type": ["null", "string"]},
+    ],
+}
 
 
 def as_union(records):
@@ -58,8 +78,12 @@ def as_union(records):
     members, tagged = [], []
     for i, r in enumerate(records):
         if i % 2:
-            payment = {"payment_id": f"pay-{r['order_id']}", "order_id": r["order_id"],
-                       "amount": r["price"], "card": r["note"]}
+            payment = {
+                "payment_id": f"pay-{r['order_id']}",
+                "order_id": r["order_id"],
+                "amount": r["price"],
+                "card": r["note"],
+            }
             members.append({"member0": None, "member1": payment})
             tagged.append(("bench.Payment", payment))
         else:
@@ -71,13 +95,20 @@ def as_union(records):
 def make_records(n, seed=7):
     rnd = random.Random(seed)
     for i in range(n):
-        yield {"order_id": 1_000_000_000 + i, "customer_id": rnd.randrange(1 << 40),
-               "quantity": rnd.randrange(1, 20), "store": rnd.randrange(5000),
-               "price": rnd.random() * 500, "discount": rnd.random(),
-               "status": rnd.choice(STATUSES),
-               "sku": f"EU-WEST-RACK-{rnd.randrange(99):02d}/SKU-{rnd.randrange(10**8):08d}",
-               "gift": rnd.random() < 0.1,
-               "note": None if rnd.random() < 0.5 else f"leave at door #{rnd.randrange(10**6)} please ok"}
+        yield {
+            "order_id": 1_000_000_000 + i,
+            "customer_id": rnd.randrange(1 << 40),
+            "quantity": rnd.randrange(1, 20),
+            "store": rnd.randrange(5000),
+            "price": rnd.random() * 500,
+            "discount": rnd.random(),
+            "status": rnd.choice(STATUSES),
+            "sku": f"EU-WEST-RACK-{rnd.randrange(99):02d}/SKU-{rnd.randrange(10**8):08d}",
+            "gift": rnd.random() < 0.1,
+            "note": None
+            if rnd.random() < 0.5
+            else f"leave at door #{rnd.randrange(10**6)} please ok",
+        }
 
 
 def best_of(repeat, fn):
@@ -95,10 +126,16 @@ def main():
     parser.add_argument("--batch", type=int, default=50_000, help="records per decode call")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--general", action="store_true", help="also time the per-record path")
-    parser.add_argument("--union", action="store_true",
-                        help="with --encode: a union of two record types (member struct)")
-    parser.add_argument("--encode", action="store_true",
-                        help="time encoding (AvroCodec.encode vs AvroSerializer) instead")
+    parser.add_argument(
+        "--union",
+        action="store_true",
+        help="with --encode: a union of two record types (member struct)",
+    )
+    parser.add_argument(
+        "--encode",
+        action="store_true",
+        help="time encoding (AvroCodec.encode vs AvroSerializer) instead",
+    )
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
@@ -116,10 +153,14 @@ def main():
     build = time.perf_counter() - t0
     size = sum(map(len, messages)) / len(messages)
     schema_id = int.from_bytes(messages[0][1:5], "big")
-    batches = [pa.array(messages[i:i + args.batch], pa.binary())
-               for i in range(0, len(messages), args.batch)]
-    print(f"{args.records} records, {size:.1f} B each framed, batches of {args.batch} "
-          f"(built in {build:.1f} s)")
+    batches = [
+        pa.array(messages[i : i + args.batch], pa.binary())
+        for i in range(0, len(messages), args.batch)
+    ]
+    print(
+        f"{args.records} records, {size:.1f} B each framed, batches of {args.batch} "
+        f"(built in {build:.1f} s)"
+    )
 
     reader = RegisteredSchema("AVRO", json.dumps(SCHEMA), schema_id=schema_id)
     codec = AvroCodec(reader, framed=True, lookup=MockLookup(client))
@@ -141,18 +182,25 @@ def main():
     ours_s = best_of(args.repeat, ours)
     theirs_s = best_of(max(1, args.repeat - 1), theirs)
     n = args.records
-    print(f"kafka_ds AvroCodec.decode (fast path): {ours_s:7.3f} s  {n / ours_s / 1e6:6.2f} M records/s")
-    print(f"confluent-kafka AvroDeserializer:      {theirs_s:7.3f} s  {n / theirs_s / 1e6:6.2f} M records/s")
+    print(
+        f"kafka_ds AvroCodec.decode (fast path): {ours_s:7.3f} s  {n / ours_s / 1e6:6.2f} M records/s"
+    )
+    print(
+        f"confluent-kafka AvroDeserializer:      {theirs_s:7.3f} s  {n / theirs_s / 1e6:6.2f} M records/s"
+    )
     print(f"ratio: {theirs_s / ours_s:.1f}x (target >= 3x)")
     if args.general:
+
         class GeneralPathCodec(AvroCodec):
             def _column_plan(self, writer, reader):
-                return None     # every schema through the general path
+                return None  # every schema through the general path
 
         general = GeneralPathCodec(reader, framed=True, lookup=MockLookup(client))
         general_s = best_of(1, lambda: [general.decode(b) for b in batches])
-        print(f"kafka_ds general path (fastavro per record): {general_s:7.3f} s  "
-              f"{n / general_s / 1e6:6.2f} M records/s")
+        print(
+            f"kafka_ds general path (fastavro per record): {general_s:7.3f} s  "
+            f"{n / general_s / 1e6:6.2f} M records/s"
+        )
 
 
 def encode_benchmark(args):
@@ -171,16 +219,20 @@ def encode_benchmark(args):
     schema_id = int.from_bytes(first[1:5], "big")
     writer = RegisteredSchema("AVRO", json.dumps(schema), schema_id=schema_id)
     codec = AvroCodec(writer, framed=True, schema_id=schema_id)
-    batches = [pa.array(rows[i:i + args.batch], type=codec.arrow_type)
-               for i in range(0, len(rows), args.batch)]
+    batches = [
+        pa.array(rows[i : i + args.batch], type=codec.arrow_type)
+        for i in range(0, len(rows), args.batch)
+    ]
     assert codec._column_encoder(codec.arrow_type) is not None, "not the column-wise path"
     # the same bytes both ways
     check = min(1000, args.records)
     encoded = codec.encode(batches[0])
     assert encoded.to_pylist()[:check] == [serializer(r, ctx) for r in records[:check]]
     size = len(encoded.buffers()[2]) / len(encoded)
-    print(f"{args.records} records{' of two types (a union)' if args.union else ''}, "
-          f"{size:.1f} B each framed (first batch), Arrow batches of {args.batch}")
+    print(
+        f"{args.records} records{' of two types (a union)' if args.union else ''}, "
+        f"{size:.1f} B each framed (first batch), Arrow batches of {args.batch}"
+    )
 
     def ours():
         for batch in batches:
@@ -194,19 +246,28 @@ def encode_benchmark(args):
     ours_s = best_of(args.repeat, ours)
     theirs_s = best_of(max(1, args.repeat - 1), theirs)
     n = args.records
-    print(f"kafka_ds AvroCodec.encode (column-wise): {ours_s:7.3f} s  {n / ours_s / 1e6:6.2f} M records/s")
-    print(f"confluent-kafka AvroSerializer:          {theirs_s:7.3f} s  {n / theirs_s / 1e6:6.2f} M records/s")
-    print(f"ratio: {theirs_s / ours_s:.1f}x (target >= 5x); load average {load:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after")
+    print(
+        f"kafka_ds AvroCodec.encode (column-wise): {ours_s:7.3f} s  {n / ours_s / 1e6:6.2f} M records/s"
+    )
+    print(
+        f"confluent-kafka AvroSerializer:          {theirs_s:7.3f} s  {n / theirs_s / 1e6:6.2f} M records/s"
+    )
+    print(
+        f"ratio: {theirs_s / ours_s:.1f}x (target >= 5x); load average {load:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after"
+    )
     if args.general:
+
         class GeneralEncodeCodec(AvroCodec):
             def _column_encoder(self, arrow_type):
-                return None     # every column through fastavro per row
+                return None  # every column through fastavro per row
 
         general = GeneralEncodeCodec(writer, framed=True, schema_id=schema_id)
         general_s = best_of(1, lambda: [general.encode(b) for b in batches])
-        print(f"kafka_ds general path (fastavro per row): {general_s:7.3f} s  "
-              f"{n / general_s / 1e6:6.2f} M records/s")
+        print(
+            f"kafka_ds general path (fastavro per row): {general_s:7.3f} s  "
+            f"{n / general_s / 1e6:6.2f} M records/s"
+        )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ instead (each one cold in cache: a harder, less realistic setting).
 Also times batch encoding (uncompressed, 500 records per batch):
 ``encode_record_batch`` vs aiokafka's Cython ``DefaultRecordBatchBuilder``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,13 +65,18 @@ def make_records(n: int, value_size: int = 100, seed: int = 1):
     keys = [b"key-%06d" % (i % 1_000_000) for i in range(n)]
     values = []
     for i in range(n):
-        v = (b'{"id":%d,"user":"u%05d","amount":%d.%02d,"status":"%s","sku":"%s"}'
-             % (i, rnd.randrange(100_000), rnd.randrange(10_000), rnd.randrange(100),
-                rnd.choice(STATUSES).encode(), os.urandom(8).hex().encode()))
+        v = b'{"id":%d,"user":"u%05d","amount":%d.%02d,"status":"%s","sku":"%s"}' % (
+            i,
+            rnd.randrange(100_000),
+            rnd.randrange(10_000),
+            rnd.randrange(100),
+            rnd.choice(STATUSES).encode(),
+            os.urandom(8).hex().encode(),
+        )
         if value_size > len(v):
             # pad with a JSON-ish filler (realistic compressibility), not one repeated byte
             filler = b',"note":"' + os.urandom(value_size // 4).hex().encode()
-            v = (v[:-1] + filler)[:value_size - 2] + b'"}'
+            v = (v[:-1] + filler)[: value_size - 2] + b'"}'
         values.append(v.ljust(value_size, b" ")[:value_size])
     ts = [TS0 + i // 10 for i in range(n)]
     return keys, values, ts
@@ -85,9 +91,15 @@ def build_blobs(keys, values, ts, codec: int, per_batch: int = PER_BATCH, seed: 
     batches = []
     for start in range(0, len(keys), per_batch):
         end = min(start + per_batch, len(keys))
-        batches.append(encode_record_batch(
-            keys=k.slice(start, end - start), values=v.slice(start, end - start),
-            timestamps_ms=t.slice(start, end - start), base_offset=start, compression=codec))
+        batches.append(
+            encode_record_batch(
+                keys=k.slice(start, end - start),
+                values=v.slice(start, end - start),
+                timestamps_ms=t.slice(start, end - start),
+                base_offset=start,
+                compression=codec,
+            )
+        )
     blobs = []
     current = []
     size = 0
@@ -109,19 +121,20 @@ def decode_ours(data) -> int:
 
 def decode_aiokafka(data) -> int:
     from aiokafka.record.memory_records import MemoryRecords
+
     n = 0
     mr = MemoryRecords(data)
     while True:
         batch = mr.next_batch()
         if batch is None:
             break
-        if not batch.validate_crc():          # what AIOKafkaConsumer does (check_crcs=True)
+        if not batch.validate_crc():  # what AIOKafkaConsumer does (check_crcs=True)
             raise ValueError("CRC mismatch")
         for r in batch:
-            r.key
-            r.value
-            r.offset
-            r.timestamp
+            r.key  # noqa: B018 (the peer decodes on access)
+            r.value  # noqa: B018 (the peer decodes on access)
+            r.offset  # noqa: B018 (the peer decodes on access)
+            r.timestamp  # noqa: B018 (the peer decodes on access)
             n += 1
     return n
 
@@ -147,7 +160,7 @@ def hot_interleaved(blobs, repeat: int):
     clock = time.perf_counter
     for _ in range(repeat):
         for i, blob in enumerate(blobs):
-            fresh = bytearray(blob)                 # "received": in cache, like recv_into
+            fresh = bytearray(blob)  # "received": in cache, like recv_into
             data = memoryview(fresh)
             started = clock()
             got = decode_ours(data)
@@ -169,10 +182,10 @@ def decode_bench(keys, values, ts, codec_name: str, repeat: int = 3, hot: bool =
     value_bytes = sum(len(v) for v in values)
     assert decode_ours(memoryview(blobs[0])) == decode_aiokafka(blobs[0])
     if hot:
-        hot_interleaved(blobs, 1)                            # warm-up
+        hot_interleaved(blobs, 1)  # warm-up
         t_ours, t_aio = hot_interleaved(blobs, repeat)
     else:
-        timed_pass(decode_ours, blobs, False)                # warm-up
+        timed_pass(decode_ours, blobs, False)  # warm-up
         timed_pass(decode_aiokafka, blobs, True)
         t_ours = t_aio = float("inf")
         for _ in range(repeat):
@@ -182,14 +195,22 @@ def decode_bench(keys, values, ts, codec_name: str, repeat: int = 3, hot: bool =
             t, got = timed_pass(decode_aiokafka, blobs, True)
             assert got == n, (got, n)
             t_aio = min(t_aio, t)
-    return {"codec": codec_name, "records": n, "value_size": len(values[0]),
-            "blobs": len(blobs), "avg_mb": sum(len(b) for b in blobs) / len(blobs) / 1e6,
-            "ours": n / t_ours, "aiokafka": n / t_aio,
-            "ours_gbs": value_bytes / t_ours / 1e9, "aiokafka_gbs": value_bytes / t_aio / 1e9}
+    return {
+        "codec": codec_name,
+        "records": n,
+        "value_size": len(values[0]),
+        "blobs": len(blobs),
+        "avg_mb": sum(len(b) for b in blobs) / len(blobs) / 1e6,
+        "ours": n / t_ours,
+        "aiokafka": n / t_aio,
+        "ours_gbs": value_bytes / t_ours / 1e9,
+        "aiokafka_gbs": value_bytes / t_aio / 1e9,
+    }
 
 
 def encode_bench(keys, values, ts, per_batch: int = PER_BATCH, repeat: int = 3) -> dict:
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
     n = len(keys)
     k = pa.array(keys, pa.binary())
     v = pa.array(values, pa.binary())
@@ -198,8 +219,12 @@ def encode_bench(keys, values, ts, per_batch: int = PER_BATCH, repeat: int = 3) 
 
     def ours():
         for s, e in slices:
-            encode_record_batch(keys=k.slice(s, e - s), values=v.slice(s, e - s),
-                                timestamps_ms=t.slice(s, e - s), base_offset=s)
+            encode_record_batch(
+                keys=k.slice(s, e - s),
+                values=v.slice(s, e - s),
+                timestamps_ms=t.slice(s, e - s),
+                base_offset=s,
+            )
 
     def theirs():
         for s, e in slices:
@@ -208,7 +233,7 @@ def encode_bench(keys, values, ts, per_batch: int = PER_BATCH, repeat: int = 3) 
                 b.append(i - s, ts[i], keys[i], values[i], [])
             b.build()
 
-    ours()                                # warm-up
+    ours()  # warm-up
     theirs()
     t_ours = t_theirs = float("inf")
     for _ in range(repeat):
@@ -227,16 +252,20 @@ def main(argv=None):
     ap.add_argument("--value-size", type=int, default=100, help="value bytes (default 100)")
     ap.add_argument("--codecs", default="none,lz4,zstd", help="comma separated codec names")
     ap.add_argument("--repeat", type=int, default=3, help="best of N (default 3)")
-    ap.add_argument("--cold", action="store_true",
-                    help="decode the pre-built responses in place (cold cache)")
+    ap.add_argument(
+        "--cold", action="store_true", help="decode the pre-built responses in place (cold cache)"
+    )
     ap.add_argument("--no-encode", action="store_true", help="skip the encode benchmark")
     ap.add_argument("--json", action="store_true", help="print one JSON line (for run_all.py)")
     args = ap.parse_args(argv)
 
     pin_one_core()
     if not args.json:
-        print(f"building {args.records:,} records ({args.value_size}-byte values, 10-byte keys, "
-              f"{PER_BATCH}/batch) ...", flush=True)
+        print(
+            f"building {args.records:,} records ({args.value_size}-byte values, 10-byte keys, "
+            f"{PER_BATCH}/batch) ...",
+            flush=True,
+        )
     keys, values, ts = make_records(args.records, args.value_size)
     rows = []
     for name in args.codecs.split(","):
@@ -249,21 +278,29 @@ def main(argv=None):
         return
 
     print()
-    print(f"decode, {args.records:,} records x {args.value_size} B per codec, best of "
-          f"{args.repeat}, one core, {'cold' if args.cold else 'hot (as received)'} responses")
-    print(f"{'codec':<6} {'blobs':>5} {'avg MB':>7} {'kafka_ds rec/s':>15} "
-          f"{'aiokafka rec/s':>15} {'ratio':>6} {'kafka_ds GB/s':>14} {'aiokafka GB/s':>14}")
+    print(
+        f"decode, {args.records:,} records x {args.value_size} B per codec, best of "
+        f"{args.repeat}, one core, {'cold' if args.cold else 'hot (as received)'} responses"
+    )
+    print(
+        f"{'codec':<6} {'blobs':>5} {'avg MB':>7} {'kafka_ds rec/s':>15} "
+        f"{'aiokafka rec/s':>15} {'ratio':>6} {'kafka_ds GB/s':>14} {'aiokafka GB/s':>14}"
+    )
     for r in rows:
-        print(f"{r['codec']:<6} {r['blobs']:>5} {r['avg_mb']:>7.2f} {r['ours']:>15,.0f} "
-              f"{r['aiokafka']:>15,.0f} {r['ours'] / r['aiokafka']:>5.2f}x "
-              f"{r['ours_gbs']:>14.2f} {r['aiokafka_gbs']:>14.2f}")
+        print(
+            f"{r['codec']:<6} {r['blobs']:>5} {r['avg_mb']:>7.2f} {r['ours']:>15,.0f} "
+            f"{r['aiokafka']:>15,.0f} {r['ours'] / r['aiokafka']:>5.2f}x "
+            f"{r['ours_gbs']:>14.2f} {r['aiokafka_gbs']:>14.2f}"
+        )
     if not args.no_encode:
         e = encode_bench(keys, values, ts, repeat=args.repeat)
         print()
         print(f"encode (uncompressed, {PER_BATCH} records/batch, {args.value_size} B values)")
         print(f"{'':<6} {'':>5} {'':>7} {'kafka_ds rec/s':>15} {'aiokafka rec/s':>15} {'ratio':>6}")
-        print(f"{'none':<6} {'':>5} {'':>7} {e['ours']:>15,.0f} {e['aiokafka']:>15,.0f} "
-              f"{e['ours'] / e['aiokafka']:>5.2f}x")
+        print(
+            f"{'none':<6} {'':>5} {'':>7} {e['ours']:>15,.0f} {e['aiokafka']:>15,.0f} "
+            f"{e['ours'] / e['aiokafka']:>5.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -9,11 +9,11 @@ then times the check and the commit of that round; best of ``--rounds`` each. No
 
     .venv/bin/python benchmarks/bench_eos_commit.py [--tasks 100] [--rounds 5]
 """
+
 from __future__ import annotations
 
 import argparse
 import time
-
 
 
 def main():
@@ -23,8 +23,8 @@ def main():
     args = parser.parse_args()
 
     from kafka_ds.client import KafkaClient
-    from kafka_ds.write.exactly_once import _end, check_open, handles_of
     from kafka_ds.options import parse_write_options
+    from kafka_ds.write.exactly_once import _end, check_open, handles_of
     from kafka_ds.write.messages import KafkaCommitMessage
     from tests.support.brokers import TansuBroker
     from tests.support.txlog import produce_in_transaction, verdict
@@ -33,20 +33,29 @@ def main():
         bs = broker.bootstrap_servers
         topic = broker.unique_topic("eos-commit")
         broker.create_topic(topic, 12)
-        opts = parse_write_options({"kafka.bootstrap.servers": bs, "topic": topic,
-                                    "deliveryGuarantee": "exactly-once"})
+        opts = parse_write_options(
+            {"kafka.bootstrap.servers": bs, "topic": topic, "deliveryGuarantee": "exactly-once"}
+        )
         best = {"check": float("inf"), "commit": float("inf")}
         for round_ in range(args.rounds):
             messages = []
             for task in range(args.tasks):
                 partition = task % 12
-                handle = produce_in_transaction(bs, topic, f"{topic}-r{round_}-{task}",
-                                                {partition: [b"v"]})
-                messages.append(KafkaCommitMessage(
-                    task=task, records=1, bytes=0, partitions=[(topic, partition, 1, -1, -1)],
-                    transactional_id=handle.transactional_id, producer_id=handle.producer_id,
-                    producer_epoch=handle.producer_epoch))
-            with KafkaClient(bs) as client:   # as commit_all: one client for both passes
+                handle = produce_in_transaction(
+                    bs, topic, f"{topic}-r{round_}-{task}", {partition: [b"v"]}
+                )
+                messages.append(
+                    KafkaCommitMessage(
+                        task=task,
+                        records=1,
+                        bytes=0,
+                        partitions=[(topic, partition, 1, -1, -1)],
+                        transactional_id=handle.transactional_id,
+                        producer_id=handle.producer_id,
+                        producer_epoch=handle.producer_epoch,
+                    )
+                )
+            with KafkaClient(bs) as client:  # as commit_all: one client for both passes
                 began = time.perf_counter()
                 check_open(client, opts, messages)
                 checked = time.perf_counter()

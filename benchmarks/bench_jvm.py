@@ -50,6 +50,7 @@ answers Fetches over small batches with no records and the query fails: tests/RE
 Tansu deviation 17); writes ``kafka.linger.ms=200`` and ``kafka.batch.size`` 1 MiB
 (pykafka's defaults). ``--write-results`` puts the tables into ``benchmarks/results.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,11 @@ sys.path.insert(0, HERE)
 
 BASE_TS = 1_700_000_000_000
 RANGE_SHARE = 0.01
-TUNED_READ = {"kafka.fetch.max.wait.ms": "1", "kafka.max.partition.fetch.bytes": str(8 << 20),
-              "kafka.max.poll.records": "100000"}
+TUNED_READ = {
+    "kafka.fetch.max.wait.ms": "1",
+    "kafka.max.partition.fetch.bytes": str(8 << 20),
+    "kafka.max.poll.records": "100000",
+}
 TUNED_WRITE = {"kafka.linger.ms": "200", "kafka.batch.size": str(1 << 20)}
 # Streaming reads meet small record batches, and Tansu answers a Fetch with what it has read
 # when max_wait_ms runs out: with 1 ms that is nothing, again and again, and the query fails
@@ -74,9 +78,11 @@ TUNED_WRITE = {"kafka.linger.ms": "200", "kafka.batch.size": str(1 << 20)}
 # shortest wait seen to get records every time there.
 TUNED_STREAM = {**TUNED_READ, "kafka.fetch.max.wait.ms": "20"}
 # (label, format, read options, write options)
-CONFIGS = [("pykafka", "pykafka", {}, {}),
-           ("kafka, defaults", "kafka", {}, {}),
-           ("kafka, tuned", "kafka", TUNED_READ, TUNED_WRITE)]
+CONFIGS = [
+    ("pykafka", "pykafka", {}, {}),
+    ("kafka, defaults", "kafka", {}, {}),
+    ("kafka, tuned", "kafka", TUNED_READ, TUNED_WRITE),
+]
 
 NO_CONNECTOR = """\
 bench_jvm.py compares pykafka with Spark's own format("kafka"), whose jars are not part of
@@ -95,12 +101,14 @@ def log(msg):
 
 # --- the data ------------------------------------------------------------------------------
 
+
 def fill(broker, topic, records, partitions, value_size):
     """``records`` records with CreateTime = BASE_TS + the index in the partition."""
     from bench_read import fill_topic
 
-    fill_topic(broker.bootstrap_servers, topic, records, value_size, partitions,
-               first_timestamp_ms=BASE_TS)
+    fill_topic(
+        broker.bootstrap_servers, topic, records, value_size, partitions, first_timestamp_ms=BASE_TS
+    )
 
 
 def ends_json(broker, topic):
@@ -110,6 +118,7 @@ def ends_json(broker, topic):
 
 
 # --- reads -------------------------------------------------------------------------------------
+
 
 def reads(spark, broker, topic, ends, args):
     from pyspark.sql import functions as F
@@ -122,8 +131,13 @@ def reads(spark, broker, topic, ends, args):
     records = sum(ends.values())
 
     def frame(fmt, options, start=("startingOffsets", "earliest")):
-        reader = (spark.read.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap_servers)
-                  .option("subscribe", topic).option(*start).option("endingOffsets", ending))
+        reader = (
+            spark.read.format(fmt)
+            .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+            .option("subscribe", topic)
+            .option(*start)
+            .option("endingOffsets", ending)
+        )
         for key, value in options.items():
             reader = reader.option(key, value)
         return reader.load()
@@ -138,19 +152,43 @@ def reads(spark, broker, topic, ends, args):
         return lambda: frame(fmt, opts, start).where(F.col("timestamp") >= F.lit(since)).count()
 
     ts = "last 1% by timestamp"
-    cases = []          # (key in rates, run, expected result, rows the rate is of)
+    cases = []  # (key in rates, run, expected result, rows the rate is of)
     for label, fmt, options, _ in CONFIGS:
         cases.append((("count", label), count(fmt, options), records, records))
-        cases.append((("sum(length(value))", label), sum_length(fmt, options),
-                      records * args.value_size, records))
+        cases.append(
+            (
+                ("sum(length(value))", label),
+                sum_length(fmt, options),
+                records * args.value_size,
+                records,
+            )
+        )
         if fmt == "pykafka":
-            cases.append(((ts, label), in_time_range(fmt, {**options, "pushFilters": "true"}),
-                          in_range, None))
+            cases.append(
+                (
+                    (ts, label),
+                    in_time_range(fmt, {**options, "pushFilters": "true"}),
+                    in_range,
+                    None,
+                )
+            )
         else:
-            cases.append(((ts, label + " (startingTimestamp)"), in_time_range(
-                fmt, options, ("startingTimestamp", str(BASE_TS + since_index))), in_range, None))
-            cases.append(((ts, label + " (offsets given)"), in_time_range(
-                fmt, options, ("startingOffsets", starts)), in_range, None))
+            cases.append(
+                (
+                    (ts, label + " (startingTimestamp)"),
+                    in_time_range(fmt, options, ("startingTimestamp", str(BASE_TS + since_index))),
+                    in_range,
+                    None,
+                )
+            )
+            cases.append(
+                (
+                    (ts, label + " (offsets given)"),
+                    in_time_range(fmt, options, ("startingOffsets", starts)),
+                    in_range,
+                    None,
+                )
+            )
     return measure(cases, args.repeat, "read"), in_range
 
 
@@ -167,10 +205,14 @@ def measure(cases, repeat, what):
             got = run()
             times[key].append(time.perf_counter() - started)
             check(key, got, expected)
-        log(f"{what}, round {round_ + 1}: " + ", ".join(
-            f"{key[0]} {key[1]} {t[-1]:.2f} s" for key, t in times.items()))
-    return {key: (rows / min(times[key]) if rows else -min(times[key]))
-            for key, _run, _expected, rows in cases}
+        log(
+            f"{what}, round {round_ + 1}: "
+            + ", ".join(f"{key[0]} {key[1]} {t[-1]:.2f} s" for key, t in times.items())
+        )
+    return {
+        key: (rows / min(times[key]) if rows else -min(times[key]))
+        for key, _run, _expected, rows in cases
+    }
 
 
 def check(key, got, expected):
@@ -179,6 +221,7 @@ def check(key, got, expected):
 
 
 # --- writes ------------------------------------------------------------------------------------
+
 
 def cached(df, rows):
     from pyspark import StorageLevel
@@ -194,12 +237,16 @@ def writes(spark, broker, args, registry, avro):
     from bench_write import count_records
 
     rows = args.write_records
-    binary = cached(spark.range(0, rows, 1, 2).selectExpr(
-        f"{KEY_SQL} AS key",
-        f"cast(rpad(concat('value-', cast(id AS string)), {args.value_size}, 'x') AS binary) AS value"),
-        rows)
-    typed = cached(spark.range(0, rows, 1, 2).selectExpr(f"{KEY_SQL} AS key",
-                                                         f"{VALUE_SQL} AS value"), rows)
+    binary = cached(
+        spark.range(0, rows, 1, 2).selectExpr(
+            f"{KEY_SQL} AS key",
+            f"cast(rpad(concat('value-', cast(id AS string)), {args.value_size}, 'x') AS binary) AS value",
+        ),
+        rows,
+    )
+    typed = cached(
+        spark.range(0, rows, 1, 2).selectExpr(f"{KEY_SQL} AS key", f"{VALUE_SQL} AS value"), rows
+    )
 
     def write(df, fmt, options, avro_kind=None):
         def run():
@@ -208,8 +255,12 @@ def writes(spark, broker, args, registry, avro):
             opts = dict(options)
             if avro_kind == "pykafka":
                 opts.update({"valueFormat": "avro", "schema.registry.url": registry.url})
-            writer = (df.write.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap_servers)
-                      .option("topic", topic).mode("append"))
+            writer = (
+                df.write.format(fmt)
+                .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                .option("topic", topic)
+                .mode("append")
+            )
             for key, value in opts.items():
                 writer = writer.option(key, value)
             started = time.perf_counter()
@@ -218,6 +269,7 @@ def writes(spark, broker, args, registry, avro):
             found = count_records(broker, topic)
             broker.delete_topic(topic, wait=False)
             return seconds, found
+
         return run
 
     cases = []
@@ -249,8 +301,10 @@ def writes(spark, broker, args, registry, avro):
             seconds, found = run()
             check(key, found, expected)
             times[key].append(seconds)
-        log(f"write, round {round_ + 1}: " + ", ".join(
-            f"{key[0]} {key[1]} {t[-1]:.2f} s" for key, t in times.items()))
+        log(
+            f"write, round {round_ + 1}: "
+            + ", ".join(f"{key[0]} {key[1]} {t[-1]:.2f} s" for key, t in times.items())
+        )
     rates = {key: rows / min(t) for key, t in times.items()}
     binary.unpersist()
     typed.unpersist()
@@ -269,10 +323,12 @@ def byte_limit_off(spark, run):
             return run()
         finally:
             set_byte_limit(spark, "default")
+
     return with_setting
 
 
 # --- streaming latency -------------------------------------------------------------------------
+
 
 def streaming(spark, broker, args):
     """stream_latency.py's Bench, one query per connector. Spark's connector finds a
@@ -307,12 +363,17 @@ def streaming(spark, broker, args):
         def nudge(self):
             from confluent_kafka import Producer
 
-            producer = Producer({"bootstrap.servers": self.broker.bootstrap_servers,
-                                 "linger.ms": 0, "log_level": 3})
+            producer = Producer(
+                {"bootstrap.servers": self.broker.bootstrap_servers, "linger.ms": 0, "log_level": 3}
+            )
             for partition in range(self.args.partitions):
-                producer.produce(self.in_topic, partition=partition,
-                                 value=sl.STAMP.pack(sl.WARMUP_PHASE, 0, time.time_ns())
-                                 .ljust(self.args.value_size, b"n"))
+                producer.produce(
+                    self.in_topic,
+                    partition=partition,
+                    value=sl.STAMP.pack(sl.WARMUP_PHASE, 0, time.time_ns()).ljust(
+                        self.args.value_size, b"n"
+                    ),
+                )
                 producer.flush(10)
             self.nudged += self.args.partitions
 
@@ -325,14 +386,16 @@ def streaming(spark, broker, args):
             if read_options is TUNED_READ:
                 read_options = TUNED_STREAM
             bench.start_query(fmt, fmt, read_options, {})
-            bench.run_phase(1000, 5.0)                        # warm-up
+            bench.run_phase(1000, 5.0)  # warm-up
             for rate in args.rates:
                 bench.drain()
                 phase = bench.run_phase(rate, args.stream_seconds)
                 out[(rate, label)] = phase
-                log(f"stream {rate:,}/s, {label}: {phase['latency_ms']}, missing "
-                    f"{phase['missing']}, duplicated {phase['duplicated']}")
-        except Exception as exc:      # noqa: BLE001 -- reported in the table
+                log(
+                    f"stream {rate:,}/s, {label}: {phase['latency_ms']}, missing "
+                    f"{phase['missing']}, duplicated {phase['duplicated']}"
+                )
+        except Exception as exc:  # noqa: BLE001 -- reported in the table
             log(f"stream {label} failed: {exc!r}"[:2000])
             for rate in args.rates:
                 out.setdefault((rate, label), {"error": f"{type(exc).__name__}: {exc}"[:300]})
@@ -343,36 +406,53 @@ def streaming(spark, broker, args):
 
 # --- the report --------------------------------------------------------------------------------
 
+
 def fmt_rate(rate):
     return f"{rate / 1e6:.2f}M"
 
 
 def tables(read_rates, write_rates, stream, args, in_range):
     labels = [c[0] for c in CONFIGS]
-    lines = ["| rows/s, best of %d (pykafka Nx: pykafka's rate over this one's) | %s |"
-             % (args.repeat, " | ".join(labels)),
-             "|---|" + "---:|" * len(labels)]
+    lines = [
+        f"| rows/s, best of {args.repeat} (pykafka Nx: pykafka's rate over this one's) | "
+        f"{' | '.join(labels)} |",
+        "|---|" + "---:|" * len(labels),
+    ]
     for name in ("count", "sum(length(value))"):
         lines.append(row(f"read, `{name}`", [read_rates.get((name, lab)) for lab in labels]))
     ts = "last 1% by timestamp"
-    lines.append(row(f"read, {ts} ({in_range:,} rows), seconds; pykafka `pushFilters`, "
-                     "Spark `startingTimestamp`",
-                     [read_rates.get((ts, labels[0]))]
-                     + [read_rates.get((ts, lab + " (startingTimestamp)")) for lab in labels[1:]]))
-    lines.append(row(f"read, {ts}, seconds; Spark given the start offsets as JSON",
-                     [read_rates.get((ts, labels[0]))]
-                     + [read_rates.get((ts, lab + " (offsets given)")) for lab in labels[1:]]))
+    lines.append(
+        row(
+            f"read, {ts} ({in_range:,} rows), seconds; pykafka `pushFilters`, "
+            "Spark `startingTimestamp`",
+            [read_rates.get((ts, labels[0]))]
+            + [read_rates.get((ts, lab + " (startingTimestamp)")) for lab in labels[1:]],
+        )
+    )
+    lines.append(
+        row(
+            f"read, {ts}, seconds; Spark given the start offsets as JSON",
+            [read_rates.get((ts, labels[0]))]
+            + [read_rates.get((ts, lab + " (offsets given)")) for lab in labels[1:]],
+        )
+    )
     for name in ("write, binary", "write, Avro"):
         if any((name, lab) in write_rates for lab in labels):
             lines.append(row(name, [write_rates.get((name, lab)) for lab in labels]))
-        if (name + BYTE_LIMIT_OFF, labels[0]) in write_rates:   # the connector's as above
-            lines.append(row(name + BYTE_LIMIT_OFF,
-                             [write_rates[name + BYTE_LIMIT_OFF, labels[0]]]
-                             + [write_rates.get((name, lab)) for lab in labels[1:]]))
+        if (name + BYTE_LIMIT_OFF, labels[0]) in write_rates:  # the connector's as above
+            lines.append(
+                row(
+                    name + BYTE_LIMIT_OFF,
+                    [write_rates[name + BYTE_LIMIT_OFF, labels[0]]]
+                    + [write_rates.get((name, lab)) for lab in labels[1:]],
+                )
+            )
     out = "\n".join(lines)
     if stream:
-        s = ["| streaming, produce-to-visible ms (p50 / p99) | " + " | ".join(labels) + " |",
-             "|---|" + "---:|" * len(labels)]
+        s = [
+            "| streaming, produce-to-visible ms (p50 / p99) | " + " | ".join(labels) + " |",
+            "|---|" + "---:|" * len(labels),
+        ]
         for rate in args.rates:
             cells = []
             for lab in labels:
@@ -382,11 +462,14 @@ def tables(read_rates, write_rates, stream, args, in_range):
                 elif ph:
                     lat = ph["latency_ms"]
                     lost = (f", {ph['missing']} missing" if ph["missing"] else "") + (
-                        f", {ph['duplicated']} duplicated" if ph["duplicated"] else "")
+                        f", {ph['duplicated']} duplicated" if ph["duplicated"] else ""
+                    )
                     cells.append(f"{lat.get('p50')} / {lat.get('p99')}{lost}")
                 else:
                     cells.append("--")
-            s.append(f"| {rate:,} records/s, {args.stream_seconds:g} s | " + " | ".join(cells) + " |")
+            s.append(
+                f"| {rate:,} records/s, {args.stream_seconds:g} s | " + " | ".join(cells) + " |"
+            )
         out += "\n\n" + "\n".join(s)
     return out
 
@@ -401,8 +484,11 @@ def row(name, rates):
         if rate is None:
             cells.append("--")
         elif rate < 0:
-            cells.append(f"{-rate:.2f} s" if i == 0 or not base
-                         else f"{-rate:.2f} s (pykafka {rate / base:.2f}x)")
+            cells.append(
+                f"{-rate:.2f} s"
+                if i == 0 or not base
+                else f"{-rate:.2f} s (pykafka {rate / base:.2f}x)"
+            )
         elif i == 0 or not base:
             cells.append(fmt_rate(rate))
         else:
@@ -425,8 +511,9 @@ def main(argv=None):
     ap.add_argument("--jars", help="comma-separated jars of Spark's Kafka connector")
     ap.add_argument("--packages", help="Maven coordinates of Spark's Kafka connector")
     ap.add_argument("--records", type=int, default=2_000_000, help="records read")
-    ap.add_argument("--write-records", type=int, default=None,
-                    help="rows written (default: --records / 2)")
+    ap.add_argument(
+        "--write-records", type=int, default=None, help="rows written (default: --records / 2)"
+    )
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=2)
@@ -447,7 +534,7 @@ def main(argv=None):
     from tests.support.spark_support import make_spark
 
     conf = {"spark.jars": args.jars} if args.jars else {"spark.jars.packages": args.packages}
-    conf["spark.sql.python.filterPushdown.enabled"] = "true"     # for pykafka's pushFilters
+    conf["spark.sql.python.filterPushdown.enabled"] = "true"  # for pykafka's pushFilters
     started = time.monotonic()
     load_before = os.getloadavg()
     broker = TansuBroker()
@@ -455,23 +542,35 @@ def main(argv=None):
     spark = make_spark("kafka_ds bench_jvm", driver_memory="4g", conf=conf)
     try:
         try:
-            spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap_servers) \
-                .option("subscribe", "none").load().schema
+            _ = (
+                spark.read.format("kafka")
+                .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+                .option("subscribe", "none")
+                .load()
+                .schema
+            )
         except Exception as exc:  # noqa: BLE001
-            print(f"Spark's format(\"kafka\") is not usable with these jars: {exc}"[:1500]
-                  + "\n\n" + NO_CONNECTOR, file=sys.stderr)
+            print(
+                f'Spark\'s format("kafka") is not usable with these jars: {exc}'[:1500]
+                + "\n\n"
+                + NO_CONNECTOR,
+                file=sys.stderr,
+            )
             return 2
         avro = not args.no_avro
         if avro:
             try:
                 from pyspark.sql.avro.functions import to_avro
+
                 spark.range(1).select(to_avro("id")).collect()
             except Exception as exc:  # noqa: BLE001
                 log(f"no spark-avro on the classpath, the Avro write is skipped ({exc!r:.200})")
                 avro = False
         found = {"spark": spark.version, "kafka-clients": kafka_clients_version(args)}
-        log(f"Spark {found['spark']}, kafka-clients {found['kafka-clients']}; "
-            f"Tansu at {broker.bootstrap_servers}")
+        log(
+            f"Spark {found['spark']}, kafka-clients {found['kafka-clients']}; "
+            f"Tansu at {broker.bootstrap_servers}"
+        )
         topic = broker.create_topic(broker.unique_topic("bench-jvm"), partitions=args.partitions)
         fill(broker, topic, args.records, args.partitions, args.value_size)
         ends = ends_json(broker, topic)
@@ -486,23 +585,29 @@ def main(argv=None):
         broker.stop()
     load_after = os.getloadavg()
     minutes = (time.monotonic() - started) / 60
-    command = " ".join([".venv/bin/python benchmarks/bench_jvm.py"]
-                       + (argv if argv is not None else sys.argv[1:]))
+    command = " ".join(
+        [".venv/bin/python benchmarks/bench_jvm.py"] + (argv if argv is not None else sys.argv[1:])
+    )
     from run_all import machine, replace_section
 
-    header = (f"Command: `{command}` -- {dt.datetime.now():%Y-%m-%d %H:%M}, {minutes:.1f} min. "
-              f"One Spark session (`local[2]`, Spark {found['spark']}, kafka-clients "
-              f"{found['kafka-clients']}), Tansu (memory storage), {args.records:,} records of "
-              f"{args.value_size} B in {args.partitions} partitions read, "
-              f"{args.write_records:,} rows written; load average (1 min) "
-              f"{load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end. "
-              f"Machine: {machine()}.")
+    header = (
+        f"Command: `{command}` -- {dt.datetime.now():%Y-%m-%d %H:%M}, {minutes:.1f} min. "
+        f"One Spark session (`local[2]`, Spark {found['spark']}, kafka-clients "
+        f"{found['kafka-clients']}), Tansu (memory storage), {args.records:,} records of "
+        f"{args.value_size} B in {args.partitions} partitions read, "
+        f"{args.write_records:,} rows written; load average (1 min) "
+        f"{load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end. "
+        f"Machine: {machine()}."
+    )
     text = tables(read_rates, write_rates, stream, args, in_range)
     print("\n" + header + "\n\n" + text)
     if args.write_results:
         path = os.path.join(HERE, "results.md")
-        replace_section(path, "jvm", "## Against Spark's `format(\"kafka\")` (`bench_jvm.py`)\n\n"
-                        + header + "\n\n" + text)
+        replace_section(
+            path,
+            "jvm",
+            '## Against Spark\'s `format("kafka")` (`bench_jvm.py`)\n\n' + header + "\n\n" + text,
+        )
         print(f"\nwrote the jvm section of {os.path.relpath(path)}")
     return 0
 

@@ -30,6 +30,7 @@ below them (KIP-74: each answer then carries one record batch, larger than the l
 the growth is reported as a multiple of the record, and must not grow with the range
 either.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,25 +43,35 @@ VALUE_SIZE = 1024
 PER_BATCH = 1000
 
 
-def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int = 8,
-                   value_size: int = VALUE_SIZE, per_batch: int = PER_BATCH,
-                   small_first: bool = False) -> int:
+def fill_partition(
+    bootstrap: str,
+    topic: str,
+    total_bytes: int,
+    variants: int = 8,
+    value_size: int = VALUE_SIZE,
+    per_batch: int = PER_BATCH,
+    small_first: bool = False,
+) -> int:
     """Produce ~``total_bytes`` of value bytes to partition 0; returns the record count
     (``small_first``: one small record first, at offset 0, counted too)."""
     import pyarrow as pa
+    from bench_read import acknowledge
 
     from kafka_ds.client import KafkaClient
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records_encode import encode_record_batch
-    from bench_read import acknowledge
 
     # A few distinct pre-encoded batches, cycled: the broker assigns the offsets (the
     # batch's base offset is not covered by its CRC), so the same bytes can be re-sent.
     batches = []
     for v in range(variants):
         keys = pa.array([b"key-%06d" % (v * per_batch + i) for i in range(per_batch)])
-        values = pa.array([(b"%d-%d " % (v, i)).ljust(value_size, b"abcdefgh"[v:v + 1])
-                           for i in range(per_batch)])
+        values = pa.array(
+            [
+                (b"%d-%d " % (v, i)).ljust(value_size, b"abcdefgh"[v : v + 1])
+                for i in range(per_batch)
+            ]
+        )
         batches.append(encode_record_batch(keys=keys, values=values))
     count = max(1, total_bytes // (value_size * per_batch))
 
@@ -69,15 +80,50 @@ def fill_partition(bootstrap: str, topic: str, total_bytes: int, variants: int =
         conn = client.connection(client.leader_for(topic, 0))
         in_flight = []
         if small_first:
-            acknowledge(conn, conn.send(m.PRODUCE, {
-                "transactional_id": None, "acks": 1, "timeout_ms": 30000,
-                "topic_data": [{"name": topic, "partition_data": [
-                    {"index": 0, "records": encode_record_batch(keys=None, values=[b"s"])}]}]}))
+            acknowledge(
+                conn,
+                conn.send(
+                    m.PRODUCE,
+                    {
+                        "transactional_id": None,
+                        "acks": 1,
+                        "timeout_ms": 30000,
+                        "topic_data": [
+                            {
+                                "name": topic,
+                                "partition_data": [
+                                    {
+                                        "index": 0,
+                                        "records": encode_record_batch(keys=None, values=[b"s"]),
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                ),
+            )
         for i in range(count):
-            in_flight.append((conn, conn.send(m.PRODUCE, {
-                "transactional_id": None, "acks": 1, "timeout_ms": 30000,
-                "topic_data": [{"name": topic, "partition_data": [
-                    {"index": 0, "records": batches[i % variants]}]}]})))
+            in_flight.append(
+                (
+                    conn,
+                    conn.send(
+                        m.PRODUCE,
+                        {
+                            "transactional_id": None,
+                            "acks": 1,
+                            "timeout_ms": 30000,
+                            "topic_data": [
+                                {
+                                    "name": topic,
+                                    "partition_data": [
+                                        {"index": 0, "records": batches[i % variants]}
+                                    ],
+                                }
+                            ],
+                        },
+                    ),
+                )
+            )
             if len(in_flight) >= 8:
                 acknowledge(*in_flight.pop(0))
         for item in in_flight:
@@ -161,9 +207,12 @@ print(json.dumps({"rows": rows, "batches": batches, "value_bytes": value_bytes,
 
 
 def measure(bootstrap: str, topic: str, end: int, fetch_bytes: int, start: int = 0) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, bootstrap, topic, str(end),
-                          str(fetch_bytes), str(start)], check=True, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, bootstrap, topic, str(end), str(fetch_bytes), str(start)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -178,13 +227,20 @@ def run(gb: float = 2.0, fetch_bytes: int = 8 << 20, log=print, record_bytes: in
         broker.create_topic(topic, partitions=1)
         started = time.perf_counter()
         value_size = record_bytes or VALUE_SIZE
-        records = fill_partition(broker.bootstrap_servers, topic, int(gb * 1e9),
-                                 variants=2 if record_bytes else 8, value_size=value_size,
-                                 per_batch=1 if record_bytes else PER_BATCH,
-                                 small_first=bool(record_bytes))
-        log(f"filled {topic}: {records:,} records x {value_size} B "
+        records = fill_partition(
+            broker.bootstrap_servers,
+            topic,
+            int(gb * 1e9),
+            variants=2 if record_bytes else 8,
+            value_size=value_size,
+            per_batch=1 if record_bytes else PER_BATCH,
+            small_first=bool(record_bytes),
+        )
+        log(
+            f"filled {topic}: {records:,} records x {value_size} B "
             f"({records * value_size / 1e9:.2f} GB of values) in "
-            f"{time.perf_counter() - started:.1f}s")
+            f"{time.perf_counter() - started:.1f}s"
+        )
         start = 1 if record_bytes else 0
         result = measure(broker.bootstrap_servers, topic, records, fetch_bytes, start)
     finally:
@@ -204,16 +260,25 @@ def report(r: dict) -> str:
         f"{r['batches']} batches) in {r['seconds']:.1f}s "
         f"({r['value_bytes'] / r['seconds'] / 1e9:.2f} GB/s incl. fetch)",
         f"fetch size (kafka.max.partition.fetch.bytes): {r['fetch_bytes']:,} bytes"
-        + (f"; records of {r['record_bytes']:,} bytes, one per batch" if r.get("record_bytes")
-           else ""),
+        + (
+            f"; records of {r['record_bytes']:,} bytes, one per batch"
+            if r.get("record_bytes")
+            else ""
+        ),
         f"one-time code/allocator warm-up (first tiny fetch + decode): "
         f"{(r['warm_rss'] - r['imports_rss']) / mib:.0f} MiB (not counted below)",
         f"baseline RSS {r['base_rss'] / mib:.0f} MiB, peak RSS {r['peak_rss'] / mib:.0f} MiB "
         f"-> growth {r['growth'] / mib:.1f} MiB = {r['growth'] / r['fetch_bytes']:.2f} x fetch size"
-        + (f" = {r['growth'] / r['record_bytes']:.2f} x record size" if r.get("record_bytes")
-           else ""),
-        "RSS at " + ", ".join(f"{q}%: {v / mib:.0f} MiB" for q, v in sorted(
-            r["rss_at"].items(), key=lambda kv: int(kv[0]))),
+        + (
+            f" = {r['growth'] / r['record_bytes']:.2f} x record size"
+            if r.get("record_bytes")
+            else ""
+        ),
+        "RSS at "
+        + ", ".join(
+            f"{q}%: {v / mib:.0f} MiB"
+            for q, v in sorted(r["rss_at"].items(), key=lambda kv: int(kv[0]))
+        ),
     ]
     return "\n".join(lines)
 
@@ -221,17 +286,32 @@ def report(r: dict) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gb", type=float, default=2.0, help="GB of values to fill (default 2)")
-    ap.add_argument("--fetch-mib", type=int, default=8,
-                    help="kafka.max.partition.fetch.bytes in MiB (default 8)")
-    ap.add_argument("--fetch-kib", type=int, default=0,
-                    help="kafka.max.partition.fetch.bytes in KiB (instead of --fetch-mib)")
-    ap.add_argument("--record-mib", type=int, default=0,
-                    help="records of this many MiB, one per batch (default: 1 KiB records, "
-                         "1,000 per batch)")
+    ap.add_argument(
+        "--fetch-mib",
+        type=int,
+        default=8,
+        help="kafka.max.partition.fetch.bytes in MiB (default 8)",
+    )
+    ap.add_argument(
+        "--fetch-kib",
+        type=int,
+        default=0,
+        help="kafka.max.partition.fetch.bytes in KiB (instead of --fetch-mib)",
+    )
+    ap.add_argument(
+        "--record-mib",
+        type=int,
+        default=0,
+        help="records of this many MiB, one per batch (default: 1 KiB records, 1,000 per batch)",
+    )
     args = ap.parse_args(argv)
     fetch_bytes = args.fetch_kib << 10 if args.fetch_kib else args.fetch_mib << 20
-    r = run(args.gb, fetch_bytes, log=lambda s: print(s, file=sys.stderr),
-            record_bytes=args.record_mib << 20)
+    r = run(
+        args.gb,
+        fetch_bytes,
+        log=lambda s: print(s, file=sys.stderr),
+        record_bytes=args.record_mib << 20,
+    )
     print(report(r))
 
 

@@ -5,11 +5,11 @@ many partitions. No Spark: ``KafkaBatchReader.partitions()`` is what the driver 
 
     .venv/bin/python benchmarks/bench_planning.py [--partitions 600] [--repeat 15]
 """
+
 from __future__ import annotations
 
 import argparse
 import time
-
 
 
 def main():
@@ -24,14 +24,22 @@ def main():
     with MockCluster() as cluster:
         topic = cluster.unique_topic("plan")
         cluster.create_topic(topic, partitions=args.partitions)
-        produce_confluent(cluster.bootstrap_servers, topic,
-                          [{"value": b"v%d" % i} for i in range(args.partitions * 3)])
+        produce_confluent(
+            cluster.bootstrap_servers,
+            topic,
+            [{"value": b"v%d" % i} for i in range(args.partitions * 3)],
+        )
         best = {}
         # Interleave the two modes so machine load hits both alike; best of N.
         for _ in range(args.repeat):
             for via in ("listOffsets", "auto"):
-                source = KafkaDataSource({"kafka.bootstrap.servers": cluster.bootstrap_servers,
-                                          "subscribe": topic, "latestOffsetsVia": via})
+                source = KafkaDataSource(
+                    {
+                        "kafka.bootstrap.servers": cluster.bootstrap_servers,
+                        "subscribe": topic,
+                        "latestOffsetsVia": via,
+                    }
+                )
                 began = time.perf_counter()
                 ranges = source.reader(None).partitions()
                 took = time.perf_counter() - began

@@ -21,6 +21,7 @@ Timed, batch by batch in turns (best of ``--repeat`` per batch, summed):
 The machine is shared: figures move between runs; the ratios compare figures of the
 same run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,38 +29,64 @@ import json
 import time
 
 import pyarrow as pa
-
 from confluent_kafka.schema_registry import Schema
-from confluent_kafka.schema_registry.json_schema import (JSONDeserializer,
-                                                         JSONSerializer)
-from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
-                                                      ProtobufSerializer)
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from kafka_ds.formats.json_format import JsonCodec
-from kafka_ds.formats.protobuf import ProtobufCodec
-from tests.support.registry_fixtures import (MockLookup, MockSchemaRegistryClient, file_proto,
-                                             message_classes)
+from kafka_ds.formats.json.codec import JsonCodec
+from kafka_ds.formats.protobuf.codec import ProtobufCodec
+from tests.support.registry_fixtures import (
+    MockLookup,
+    MockSchemaRegistryClient,
+    file_proto,
+    message_classes,
+)
 
 CTX = SerializationContext("bench", MessageField.VALUE)
-FIELDS = [("id", "int64"), ("ts", "int64"), ("user", "string"), ("country", "string"),
-          ("amount", "double"), ("qty", "int32"), ("score", "float"), ("flag", "bool"),
-          ("session", "string"), ("code", "int32")]
-JSON_TYPES = {"int64": "integer", "int32": "integer", "string": "string",
-              "double": "number", "float": "number", "bool": "boolean"}
-JSON_SCHEMA = {"type": "object", "properties": {
-    name: {"type": JSON_TYPES[kind]} for name, kind in FIELDS}}
+FIELDS = [
+    ("id", "int64"),
+    ("ts", "int64"),
+    ("user", "string"),
+    ("country", "string"),
+    ("amount", "double"),
+    ("qty", "int32"),
+    ("score", "float"),
+    ("flag", "bool"),
+    ("session", "string"),
+    ("code", "int32"),
+]
+JSON_TYPES = {
+    "int64": "integer",
+    "int32": "integer",
+    "string": "string",
+    "double": "number",
+    "float": "number",
+    "bool": "boolean",
+}
+JSON_SCHEMA = {
+    "type": "object",
+    "properties": {name: {"type": JSON_TYPES[kind]} for name, kind in FIELDS},
+}
 
 
 def record(i):
-    return {"id": i, "ts": 1_700_000_000_000 + i, "user": f"user-{i % 100_000:06d}",
-            "country": ("NO", "SE", "DK", "FI")[i % 4], "amount": i * 0.25,
-            "qty": i % 50, "score": (i % 1000) / 8, "flag": i % 3 == 0,
-            "session": f"s{i * 7919 % 10**9:09d}", "code": i % 7}
+    return {
+        "id": i,
+        "ts": 1_700_000_000_000 + i,
+        "user": f"user-{i % 100_000:06d}",
+        "country": ("NO", "SE", "DK", "FI")[i % 4],
+        "amount": i * 0.25,
+        "qty": i % 50,
+        "score": (i % 1000) / 8,
+        "flag": i % 3 == 0,
+        "session": f"s{i * 7919 % 10**9:09d}",
+        "code": i % 7,
+    }
 
 
 def batches(values, size):
-    return [values[at:at + size] for at in range(0, len(values), size)]
+    return [values[at : at + size] for at in range(0, len(values), size)]
 
 
 def best(fn, repeat):
@@ -75,14 +102,19 @@ def run(name, ours, theirs, chunks, repeat, extra=None):
     ours_s = theirs_s = extra_s = 0.0
     extra_n = 0
     for k, (chunk, array) in enumerate(chunks):
-        ours_s += best(lambda: ours(array), repeat)
-        theirs_s += best(lambda: [theirs(v, CTX) for v in chunk], repeat)
+        ours_s += best(lambda array=array: ours(array), repeat)
+        theirs_s += best(lambda chunk=chunk: [theirs(v, CTX) for v in chunk], repeat)
         if extra is not None and k % 10 == 0:
-            extra_s += best(lambda: [extra(v, CTX) for v in chunk], 1)
+            extra_s += best(lambda chunk=chunk: [extra(v, CTX) for v in chunk], 1)
             extra_n += len(chunk)
     n = sum(len(c) for c, _ in chunks)
-    out = {"format": name, "records": n, "kafka_ds_rows_per_s": n / ours_s,
-           "confluent_rows_per_s": n / theirs_s, "ratio": theirs_s / ours_s}
+    out = {
+        "format": name,
+        "records": n,
+        "kafka_ds_rows_per_s": n / ours_s,
+        "confluent_rows_per_s": n / theirs_s,
+        "ratio": theirs_s / ours_s,
+    }
     if extra_n:
         out["confluent_validating_rows_per_s"] = extra_n / extra_s
         out["ratio_vs_validating"] = (extra_s / extra_n) / (ours_s / n)
@@ -104,34 +136,45 @@ def main(argv=None):
     serialize = ProtobufSerializer(Message, client)
     values = [serialize(Message(**r), CTX) for r in rows]
     schema_id = int.from_bytes(values[0][1:5], "big")
-    codec = ProtobufCodec(lookup.schema_by_id(schema_id, fmt="serialized"), framed=True,
-                          lookup=lookup, schema_id=schema_id)
+    codec = ProtobufCodec(
+        lookup.schema_by_id(schema_id, fmt="serialized"),
+        framed=True,
+        lookup=lookup,
+        schema_id=schema_id,
+    )
     chunks = [(c, pa.array(c, pa.binary())) for c in batches(values, args.batch)]
     print(f"protobuf: {sum(map(len, values)) / len(values):.0f} B per value", flush=True)
-    results.append(run("protobuf", codec.decode, ProtobufDeserializer(Message), chunks,
-                       args.repeat))
+    results.append(
+        run("protobuf", codec.decode, ProtobufDeserializer(Message), chunks, args.repeat)
+    )
     del values, chunks
 
     client.register_schema("bench-value", Schema(json.dumps(JSON_SCHEMA), "JSON"))
     serialize = JSONSerializer(json.dumps(JSON_SCHEMA), client, conf={"validate": False})
     values = [serialize(r, CTX) for r in rows]
     schema_id = int.from_bytes(values[0][1:5], "big")
-    codec = JsonCodec(lookup.schema_by_id(schema_id), framed=True, lookup=lookup,
-                      schema_id=schema_id)
+    codec = JsonCodec(
+        lookup.schema_by_id(schema_id), framed=True, lookup=lookup, schema_id=schema_id
+    )
     chunks = [(c, pa.array(c, pa.binary())) for c in batches(values, args.batch)]
     print(f"json: {sum(map(len, values)) / len(values):.0f} B per value", flush=True)
-    plain = JSONDeserializer(json.dumps(JSON_SCHEMA), schema_registry_client=client,
-                             conf={"validate": False})
+    plain = JSONDeserializer(
+        json.dumps(JSON_SCHEMA), schema_registry_client=client, conf={"validate": False}
+    )
     validating = JSONDeserializer(json.dumps(JSON_SCHEMA), schema_registry_client=client)
     results.append(run("json", codec.decode, plain, chunks, args.repeat, extra=validating))
 
     for r in results:
-        line = (f"{r['format']:8s} {r['records']:>9,} records  kafka_ds "
-                f"{r['kafka_ds_rows_per_s']:>12,.0f} rows/s   confluent-kafka "
-                f"{r['confluent_rows_per_s']:>12,.0f} rows/s   ratio {r['ratio']:.2f}x")
+        line = (
+            f"{r['format']:8s} {r['records']:>9,} records  kafka_ds "
+            f"{r['kafka_ds_rows_per_s']:>12,.0f} rows/s   confluent-kafka "
+            f"{r['confluent_rows_per_s']:>12,.0f} rows/s   ratio {r['ratio']:.2f}x"
+        )
         if "ratio_vs_validating" in r:
-            line += (f"   (confluent validate=True {r['confluent_validating_rows_per_s']:,.0f}"
-                     f" rows/s, ratio {r['ratio_vs_validating']:.1f}x)")
+            line += (
+                f"   (confluent validate=True {r['confluent_validating_rows_per_s']:,.0f}"
+                f" rows/s, ratio {r['ratio_vs_validating']:.1f}x)"
+            )
         print(line)
     print(json.dumps(results))
     return results

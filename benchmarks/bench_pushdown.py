@@ -17,13 +17,13 @@ topic is the figure the issue bounds (<= 2%). With ``--spark`` also the wall tim
     .venv/bin/python benchmarks/bench_pushdown.py [--records 10000000] [--partitions 4]
         [--batch 1000] [--broker tansu|mock] [--spark]
 """
+
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import struct
 import time
-
 
 BASE_TS = 1_700_000_000_000
 
@@ -44,8 +44,10 @@ def records_in_response(data) -> int:
         if pos + LOG_OVERHEAD + length > len(view):
             break
         if view[pos + MAGIC_AT] != 2:
-            raise ValueError(f"record batch of magic {view[pos + MAGIC_AT]}: this benchmark "
-                             f"counts v2 batches only")
+            raise ValueError(
+                f"record batch of magic {view[pos + MAGIC_AT]}: this benchmark "
+                f"counts v2 batches only"
+            )
         total += RECORD_COUNT.unpack_from(view, pos + RECORD_COUNT_AT)[0]
         pos += LOG_OVERHEAD + length
     return total
@@ -85,24 +87,39 @@ def produce(bootstrap, topic, partitions, per_partition, batch):
         else:
             delivered[0] += 1
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 50,
-                         "batch.num.messages": batch, "batch.size": 16 << 20,
-                         "queue.buffering.max.messages": 1_000_000, "log_level": 3})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 50,
+            "batch.num.messages": batch,
+            "batch.size": 16 << 20,
+            "queue.buffering.max.messages": 1_000_000,
+            "log_level": 3,
+        }
+    )
     for i in range(per_partition):
         value = b"v%d" % i
         for p in range(partitions):
             while True:
                 try:
-                    producer.produce(topic, value=value, partition=p, timestamp=BASE_TS + i,
-                                     on_delivery=on_delivery)
+                    producer.produce(
+                        topic,
+                        value=value,
+                        partition=p,
+                        timestamp=BASE_TS + i,
+                        on_delivery=on_delivery,
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)
         if i % 10_000 == 0:
             producer.poll(0)
     if producer.flush(300) or failures or delivered[0] != per_partition * partitions:
-        raise RuntimeError(f"produce: {delivered[0]} delivered of {per_partition * partitions}"
-                           f", failures {failures[:3]}")
+        raise RuntimeError(
+            f"produce: {delivered[0]} delivered of {per_partition * partitions}"
+            f", failures {failures[:3]}"
+        )
 
 
 def read_plan(reader, planned):
@@ -126,10 +143,9 @@ def main():
     from pyspark.sql.datasource import GreaterThanOrEqual
 
     from kafka_ds.client import KafkaClient
-    from kafka_ds.options import parse_read_options
     from kafka_ds.compat import PUSHDOWN_CONF
-    from kafka_ds.reader import KafkaPushdownReader
-    from kafka_ds.reader import KafkaBatchReader
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.reader import KafkaBatchReader, KafkaPushdownReader
     from tests.support.brokers import start_broker
 
     counter = FetchCounter(KafkaClient)
@@ -140,21 +156,27 @@ def main():
         total = per * args.partitions
         began = time.perf_counter()
         produce(broker.bootstrap_servers, topic, args.partitions, per, args.batch)
-        print(f"{args.broker}: produced {total:,} records ({args.partitions} partitions, "
-              f"{args.batch} per batch) in {time.perf_counter() - began:.1f} s")
+        print(
+            f"{args.broker}: produced {total:,} records ({args.partitions} partitions, "
+            f"{args.batch} per batch) in {time.perf_counter() - began:.1f} s"
+        )
         since_ms = BASE_TS + per - per // 100
         expected_rows = args.partitions * (per // 100)
         since = dt.datetime.fromtimestamp(since_ms / 1000, dt.timezone.utc)
         options = {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic}
         opts = parse_read_options({**options, "pushFilters": "true"}, streaming=False)
-        print(f"filter timestamp >= {since.isoformat()} (the last 1% of each partition, "
-              f"{expected_rows:,} records); timestampOffsetsVia=auto")
+        print(
+            f"filter timestamp >= {since.isoformat()} (the last 1% of each partition, "
+            f"{expected_rows:,} records); timestampOffsetsVia=auto"
+        )
         results = {}
-        for name, reader in (("unfiltered", KafkaBatchReader(opts)),
-                             ("pushed", KafkaPushdownReader(opts))):
+        for name, reader in (
+            ("unfiltered", KafkaBatchReader(opts)),
+            ("pushed", KafkaPushdownReader(opts)),
+        ):
             if name == "pushed":
                 rejected = list(reader.pushFilters([GreaterThanOrEqual(("timestamp",), since)]))
-                assert len(rejected) == 1, rejected   # timestamp filters go back to Spark too
+                assert len(rejected) == 1, rejected  # timestamp filters go back to Spark too
             counter.reset()
             began = time.perf_counter()
             planned = reader.partitions()
@@ -166,20 +188,25 @@ def main():
             results[name] = (sum(r.end - r.start for r in planned), planning, rows, reading)
         for name, (records, planning, rows, reading) in results.items():
             fetched = planning[2] + reading[2]
-            print(f"  {name:10s} planned {records:>11,} records | planning {planning[0]:6.2f} s,"
-                  f" {planning[1]:3d} Fetches carrying {planning[2]:,} records | read "
-                  f"{rows:>11,} rows in {reading[0]:6.2f} s, {reading[1]:5d} Fetches carrying "
-                  f"{reading[2]:,} records | fetched {fetched:,} = {fetched / total:.3%} "
-                  f"of the topic")
+            print(
+                f"  {name:10s} planned {records:>11,} records | planning {planning[0]:6.2f} s,"
+                f" {planning[1]:3d} Fetches carrying {planning[2]:,} records | read "
+                f"{rows:>11,} rows in {reading[0]:6.2f} s, {reading[1]:5d} Fetches carrying "
+                f"{reading[2]:,} records | fetched {fetched:,} = {fetched / total:.3%} "
+                f"of the topic"
+            )
         unfiltered, pushed = results["unfiltered"], results["pushed"]
         assert unfiltered[2] == total, unfiltered
         pushed_fetched = pushed[1][2] + pushed[3][2]
-        print(f"pushed read: {pushed_fetched / total:.3%} of the topic's records fetched "
-              f"(target <= 2%: {'met' if pushed_fetched <= 0.02 * total else 'NOT met'}); "
-              f"planning + read {pushed[1][0] + pushed[3][0]:.2f} s against "
-              f"{unfiltered[1][0] + unfiltered[3][0]:.2f} s unfiltered")
+        print(
+            f"pushed read: {pushed_fetched / total:.3%} of the topic's records fetched "
+            f"(target <= 2%: {'met' if pushed_fetched <= 0.02 * total else 'NOT met'}); "
+            f"planning + read {pushed[1][0] + pushed[3][0]:.2f} s against "
+            f"{unfiltered[1][0] + unfiltered[3][0]:.2f} s unfiltered"
+        )
         if args.spark:
             from tests.support.spark_support import make_spark
+
             spark = make_spark("bench_pushdown")
             spark.conf.set(PUSHDOWN_CONF, "true")
             for push in ("false", "true", "false", "true"):
@@ -187,8 +214,10 @@ def main():
                 began = time.perf_counter()
                 n = df.where(df.timestamp >= since).count()
                 assert n == expected_rows, (push, n)
-                print(f"  spark pushFilters={push:5s} count {n:,} in "
-                      f"{time.perf_counter() - began:.2f} s")
+                print(
+                    f"  spark pushFilters={push:5s} count {n:,} in "
+                    f"{time.perf_counter() - began:.2f} s"
+                )
             spark.stop()
 
 

@@ -21,6 +21,7 @@ keeps only ~5 MiB per partition) with N records of ``--value-size``-byte values 
 
 Rows/s for each and the ratios are printed as a Markdown table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 PARTITIONS = 32
 VALUE_SIZE = 100
-BATCH_BYTES = 500_000          # ~bytes per produced record batch
+BATCH_BYTES = 500_000  # ~bytes per produced record batch
 
 
 def per_batch(value_size: int) -> int:
@@ -48,9 +49,15 @@ def acknowledge(conn, pending):
                 raise RuntimeError(f"produce failed: {part}")
 
 
-def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE_SIZE,
-               partitions: int = PARTITIONS, values: pa.Array | None = None,
-               first_timestamp_ms: int | None = None) -> None:
+def fill_topic(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    value_size: int = VALUE_SIZE,
+    partitions: int = PARTITIONS,
+    values: pa.Array | None = None,
+    first_timestamp_ms: int | None = None,
+) -> None:
     """Produce with kafka_ds's own encoder + Produce, a few requests in flight per leader.
     ``values``: a binary array of ``records`` values written instead of generated ones (in
     order, partition after partition; ``value_size`` then only sizes the batches).
@@ -73,18 +80,51 @@ def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE
                 n = min(step, count - start)
                 keys = pa.array([b"key-%06d" % ((start + i) % 1_000_000) for i in range(n)])
                 if values is None:
-                    batch_values = pa.array([(b"%d-%d " % (partition, start + i))
-                                             .ljust(value_size, b"x") for i in range(n)])
+                    batch_values = pa.array(
+                        [
+                            (b"%d-%d " % (partition, start + i)).ljust(value_size, b"x")
+                            for i in range(n)
+                        ]
+                    )
                 else:
                     batch_values = values.slice(taken, n)
                     taken += n
-                stamps = None if first_timestamp_ms is None else pa.array(
-                    range(first_timestamp_ms + start, first_timestamp_ms + start + n), pa.int64())
-                in_flight.append((conn, conn.send(m.PRODUCE, {
-                    "transactional_id": None, "acks": 1, "timeout_ms": 30000,
-                    "topic_data": [{"name": topic, "partition_data": [
-                        {"index": partition, "records": encode_record_batch(
-                            keys=keys, values=batch_values, timestamps_ms=stamps)}]}]})))
+                stamps = (
+                    None
+                    if first_timestamp_ms is None
+                    else pa.array(
+                        range(first_timestamp_ms + start, first_timestamp_ms + start + n),
+                        pa.int64(),
+                    )
+                )
+                in_flight.append(
+                    (
+                        conn,
+                        conn.send(
+                            m.PRODUCE,
+                            {
+                                "transactional_id": None,
+                                "acks": 1,
+                                "timeout_ms": 30000,
+                                "topic_data": [
+                                    {
+                                        "name": topic,
+                                        "partition_data": [
+                                            {
+                                                "index": partition,
+                                                "records": encode_record_batch(
+                                                    keys=keys,
+                                                    values=batch_values,
+                                                    timestamps_ms=stamps,
+                                                ),
+                                            }
+                                        ],
+                                    }
+                                ],
+                            },
+                        ),
+                    )
+                )
                 if len(in_flight) >= 16:
                     acknowledge(*in_flight.pop(0))
         for conn, pending in in_flight:
@@ -94,6 +134,7 @@ def fill_topic(bootstrap: str, topic: str, records: int, value_size: int = VALUE
 
 
 # --- the framework's ceiling: a Python DataSource yielding ready-made Arrow batches ---------
+
 
 class _CeilingPartition(InputPartition):
     def __init__(self, index, rows):
@@ -110,12 +151,16 @@ class CeilingDataSource(DataSource):
 
     def schema(self):
         from kafka_ds.columns import spark_ddl
+
         return spark_ddl(False)
 
     def reader(self, schema):
-        return CeilingReader(int(self.options["records"]), int(self.options["partitions"]),
-                             int(self.options.get("value_size", VALUE_SIZE)),
-                             self.options.get("topic", "bench"))
+        return CeilingReader(
+            int(self.options["records"]),
+            int(self.options["partitions"]),
+            int(self.options.get("value_size", VALUE_SIZE)),
+            self.options.get("topic", "bench"),
+        )
 
 
 class CeilingReader(DataSourceReader):
@@ -123,17 +168,20 @@ class CeilingReader(DataSourceReader):
         self.records = records
         self.partitions_count = partitions
         self.value_size = value_size
-        self.topic = topic       # the topic pykafka reads: the same strings cross to the JVM
+        self.topic = topic  # the topic pykafka reads: the same strings cross to the JVM
 
     def partitions(self):
         per = self.records // self.partitions_count
-        return [_CeilingPartition(i, per + (1 if i < self.records % self.partitions_count else 0))
-                for i in range(self.partitions_count)]
+        return [
+            _CeilingPartition(i, per + (1 if i < self.records % self.partitions_count else 0))
+            for i in range(self.partitions_count)
+        ]
 
     def read(self, partition):
         import numpy as np
 
         from kafka_ds.columns import arrow_schema
+
         # Same shape as pykafka's batches: one per ~8 MiB fetch.
         chunk = max(1, (8 << 20) // (self.value_size + 80))
         schema = arrow_schema(False)
@@ -142,29 +190,45 @@ class CeilingReader(DataSourceReader):
         made = 0
         while made < partition.rows:
             n = min(chunk, partition.rows - made)
-            yield pa.RecordBatch.from_arrays([
-                keys.slice(0, n), values.slice(0, n),
-                pa.array([self.topic] * n, pa.string()),
-                pa.array(np.full(n, partition.value, np.int32)),
-                pa.array(np.arange(made, made + n, dtype=np.int64)),
-                pa.array(np.full(n, 1_700_000_000_000_000, np.int64)).cast(
-                    pa.timestamp("us", tz="UTC")),
-                pa.array(np.zeros(n, np.int32)),
-            ], schema=schema)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    keys.slice(0, n),
+                    values.slice(0, n),
+                    pa.array([self.topic] * n, pa.string()),
+                    pa.array(np.full(n, partition.value, np.int32)),
+                    pa.array(np.arange(made, made + n, dtype=np.int64)),
+                    pa.array(np.full(n, 1_700_000_000_000_000, np.int64)).cast(
+                        pa.timestamp("us", tz="UTC")
+                    ),
+                    pa.array(np.zeros(n, np.int32)),
+                ],
+                schema=schema,
+            )
             made += n
 
 
 # --- aiokafka ---------------------------------------------------------------------------------
 
-def aiokafka_read(bootstrap: str, topic: str, records: int, value_size: int = VALUE_SIZE,
-                  partitions: int = PARTITIONS) -> float:
+
+def aiokafka_read(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    value_size: int = VALUE_SIZE,
+    partitions: int = PARTITIONS,
+) -> float:
     """Seconds for aiokafka's consumer to read every record (touching key and value)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run():
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False,
-                                    auto_offset_reset="earliest", group_id=None,
-                                    max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap.split(","),
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            group_id=None,
+            max_partition_fetch_bytes=8 << 20,
+            fetch_max_bytes=64 << 20,
+        )
         await consumer.start()
         try:
             tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -176,7 +240,7 @@ def aiokafka_read(bootstrap: str, topic: str, records: int, value_size: int = VA
                 batches = await consumer.getmany(timeout_ms=1000, max_records=100_000)
                 for messages in batches.values():
                     for msg in messages:
-                        msg.key
+                        msg.key  # noqa: B018 (the peer decodes on access)
                         value_bytes += len(msg.value)
                     seen += len(messages)
             elapsed = time.perf_counter() - started
@@ -188,16 +252,18 @@ def aiokafka_read(bootstrap: str, topic: str, records: int, value_size: int = VA
     return asyncio.run(run())
 
 
-def kafka_ds_python_read(bootstrap: str, topic: str, records: int,
-                         partitions: int = PARTITIONS) -> float:
+def kafka_ds_python_read(
+    bootstrap: str, topic: str, records: int, partitions: int = PARTITIONS
+) -> float:
     """Seconds for ``kafka_ds.read.ranges.read_range`` to read every partition into Arrow
     batches in this process, one thread (what the Spark tasks run, without Spark)."""
+    from kafka_ds.client import make_client
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange, read_range
-    from kafka_ds.client import make_client
 
-    opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic},
-                              streaming=False)
+    opts = parse_read_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False
+    )
     per, extra = divmod(records, partitions)
     client = make_client(opts)
     try:
@@ -239,8 +305,16 @@ def best_timed(repeat, fn, cluster, spark):
     return best
 
 
-def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: int = 3,
-            log=None, partitions: int = PARTITIONS, cpu: dict | None = None) -> dict:
+def measure(
+    spark,
+    cluster,
+    records: int,
+    value_size: int = VALUE_SIZE,
+    repeat: int = 3,
+    log=None,
+    partitions: int = PARTITIONS,
+    cpu: dict | None = None,
+) -> dict:
     """Fill a fresh topic and time every reader; returns {(label, action): rows/s}.
     ``cpu``: filled with {(label, action): {process: CPU seconds}} of each Spark read's
     fastest run."""
@@ -249,14 +323,22 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
     started = time.perf_counter()
     fill_topic(cluster.bootstrap_servers, topic, records, value_size, partitions)
     if log:
-        log(f"filled {topic}: {records:,} records x {value_size} B in "
-            f"{time.perf_counter() - started:.1f}s")
-    pykafka = (spark.read.format("pykafka")
-               .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-               .option("subscribe", topic))
-    ceiling = (spark.read.format("kafka_ds_ceiling").option("records", records)
-               .option("partitions", partitions).option("value_size", value_size)
-               .option("topic", topic))
+        log(
+            f"filled {topic}: {records:,} records x {value_size} B in "
+            f"{time.perf_counter() - started:.1f}s"
+        )
+    pykafka = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("subscribe", topic)
+    )
+    ceiling = (
+        spark.read.format("kafka_ds_ceiling")
+        .option("records", records)
+        .option("partitions", partitions)
+        .option("value_size", value_size)
+        .option("topic", topic)
+    )
     count = pykafka.load().count()
     assert count == records, f"pykafka read {count} rows, expected {records}"
     results = {}
@@ -264,21 +346,29 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
     for action in ("count", "noop"):
         for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
             if action == "count":
-                timed = best_timed(repeat, lambda: reader.load().count(), cluster, spark)
+                timed = best_timed(
+                    repeat, lambda reader=reader: reader.load().count(), cluster, spark
+                )
             else:
-                timed = best_timed(repeat, lambda: reader.load().write.format(
-                    "noop").mode("overwrite").save(), cluster, spark)
+                timed = best_timed(
+                    repeat,
+                    lambda reader=reader: (
+                        reader.load().write.format("noop").mode("overwrite").save()
+                    ),
+                    cluster,
+                    spark,
+                )
             results[(label, action)] = timed.seconds
             if cpu is not None:
                 cpu[(label, action)] = timed.cpu
     # Both Python consumers read the topic into this process, one thread, alternating.
-    kafka_ds_python_read(cluster.bootstrap_servers, topic, records, partitions)   # warm-up
+    kafka_ds_python_read(cluster.bootstrap_servers, topic, records, partitions)  # warm-up
     py_ours, py_aio = [], []
     for _ in range(repeat):
-        py_ours.append(kafka_ds_python_read(cluster.bootstrap_servers, topic, records,
-                                            partitions))
-        py_aio.append(aiokafka_read(cluster.bootstrap_servers, topic, records, value_size,
-                                    partitions))
+        py_ours.append(kafka_ds_python_read(cluster.bootstrap_servers, topic, records, partitions))
+        py_aio.append(
+            aiokafka_read(cluster.bootstrap_servers, topic, records, value_size, partitions)
+        )
     results[("kafka_ds", "python")] = min(py_ours)
     results[("aiokafka", "python")] = min(py_aio)
     try:
@@ -291,6 +381,7 @@ def measure(spark, cluster, records: int, value_size: int = VALUE_SIZE, repeat: 
 def start_spark():
     """A local[2] session (tests/support/spark_support.py) with pykafka and the ceiling source."""
     from pyspark import cloudpickle
+
     from tests.support.spark_support import make_spark
 
     # The Python workers cannot import benchmarks/: ship the ceiling source by value.
@@ -313,27 +404,50 @@ def start(broker: str = "mock"):
 def cpu_table(cpu: dict, records: int) -> str:
     """CPU nanoseconds per row of each Spark read, per process (Markdown)."""
     names = sorted({name for used in cpu.values() for name in used})
-    lines = ["| read | " + " | ".join(f"{name} ns/row" for name in names) + " | total ns/row |",
-             "|---|" + "---:|" * (len(names) + 1)]
+    lines = [
+        "| read | " + " | ".join(f"{name} ns/row" for name in names) + " | total ns/row |",
+        "|---|" + "---:|" * (len(names) + 1),
+    ]
     for (label, action), used in cpu.items():
         per_row = [used.get(name, 0.0) / records * 1e9 for name in names]
-        lines.append(f"| {label} {action} | " + " | ".join(f"{v:,.0f}" for v in per_row)
-                     + f" | {sum(per_row):,.0f} |")
+        lines.append(
+            f"| {label} {action} | "
+            + " | ".join(f"{v:,.0f}" for v in per_row)
+            + f" | {sum(per_row):,.0f} |"
+        )
     return "\n".join(lines)
 
 
-def table(rate: dict, records: int, value_size: int, repeat: int,
-          partitions: int = PARTITIONS, broker: str = "mock") -> str:
-    lines = [f"End-to-end batch read, {records:,} records x {value_size} B, local[2], "
-             f"{broker}, {partitions} partitions, best of {repeat}", "",
-             "| measurement | rows/s | vs ceiling | vs aiokafka |", "|---|---:|---:|---:|"]
-    for key in [("pykafka", "count"), ("ceiling", "count"), ("pykafka", "noop"),
-                ("ceiling", "noop"), ("kafka_ds", "python"), ("aiokafka", "python")]:
+def table(
+    rate: dict,
+    records: int,
+    value_size: int,
+    repeat: int,
+    partitions: int = PARTITIONS,
+    broker: str = "mock",
+) -> str:
+    lines = [
+        f"End-to-end batch read, {records:,} records x {value_size} B, local[2], "
+        f"{broker}, {partitions} partitions, best of {repeat}",
+        "",
+        "| measurement | rows/s | vs ceiling | vs aiokafka |",
+        "|---|---:|---:|---:|",
+    ]
+    for key in [
+        ("pykafka", "count"),
+        ("ceiling", "count"),
+        ("pykafka", "noop"),
+        ("ceiling", "noop"),
+        ("kafka_ds", "python"),
+        ("aiokafka", "python"),
+    ]:
         label, action = key
         ceiling_rate = rate.get(("ceiling", action))
         vs_ceiling = f"{rate[key] / ceiling_rate:.2f}x" if ceiling_rate else ""
-        lines.append(f"| {label} {action} | {rate[key]:,.0f} | {vs_ceiling} | "
-                     f"{rate[key] / rate[('aiokafka', 'python')]:.2f}x |")
+        lines.append(
+            f"| {label} {action} | {rate[key]:,.0f} | {vs_ceiling} | "
+            f"{rate[key] / rate[('aiokafka', 'python')]:.2f}x |"
+        )
     return "\n".join(lines)
 
 
@@ -343,22 +457,32 @@ def main(argv=None):
     parser.add_argument("--value-size", type=int, default=VALUE_SIZE)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--broker", choices=("mock", "tansu"), default="mock")
-    parser.add_argument("--partitions", type=int, default=PARTITIONS,
-                        help="(the mock keeps ~5 MiB per partition: >= records / 40k)")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=PARTITIONS,
+        help="(the mock keeps ~5 MiB per partition: >= records / 40k)",
+    )
     args = parser.parse_args(argv)
 
     spark, cluster = start(args.broker)
     cpu = {}
     try:
-        rate = measure(spark, cluster, args.records, args.value_size, args.repeat,
-                       log=lambda s: print(s, file=sys.stderr), partitions=args.partitions,
-                       cpu=cpu)
+        rate = measure(
+            spark,
+            cluster,
+            args.records,
+            args.value_size,
+            args.repeat,
+            log=lambda s: print(s, file=sys.stderr),
+            partitions=args.partitions,
+            cpu=cpu,
+        )
     finally:
         spark.stop()
         cluster.stop()
     print()
-    print(table(rate, args.records, args.value_size, args.repeat, args.partitions,
-                args.broker))
+    print(table(rate, args.records, args.value_size, args.repeat, args.partitions, args.broker))
     print()
     print("CPU per row of the fastest run of each Spark read (the broker: Tansu only):")
     print()

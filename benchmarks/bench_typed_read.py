@@ -20,6 +20,7 @@ two reads in turns:
 Prints rows/s of both and the ratio (target: typed >= 0.5x binary) as a Markdown table,
 with the load average before and after (the machine is shared).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,25 +31,38 @@ import sys
 import time
 
 import pyarrow as pa
-
 from bench_avro import SCHEMA as AVRO_SCHEMA
 from bench_avro import make_records
 from bench_read import PARTITIONS, fill_topic
+
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import file_proto
 
 FORMATS = ("avro", "protobuf", "json")
 TARGET = 0.5
-PARTITION_BYTES = 4_000_000    # the most values bytes put in one mock partition
+PARTITION_BYTES = 4_000_000  # the most values bytes put in one mock partition
 
 # The same order as bench_avro.SCHEMA, in Protobuf (proto3; note has presence) ...
-PROTO_FIELDS = [("order_id", "int64"), ("customer_id", "int64"), ("quantity", "int32"),
-                ("store", "int32"), ("price", "double"), ("discount", "double"),
-                ("status", "string"), ("sku", "string"), ("gift", "bool"),
-                ("note", "optional string")]
+PROTO_FIELDS = [
+    ("order_id", "int64"),
+    ("customer_id", "int64"),
+    ("quantity", "int32"),
+    ("store", "int32"),
+    ("price", "double"),
+    ("discount", "double"),
+    ("status", "string"),
+    ("sku", "string"),
+    ("gift", "bool"),
+    ("note", "optional string"),
+]
 # ... and in JSON Schema
-JSON_TYPES = {"long": "integer", "int": "integer", "double": "number", "string": "string",
-              "boolean": "boolean"}
+JSON_TYPES = {
+    "long": "integer",
+    "int": "integer",
+    "double": "number",
+    "string": "string",
+    "boolean": "boolean",
+}
 
 
 def schema_text(fmt: str) -> str:
@@ -63,24 +77,27 @@ def schema_text(fmt: str) -> str:
     for field in AVRO_SCHEMA["fields"]:
         avro_type = field["type"]
         properties[field["name"]] = (
-            {"type": ["null", "string"]} if isinstance(avro_type, list)
-            else {"type": JSON_TYPES[avro_type]})
+            {"type": ["null", "string"]}
+            if isinstance(avro_type, list)
+            else {"type": JSON_TYPES[avro_type]}
+        )
     return json.dumps({"type": "object", "properties": properties})
 
 
 def encoded_values(fmt: str, schema_id: int, records: int) -> pa.Array:
     """``records`` orders, encoded and framed by kafka_ds's codec of ``fmt``."""
-    from kafka_ds.formats.avro import AvroCodec
-    from kafka_ds.formats.json_format import JsonCodec
-    from kafka_ds.formats.protobuf import ProtobufCodec
+    from kafka_ds.formats.avro.codec import AvroCodec
+    from kafka_ds.formats.json.codec import JsonCodec
+    from kafka_ds.formats.protobuf.codec import ProtobufCodec
 
     schema = RegisteredSchema(fmt.upper(), schema_text(fmt), schema_id=schema_id)
     codec = {"avro": AvroCodec, "protobuf": ProtobufCodec, "json": JsonCodec}[fmt](
-        schema, framed=True, schema_id=schema_id)
+        schema, framed=True, schema_id=schema_id
+    )
     chunks = []
     rows = list(make_records(records))
     for start in range(0, records, 100_000):
-        chunk = pa.array(rows[start:start + 100_000], type=codec.arrow_type)
+        chunk = pa.array(rows[start : start + 100_000], type=codec.arrow_type)
         chunks.append(codec.encode(chunk))
     return pa.concat_arrays(chunks)
 
@@ -91,33 +108,51 @@ def timed(fn) -> float:
     return time.perf_counter() - started
 
 
-def measure(spark, cluster, registry_url: str, fmt: str, records: int, repeat: int,
-            log=print) -> dict:
+def measure(
+    spark, cluster, registry_url: str, fmt: str, records: int, repeat: int, log=print
+) -> dict:
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
     topic = f"bench_typed_{fmt}_{records}"
     schema_id = SchemaRegistryClient({"url": registry_url}).register_schema(
-        f"{topic}-value", Schema(schema_text(fmt), fmt.upper()))
+        f"{topic}-value", Schema(schema_text(fmt), fmt.upper())
+    )
     started = time.perf_counter()
     values = encoded_values(fmt, schema_id, records)
     size = (len(values.buffers()[2]) if values.buffers()[2] else 0) / records
     # the mock keeps ~5 MiB per partition: more partitions for larger values
     partitions = max(PARTITIONS, 32 * -(-int(size * records) // (32 * PARTITION_BYTES)))
     cluster.create_topic(topic, partitions=partitions)
-    fill_topic(cluster.bootstrap_servers, topic, records, value_size=int(size) + 1,
-               partitions=partitions, values=values)
-    log(f"{fmt}: {records:,} records of {size:.1f} B (framed) encoded and produced in "
-        f"{time.perf_counter() - started:.1f} s")
-    binary = (spark.read.format("pykafka")
-              .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-              .option("subscribe", topic))
-    typed = (spark.read.format("pykafka")
-             .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-             .option("subscribe", topic)
-             .option("valueFormat", fmt).option("schema.registry.url", registry_url))
+    fill_topic(
+        cluster.bootstrap_servers,
+        topic,
+        records,
+        value_size=int(size) + 1,
+        partitions=partitions,
+        values=values,
+    )
+    log(
+        f"{fmt}: {records:,} records of {size:.1f} B (framed) encoded and produced in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+    binary = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("subscribe", topic)
+    )
+    typed = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("valueFormat", fmt)
+        .option("schema.registry.url", registry_url)
+    )
     # every record decoded, to the right values: counts and a checksum of one column
-    check = typed.load().selectExpr("count(*) AS n", "count(value) AS decoded",
-                                    "sum(value.order_id) AS ids").first()
+    check = (
+        typed.load()
+        .selectExpr("count(*) AS n", "count(value) AS decoded", "sum(value.order_id) AS ids")
+        .first()
+    )
     expected_ids = sum(range(1_000_000_000, 1_000_000_000 + records))
     assert (check.n, check.decoded, check.ids) == (records, records, expected_ids), check
 
@@ -127,31 +162,42 @@ def measure(spark, cluster, registry_url: str, fmt: str, records: int, repeat: i
     def run_typed():
         typed.load().select("value.*").write.format("noop").mode("overwrite").save()
 
-    run_binary(), run_typed()                  # warm-up: workers, schema caches
+    run_binary(), run_typed()  # warm-up: workers, schema caches
     binary_times, typed_times = [], []
-    for _ in range(repeat):                    # in turns: both see the same noise
+    for _ in range(repeat):  # in turns: both see the same noise
         binary_times.append(timed(run_binary))
         typed_times.append(timed(run_typed))
     try:
         cluster.delete_topic(topic)
     except Exception:
         pass
-    result = {"format": fmt, "size": size, "partitions": partitions,
-              "binary": records / min(binary_times), "typed": records / min(typed_times)}
+    result = {
+        "format": fmt,
+        "size": size,
+        "partitions": partitions,
+        "binary": records / min(binary_times),
+        "typed": records / min(typed_times),
+    }
     log(f"{fmt}: {result}")
     return result
 
 
 def table(results, records: int, repeat: int, load_before, load_after) -> str:
-    lines = [f"End-to-end typed read, {records:,} records of a 10-field flat record, local[2], "
-             f"mock cluster, noop sink, best of {repeat}; load "
-             f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after", "",
-             "| valueFormat | value (framed) | partitions | binary noop rows/s | typed `value.*` "
-             f"noop rows/s | typed / binary | >= {TARGET}x? |", "|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"End-to-end typed read, {records:,} records of a 10-field flat record, local[2], "
+        f"mock cluster, noop sink, best of {repeat}; load "
+        f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after",
+        "",
+        "| valueFormat | value (framed) | partitions | binary noop rows/s | typed `value.*` "
+        f"noop rows/s | typed / binary | >= {TARGET}x? |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for r in results:
         ratio = r["typed"] / r["binary"]
-        lines.append(f"| {r['format']} | {r['size']:.0f} B | {r['partitions']} | {r['binary']:,.0f} | "
-                     f"{r['typed']:,.0f} | {ratio:.2f}x | {'yes' if ratio >= TARGET else 'NO'} |")
+        lines.append(
+            f"| {r['format']} | {r['size']:.0f} B | {r['partitions']} | {r['binary']:,.0f} | "
+            f"{r['typed']:,.0f} | {ratio:.2f}x | {'yes' if ratio >= TARGET else 'NO'} |"
+        )
     return "\n".join(lines)
 
 
@@ -175,8 +221,18 @@ def main(argv=None):
     cluster = MockCluster(3)
     spark = make_spark("kafka_ds bench_typed_read")
     try:
-        results = [measure(spark, cluster, registry.url, fmt, args.records, args.repeat,
-                           log=lambda s: print(s, file=sys.stderr)) for fmt in formats]
+        results = [
+            measure(
+                spark,
+                cluster,
+                registry.url,
+                fmt,
+                args.records,
+                args.repeat,
+                log=lambda s: print(s, file=sys.stderr),
+            )
+            for fmt in formats
+        ]
     finally:
         spark.stop()
         cluster.stop()

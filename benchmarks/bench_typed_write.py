@@ -37,6 +37,7 @@ ratio typed / binary, the CPU seconds of the Spark JVM and its Python workers pe
 (``cpu_use.Timed``: less sensitive than wall time to other work on a shared machine) and
 the load average before and after.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,9 +51,11 @@ from cpu_use import Timed
 from tests.support.brokers import TansuBroker
 
 FORMATS = ("avro", "protobuf", "json")
-VALUE_SQL = ("named_struct('order_id', id + 1000000000, 'quantity', cast(id % 20 AS int), "
-             "'price', cast(id AS double) * 0.25, 'sku', concat('EU-WEST-', lpad(cast(id % 100000 AS string), 8, '0')), "
-             "'note', CASE WHEN id % 2 = 0 THEN NULL ELSE concat('leave at door ', id) END)")
+VALUE_SQL = (
+    "named_struct('order_id', id + 1000000000, 'quantity', cast(id % 20 AS int), "
+    "'price', cast(id AS double) * 0.25, 'sku', concat('EU-WEST-', lpad(cast(id % 100000 AS string), 8, '0')), "
+    "'note', CASE WHEN id % 2 = 0 THEN NULL ELSE concat('leave at door ', id) END)"
+)
 KEY_SQL = "cast(concat('key-', lpad(cast(id % 1000000 AS string), 6, '0')) AS binary)"
 
 
@@ -66,8 +69,12 @@ def cached(df, rows):
 
 
 def write(df, broker, topic, registry_url=None, fmt=None):
-    writer = (df.write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-              .option("topic", topic).mode("append"))
+    writer = (
+        df.write.format("pykafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("topic", topic)
+        .mode("append")
+    )
     if fmt:
         writer = writer.option("valueFormat", fmt).option("schema.registry.url", registry_url)
     started = time.perf_counter()
@@ -118,21 +125,39 @@ def set_byte_limit(spark, limit):
         spark.conf.set(BYTE_LIMIT, str(2**31 - 1))
 
 
-def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, log, ceiling,
-            limits=tuple(LIMITS)):
-    typed = cached(spark.range(0, rows, 1, tasks).selectExpr(f"{KEY_SQL} AS key",
-                                                             f"{VALUE_SQL} AS value"), rows)
+def measure(
+    spark,
+    broker,
+    registry_url,
+    fmt,
+    rows,
+    tasks,
+    partitions,
+    repeat,
+    log,
+    ceiling,
+    limits=tuple(LIMITS),
+):
+    typed = cached(
+        spark.range(0, rows, 1, tasks).selectExpr(f"{KEY_SQL} AS key", f"{VALUE_SQL} AS value"),
+        rows,
+    )
     first = broker.unique_topic(f"bench-typed-{fmt}")
     broker.create_topic(first, partitions=partitions)
-    write(typed, broker, first, registry_url, fmt)            # warm-up, and the binary rows
-    binary = (spark.read.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-              .option("subscribe", first).load().select("key", "value"))
+    write(typed, broker, first, registry_url, fmt)  # warm-up, and the binary rows
+    binary = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", first)
+        .load()
+        .select("key", "value")
+    )
     binary = cached(binary.repartition(tasks), rows)
     size = binary.selectExpr("avg(length(value))").first()[0]
     broker.delete_topic(first, wait=False)
     kinds = ("binary", "typed", "ceiling", "null binary")
     times = {(limit, kind): [] for limit in limits for kind in kinds}
-    cpu = {(limit, kind): [] for limit in limits for kind in kinds}   # JVM + workers CPU s
+    cpu = {(limit, kind): [] for limit in limits for kind in kinds}  # JVM + workers CPU s
 
     def timed(key, step):
         with Timed(broker, spark) as t:
@@ -146,27 +171,46 @@ def measure(spark, broker, registry_url, fmt, rows, tasks, partitions, repeat, l
             if ceiling:
                 timed((limit, "ceiling"), lambda: write_null(typed))
                 timed((limit, "null binary"), lambda: write_null(binary))
-            for kind, df, options in (("binary", binary, ()),
-                                      ("typed", typed, (registry_url, fmt))):
+            for kind, df, options in (
+                ("binary", binary, ()),
+                ("typed", typed, (registry_url, fmt)),
+            ):
                 topic = broker.unique_topic(f"bench-{kind}-{fmt}")
                 broker.create_topic(topic, partitions=partitions)
-                timed((limit, kind), lambda: write(df, broker, topic, *options))
+                timed(
+                    (limit, kind),
+                    lambda df=df, topic=topic, options=options: write(df, broker, topic, *options),
+                )
                 found = count_records(broker, topic)
                 if found != rows:
                     raise AssertionError(f"{kind} {fmt} wrote {found:,} records, expected {rows:,}")
                 broker.delete_topic(topic, wait=False)
-            log(f"{fmt}, {LIMITS[limit]}: " + ", ".join(
-                f"{kind} {times[limit, kind][-1]:.2f} s ({cpu[limit, kind][-1]:.2f} CPU s)"
-                for kind in kinds if times[limit, kind]))
+            log(
+                f"{fmt}, {LIMITS[limit]}: "
+                + ", ".join(
+                    f"{kind} {times[limit, kind][-1]:.2f} s ({cpu[limit, kind][-1]:.2f} CPU s)"
+                    for kind in kinds
+                    if times[limit, kind]
+                )
+            )
     set_byte_limit(spark, "default")
     typed.unpersist()
     binary.unpersist()
-    return [{"format": fmt, "limit": limit, "size": size,
-             **{kind: rows / min(times[limit, kind]) if times[limit, kind] else None
-                for kind in kinds},
-             **{f"{kind}_cpu": min(cpu[limit, kind]) if cpu[limit, kind] else None
-                for kind in kinds}}
-            for limit in limits]
+    return [
+        {
+            "format": fmt,
+            "limit": limit,
+            "size": size,
+            **{
+                kind: rows / min(times[limit, kind]) if times[limit, kind] else None
+                for kind in kinds
+            },
+            **{
+                f"{kind}_cpu": min(cpu[limit, kind]) if cpu[limit, kind] else None for kind in kinds
+            },
+        }
+        for limit in limits
+    ]
 
 
 def main(argv=None):
@@ -176,10 +220,18 @@ def main(argv=None):
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--formats", default=",".join(FORMATS))
-    parser.add_argument("--ceiling", action=argparse.BooleanOptionalAction, default=True,
-                        help="also write the typed rows to a null Python sink (Spark's own cost)")
-    parser.add_argument("--byte-limit", choices=("both", *LIMITS), default="both",
-                        help=f"{BYTE_LIMIT}: Spark's default, off (2147483647), or both in turns")
+    parser.add_argument(
+        "--ceiling",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also write the typed rows to a null Python sink (Spark's own cost)",
+    )
+    parser.add_argument(
+        "--byte-limit",
+        choices=("both", *LIMITS),
+        default="both",
+        help=f"{BYTE_LIMIT}: Spark's default, off (2147483647), or both in turns",
+    )
     args = parser.parse_args(argv)
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
 
@@ -192,33 +244,59 @@ def main(argv=None):
     spark = make_spark("kafka_ds bench_typed_write", driver_memory="4g")
     register_null_sink(spark)
     try:
-        where = spark.sparkContext.parallelize([0], 1).map(
-            lambda _: __import__("kafka_ds").__file__).first()
+        where = (
+            spark.sparkContext.parallelize([0], 1)
+            .map(lambda _: __import__("kafka_ds").__file__)
+            .first()
+        )
         print(f"kafka_ds in the Python workers: {where}", file=sys.stderr)
         limits = tuple(LIMITS) if args.byte_limit == "both" else (args.byte_limit,)
-        results = [result for fmt in formats
-                   for result in measure(spark, broker, registry.url, fmt, args.records,
-                                         args.tasks, args.partitions, args.repeat,
-                                         lambda s: print(s, file=sys.stderr), args.ceiling,
-                                         limits)]
+        results = [
+            result
+            for fmt in formats
+            for result in measure(
+                spark,
+                broker,
+                registry.url,
+                fmt,
+                args.records,
+                args.tasks,
+                args.partitions,
+                args.repeat,
+                lambda s: print(s, file=sys.stderr),
+                args.ceiling,
+                limits,
+            )
+        ]
     finally:
         spark.stop()
         broker.stop()
         registry.stop()
     load_after = os.getloadavg()
-    print(f"\nTyped write, {args.records:,} rows of a flat 5-field struct, Tansu, "
-          f"{args.partitions} partitions, {args.tasks} tasks, local[2], best of {args.repeat}; "
-          f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n")
-    print("| valueFormat | Arrow batches | value (framed) | binary rows/s | typed rows/s | typed / binary "
-          "| ceiling rows/s | ceiling / binary | CPU s binary / typed / ceiling / null binary |")
+    print(
+        f"\nTyped write, {args.records:,} rows of a flat 5-field struct, Tansu, "
+        f"{args.partitions} partitions, {args.tasks} tasks, local[2], best of {args.repeat}; "
+        f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n"
+    )
+    print(
+        "| valueFormat | Arrow batches | value (framed) | binary rows/s | typed rows/s | typed / binary "
+        "| ceiling rows/s | ceiling / binary | CPU s binary / typed / ceiling / null binary |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        ceiling = (f"{r['ceiling']:,.0f} | {r['ceiling'] / r['binary']:.2f}x"
-                   if r["ceiling"] else "-- | --")
-        cpus = " / ".join(f"{r[k + '_cpu']:.2f}" if r[k + "_cpu"] is not None else "--"
-                          for k in ("binary", "typed", "ceiling", "null binary"))
-        print(f"| {r['format']} | {LIMITS[r['limit']]} | {r['size']:.0f} B | {r['binary']:,.0f} | {r['typed']:,.0f} | "
-              f"{r['typed'] / r['binary']:.2f}x | {ceiling} | {cpus} |")
+        ceiling = (
+            f"{r['ceiling']:,.0f} | {r['ceiling'] / r['binary']:.2f}x"
+            if r["ceiling"]
+            else "-- | --"
+        )
+        cpus = " / ".join(
+            f"{r[k + '_cpu']:.2f}" if r[k + "_cpu"] is not None else "--"
+            for k in ("binary", "typed", "ceiling", "null binary")
+        )
+        print(
+            f"| {r['format']} | {LIMITS[r['limit']]} | {r['size']:.0f} B | {r['binary']:,.0f} | {r['typed']:,.0f} | "
+            f"{r['typed'] / r['binary']:.2f}x | {ceiling} | {cpus} |"
+        )
 
 
 if __name__ == "__main__":

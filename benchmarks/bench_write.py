@@ -39,11 +39,13 @@ Each write also prints the CPU seconds it cost per process: the broker (Tansu; i
 the machine's cores), the Spark JVM and its Python workers (kafka_ds), or this process
 (confluent-kafka). Best of ``--repeat``.
 """
+
 from __future__ import annotations
 
 import argparse
 
 from cpu_use import Timed
+
 from tests.support.brokers import MockCluster, TansuBroker
 
 VALUE_SQL = "cast(rpad(concat('{\"id\":', id, ',\"kind\":\"bench\"}'), 100, ' ') AS binary)"
@@ -85,20 +87,27 @@ def count_committed(broker, topic) -> int:
     """Data records of committed transactions in ``topic``, read back read_committed (the
     end offsets also count the transactions' commit markers). Fails when a transaction
     is still open (last stable offset below the high watermark)."""
+    from kafka_ds.client import make_client
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange, read_range
-    from kafka_ds.client import make_client
 
-    opts = parse_read_options({"kafka.bootstrap.servers": broker.bootstrap_servers,
-                               "subscribe": topic, "kafka.isolation.level": "read_committed"},
-                              streaming=False)
+    opts = parse_read_options(
+        {
+            "kafka.bootstrap.servers": broker.bootstrap_servers,
+            "subscribe": topic,
+            "kafka.isolation.level": "read_committed",
+        },
+        streaming=False,
+    )
     client = make_client(opts)
     total = 0
     try:
         for partition, (hw, lso) in end_offsets(broker, topic).items():
             if 0 <= lso < hw:
-                raise AssertionError(f"{topic}-{partition}: a transaction is still open "
-                                     f"(last stable offset {lso}, high watermark {hw})")
+                raise AssertionError(
+                    f"{topic}-{partition}: a transaction is still open "
+                    f"(last stable offset {lso}, high watermark {hw})"
+                )
             for batch in read_range(opts, OffsetRange(topic, partition, 0, hw), client):
                 total += batch.num_rows
     finally:
@@ -119,16 +128,23 @@ def source_frame(spark, rows, tasks, prepared):
         raise AssertionError("the cached DataFrame lost rows")
     for info in spark.sparkContext._jsc.sc().getRDDStorageInfo():
         if info.numCachedPartitions() != info.numPartitions() or info.diskSize():
-            raise RuntimeError(f"only {info.numCachedPartitions()} of {info.numPartitions()} "
-                               "partitions of the input fit in memory: raise --driver-memory")
+            raise RuntimeError(
+                f"only {info.numCachedPartitions()} of {info.numPartitions()} "
+                "partitions of the input fit in memory: raise --driver-memory"
+            )
     return df
 
 
 def bench_kafka_ds(spark, broker, df, partitions, codec, exactly_once=False):
     topic = broker.unique_topic("bench-eos" if exactly_once else "bench-kds")
     broker.create_topic(topic, partitions=partitions)
-    writer = (df.write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
-              .option("topic", topic).option("kafka.compression.type", codec).mode("append"))
+    writer = (
+        df.write.format("pykafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("topic", topic)
+        .option("kafka.compression.type", codec)
+        .mode("append")
+    )
     if exactly_once:
         writer = writer.option("deliveryGuarantee", "exactly-once")
     with Timed(broker, spark) as timed:
@@ -141,11 +157,19 @@ def bench_confluent(broker, keys, values, partitions, codec):
 
     topic = broker.unique_topic("bench-ck")
     broker.create_topic(topic, partitions=partitions)
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all",
-                         "enable.idempotence": True, "compression.type": codec,
-                         "partitioner": "murmur2_random", "linger.ms": 5,
-                         "batch.size": 1 << 20,
-                         "queue.buffering.max.messages": 1_000_000, "log_level": 3})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "acks": "all",
+            "enable.idempotence": True,
+            "compression.type": codec,
+            "partitioner": "murmur2_random",
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 1_000_000,
+            "log_level": 3,
+        }
+    )
     failures = []
 
     def on_delivery(err, _msg):
@@ -154,7 +178,7 @@ def bench_confluent(broker, keys, values, partitions, codec):
 
     produce = producer.produce
     with Timed(broker) as timed:
-        for i, (key, value) in enumerate(zip(keys, values)):
+        for i, (key, value) in enumerate(zip(keys, values, strict=True)):
             while True:
                 try:
                     produce(topic, value, key, on_delivery=on_delivery)
@@ -173,25 +197,39 @@ def check_and_drop(broker, topic, rows, counter, who):
     found = counter(broker, topic)
     if found != rows:
         raise AssertionError(f"{who} wrote {found:,} records to {topic}, expected {rows:,}")
-    broker.delete_topic(topic, wait=False)   # frees the broker's memory (Tansu: memory://)
+    broker.delete_topic(topic, wait=False)  # frees the broker's memory (Tansu: memory://)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", "--rows", dest="rows", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=None,
-                        help="topic partitions (default: 6 on the mock, 8 on Tansu)")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="topic partitions (default: 6 on the mock, 8 on Tansu)",
+    )
     parser.add_argument("--tasks", type=int, default=2, help="Spark partitions = write tasks")
     parser.add_argument("--codec", default="none")
     parser.add_argument("--broker", choices=("mock", "tansu"), default="mock")
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--exactly-once", action="store_true",
-                        help="compare deliveryGuarantee=exactly-once with at-least-once")
-    parser.add_argument("--input", choices=("prepared", "generated"), default="prepared",
-                        help="rows cached before the clock starts (as confluent-kafka's "
-                             "are built before), or made by Spark inside the timed write")
-    parser.add_argument("--driver-memory", default="6g",
-                        help="the Spark JVM's heap (the prepared input is cached in it)")
+    parser.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="compare deliveryGuarantee=exactly-once with at-least-once",
+    )
+    parser.add_argument(
+        "--input",
+        choices=("prepared", "generated"),
+        default="prepared",
+        help="rows cached before the clock starts (as confluent-kafka's "
+        "are built before), or made by Spark inside the timed write",
+    )
+    parser.add_argument(
+        "--driver-memory",
+        default="6g",
+        help="the Spark JVM's heap (the prepared input is cached in it)",
+    )
     args = parser.parse_args()
     partitions = args.partitions or (8 if args.broker == "tansu" else 6)
 
@@ -200,13 +238,14 @@ def main():
     broker = MockCluster() if args.broker == "mock" else TansuBroker()
     spark = make_spark("kafka_ds-bench-write", driver_memory=args.driver_memory)
     try:
-        print(f"broker={args.broker} rows={args.rows:,} value=100 B key=10 B "
-              f"partitions={partitions} tasks={args.tasks} codec={args.codec} local[2] "
-              f"input={args.input}"
-              + (" exactly-once vs at-least-once" if args.exactly_once else ""))
+        print(
+            f"broker={args.broker} rows={args.rows:,} value=100 B key=10 B "
+            f"partitions={partitions} tasks={args.tasks} codec={args.codec} local[2] "
+            f"input={args.input}" + (" exactly-once vs at-least-once" if args.exactly_once else "")
+        )
         # Warm-up: JVM code paths, Python workers, imports (and a transaction's round trips).
         warm = source_frame(spark, 20_000, args.tasks, prepared=False)
-        for warm_eos in ((False, True) if args.exactly_once else (False,)):
+        for warm_eos in (False, True) if args.exactly_once else (False,):
             _t, topic = bench_kafka_ds(spark, broker, warm, partitions, args.codec, warm_eos)
             broker.delete_topic(topic, wait=False)
         df = source_frame(spark, args.rows, args.tasks, args.input == "prepared")
@@ -233,9 +272,11 @@ def run_against_confluent(spark, broker, df, args, partitions):
         theirs.append(args.rows / timed.seconds)
         print(f"{line}, confluent-kafka {timed.describe(args.rows)}", flush=True)
     best_ours, best_theirs = max(ours), max(theirs)
-    print(f"best: kafka_ds (Spark local[2], df.write) {best_ours:,.0f} rows/s | "
-          f"confluent-kafka Producer {best_theirs:,.0f} rows/s | "
-          f"ratio {best_ours / best_theirs:.2f}x")
+    print(
+        f"best: kafka_ds (Spark local[2], df.write) {best_ours:,.0f} rows/s | "
+        f"confluent-kafka Producer {best_theirs:,.0f} rows/s | "
+        f"ratio {best_ours / best_theirs:.2f}x"
+    )
 
 
 def run_exactly_once(spark, broker, df, args, partitions):
@@ -245,13 +286,14 @@ def run_exactly_once(spark, broker, df, args, partitions):
         check_and_drop(broker, topic, args.rows, count_records, "kafka_ds at-least-once")
         alo.append(timed.seconds)
         line = f"run {run + 1}: at-least-once {timed.describe(args.rows)}"
-        timed, topic = bench_kafka_ds(spark, broker, df, partitions, args.codec,
-                                      exactly_once=True)
+        timed, topic = bench_kafka_ds(spark, broker, df, partitions, args.codec, exactly_once=True)
         check_and_drop(broker, topic, args.rows, count_committed, "kafka_ds exactly-once")
         eos.append(timed.seconds)
         print(f"{line}, exactly-once {timed.describe(args.rows)}", flush=True)
-    print(f"best: at-least-once {min(alo):.2f} s | exactly-once {min(eos):.2f} s | "
-          f"exactly-once / at-least-once time {min(eos) / min(alo):.2f}x")
+    print(
+        f"best: at-least-once {min(alo):.2f} s | exactly-once {min(eos):.2f} s | "
+        f"exactly-once / at-least-once time {min(eos) / min(alo):.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """CPU seconds per process during a timed benchmark step: the broker (Tansu), the Spark JVM
 and its Python workers, or this process. Every process shares the machine's cores, so a
 step's wall time is bounded below by the CPU it needs divided by the cores."""
+
 from __future__ import annotations
 
 import os
@@ -18,10 +19,13 @@ def _processes() -> dict:
                 text = f.read()
         except OSError:
             continue
-        name = text[text.index("(") + 1:text.rindex(")")]
+        name = text[text.index("(") + 1 : text.rindex(")")]
         fields = text.rsplit(")", 1)[1].split()
-        out[int(entry)] = (int(fields[1]), name,
-                           (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        out[int(entry)] = (
+            int(fields[1]),
+            name,
+            (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
+        )
     return out
 
 
@@ -57,8 +61,11 @@ class Timed:
         after = _processes()
 
         def used(pids):
-            return sum(after[p][2] - (self.before[p][2] if p in self.before else 0.0)
-                       for p in pids if p in after)
+            return sum(
+                after[p][2] - (self.before[p][2] if p in self.before else 0.0)
+                for p in pids
+                if p in after
+            )
 
         self.cpu = {}
         if self.pid is not None:
@@ -66,8 +73,9 @@ class Timed:
         if self.jvm is not None:
             tree = _descendants(self.jvm, after)
             self.cpu["Spark JVM"] = used({self.jvm})
-            self.cpu["Python workers"] = used({p for p in tree if p != self.jvm
-                                               and after[p][1].startswith("python")})
+            self.cpu["Python workers"] = used(
+                {p for p in tree if p != self.jvm and after[p][1].startswith("python")}
+            )
         else:
             self.cpu["producer process"] = own
 
@@ -78,5 +86,3 @@ class Timed:
     def describe(self, rows) -> str:
         cpu = ", ".join(f"{what} {seconds:.2f}" for what, seconds in self.cpu.items())
         return f"{rows / self.seconds:,.0f} rows/s ({self.seconds:.2f} s; CPU s: {cpu})"
-
-

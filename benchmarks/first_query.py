@@ -25,6 +25,7 @@ starting the pool's daemon), the new process's start, and the call. A second tab
 the import time of each kafka_ds module a step's process loads, in a fresh interpreter
 that has already imported what pyspark's worker for that step imports.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,9 +41,20 @@ import uuid
 
 # --- tracing, in whichever process Spark calls the source ------------------------------------
 
-_API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-              9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions", 19: "CreateTopics",
-              22: "InitProducerId", 24: "AddPartitionsToTxn", 26: "EndTxn"}
+_API_NAMES = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    22: "InitProducerId",
+    24: "AddPartitionsToTxn",
+    26: "EndTxn",
+}
 
 
 def _process_started() -> float:
@@ -58,6 +70,7 @@ def _socket_counts() -> dict:
     """Count the sockets this process opens with socket.create_connection (kafka_ds's only
     way to connect) and the API key of every frame sent on them; installed once per process."""
     import socket
+
     counts = getattr(socket, "_first_query_counts", None)
     if counts is not None:
         return counts
@@ -94,12 +107,22 @@ def _traced(path: str, step: str, call):
         return call()
     finally:
         ended = time.time()
-        requests = {k: v - before[1].get(k, 0) for k, v in counts["requests"].items()
-                    if v - before[1].get(k, 0)}
-        record = {"step": step, "pid": os.getpid(), "born": _process_started(),
-                  "start": started, "end": ended, "reused": reused,
-                  "pandas": "pandas" in sys.modules,
-                  "connections": counts["connections"] - before[0], "requests": requests}
+        requests = {
+            k: v - before[1].get(k, 0)
+            for k, v in counts["requests"].items()
+            if v - before[1].get(k, 0)
+        }
+        record = {
+            "step": step,
+            "pid": os.getpid(),
+            "born": _process_started(),
+            "start": started,
+            "end": ended,
+            "reused": reused,
+            "pandas": "pandas" in sys.modules,
+            "connections": counts["connections"] - before[0],
+            "requests": requests,
+        }
         with open(path, "a") as f:
             f.write(json.dumps(record) + "\n")
 
@@ -122,6 +145,7 @@ def traced_source(base, trace_path: str):
             def read_all():
                 # The task's whole read, its batches kept (10k rows: small)
                 batches.extend(self.inner.read(partition))
+
             _traced(trace_path, "read()", read_all)
             yield from batches
 
@@ -143,12 +167,16 @@ def traced_source(base, trace_path: str):
             return _traced(trace_path, "schema()", super().schema)
 
         def reader(self, schema):
-            return TracedReader(_traced(trace_path, "reader()", lambda: super(
-                Traced, self).reader(schema)))
+            return TracedReader(
+                _traced(trace_path, "reader()", lambda: super(Traced, self).reader(schema))
+            )
 
         def writer(self, schema, overwrite):
-            return TracedWriter(_traced(trace_path, "writer()", lambda: super(
-                Traced, self).writer(schema, overwrite)))
+            return TracedWriter(
+                _traced(
+                    trace_path, "writer()", lambda: super(Traced, self).writer(schema, overwrite)
+                )
+            )
 
     return Traced
 
@@ -158,8 +186,12 @@ def null_source():
     sink that takes Arrow batches and drops them: Spark's own cost of a Python data source.
     Its batch is built from numpy buffers: ``pa.array`` of a Python list would import pandas
     (pyarrow looks for pandas types), a cost of the null source's, not of Spark's."""
-    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, \
-        WriterCommitMessage
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        WriterCommitMessage,
+    )
 
     class NullReader(DataSourceReader):
         def __init__(self, rows):
@@ -168,9 +200,13 @@ def null_source():
         def read(self, partition):
             import numpy as np
             import pyarrow as pa
+
             offsets = np.arange(0, 100 * self.rows + 1, 100, dtype=np.int32)
-            values = pa.Array.from_buffers(pa.binary(), self.rows, [
-                None, pa.py_buffer(offsets), pa.py_buffer(b"x" * (100 * self.rows))])
+            values = pa.Array.from_buffers(
+                pa.binary(),
+                self.rows,
+                [None, pa.py_buffer(offsets), pa.py_buffer(b"x" * (100 * self.rows))],
+            )
             yield pa.RecordBatch.from_arrays([values], names=["value"])
 
     class NullWriter(DataSourceArrowWriter):
@@ -211,36 +247,51 @@ def run_case(case: str, rows: int, bootstrap: str, topic: str, trace_path: str) 
     read case reads, in an application of its own)."""
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("kafka_ds first query")
-             .config("spark.ui.enabled", "false").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafka_ds first query")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     if case.startswith("pykafka"):
         from kafka_ds.source import KafkaDataSource
+
         spark.dataSource.register(traced_source(KafkaDataSource, trace_path))
     else:
         spark.dataSource.register(traced_source(null_source(), trace_path))
-    data = spark.range(rows).selectExpr("CAST(id AS STRING) AS key",
-                                        "repeat('x', 100) AS value").cache()
-    data.count()                          # the input is ready before any clock starts
+    data = (
+        spark.range(rows)
+        .selectExpr("CAST(id AS STRING) AS key", "repeat('x', 100) AS value")
+        .cache()
+    )
+    data.count()  # the input is ready before any clock starts
 
     def pykafka_write():
-        data.write.format("pykafka").option("kafka.bootstrap.servers", bootstrap) \
-            .option("topic", topic).mode("append").save()
+        data.write.format("pykafka").option("kafka.bootstrap.servers", bootstrap).option(
+            "topic", topic
+        ).mode("append").save()
 
     def pykafka_read():
-        spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap) \
-            .option("subscribe", topic).load().selectExpr("length(value)").collect()
+        spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap).option(
+            "subscribe", topic
+        ).load().selectExpr("length(value)").collect()
 
     def null_write():
         data.select("value").write.format("nullsource").mode("append").save()
 
     def null_read():
-        spark.read.format("nullsource").option("rows", str(rows)).load() \
-            .selectExpr("length(value)").collect()
+        spark.read.format("nullsource").option("rows", str(rows)).load().selectExpr(
+            "length(value)"
+        ).collect()
 
-    action = {"prepare": pykafka_write, "null sink, write": null_write,
-              "pykafka, write": pykafka_write, "null source, read": null_read,
-              "pykafka, read": pykafka_read}[case]
+    action = {
+        "prepare": pykafka_write,
+        "null sink, write": null_write,
+        "pykafka, write": pykafka_write,
+        "null source, read": null_read,
+        "pykafka, read": pykafka_read,
+    }[case]
     try:
         first = timed(action)
         return {"first": first, "second": timed(action) if case != "prepare" else first}
@@ -261,25 +312,34 @@ def itemize(action: tuple[float, float], trace: list[dict]) -> dict:
     start, end = action
     inside = [r for r in trace if start <= r["start"] <= end]
     steps, previous = {}, start
-    order = sorted({r["step"] for r in inside},
-                   key=lambda s: min(r["start"] for r in inside if r["step"] == s))
+    order = sorted(
+        {r["step"] for r in inside}, key=lambda s: min(r["start"] for r in inside if r["step"] == s)
+    )
     for step in order:
         records = [r for r in inside if r["step"] == step]
         first = min(r["start"] for r in records)
         last = max(r["end"] for r in records)
         # a process born during the wait started for this step
-        fresh = [first - max(r["born"], previous) for r in records
-                 if not r["reused"] and r["born"] > previous - 0.02]
+        fresh = [
+            first - max(r["born"], previous)
+            for r in records
+            if not r["reused"] and r["born"] > previous - 0.02
+        ]
         process = max(fresh) if fresh else 0.0
         requests: dict = {}
         for r in records:
             for k, v in r["requests"].items():
                 requests[k] = requests.get(k, 0) + v
-        steps[step] = {"wait": max(0.0, first - previous - process), "start": process,
-                       "call": last - first, "pandas": any(r["pandas"] for r in records),
-                       "connections": sum(r["connections"] for r in records),
-                       "requests": requests, "processes": len({r["pid"] for r in records}),
-                       "new": sum(not r["reused"] for r in records)}
+        steps[step] = {
+            "wait": max(0.0, first - previous - process),
+            "start": process,
+            "call": last - first,
+            "pandas": any(r["pandas"] for r in records),
+            "connections": sum(r["connections"] for r in records),
+            "requests": requests,
+            "processes": len({r["pid"] for r in records}),
+            "new": sum(not r["reused"] for r in records),
+        }
         previous = max(previous, last)
     return {"steps": steps, "total": end - start, "after": end - previous}
 
@@ -290,12 +350,17 @@ def median_items(runs: list[dict]) -> dict:
     steps = {}
     for name in names:
         cells = [r["steps"][name] for r in runs]
-        steps[name] = {k: statistics.median(c[k] for c in cells)
-                       for k in ("wait", "start", "call", "connections", "new")}
+        steps[name] = {
+            k: statistics.median(c[k] for c in cells)
+            for k in ("wait", "start", "call", "connections", "new")
+        }
         steps[name]["pandas"] = any(c["pandas"] for c in cells)
         steps[name]["requests"] = cells[-1]["requests"]
-    return {"steps": steps, "total": statistics.median(r["total"] for r in runs),
-            "after": statistics.median(r["after"] for r in runs)}
+    return {
+        "steps": steps,
+        "total": statistics.median(r["total"] for r in runs),
+        "after": statistics.median(r["after"] for r in runs),
+    }
 
 
 # Per step: what pyspark's worker of that step imports itself, then the kafka_ds modules the
@@ -303,16 +368,33 @@ def median_items(runs: list[dict]) -> dict:
 _TASK_BASE = "pyspark.worker, pyarrow, pyspark.sql.pandas.serializers"
 IMPORT_STEPS = (
     ("schema() (read)", "pyspark.sql.worker.create_data_source", ("kafka_ds.source",)),
-    ("reader(), partitions()", "pyspark.sql.worker.plan_data_source_read",
-     ("kafka_ds.source", "kafka_ds.reader")),
-    ("read() task", _TASK_BASE, ("kafka_ds.reader", "kafka_ds.read.fetch_pipeline",
-                                 "kafka_ds.protocol.records", "kafka_ds.read.record_timestamps")),
-    ("writer()", "pyspark.sql.worker.write_into_data_source",
-     ("kafka_ds.source", "kafka_ds.writer", "kafka_ds.write.topics")),
+    (
+        "reader(), partitions()",
+        "pyspark.sql.worker.plan_data_source_read",
+        ("kafka_ds.source", "kafka_ds.reader"),
+    ),
+    (
+        "read() task",
+        _TASK_BASE,
+        (
+            "kafka_ds.reader",
+            "kafka_ds.read.fetch_pipeline",
+            "kafka_ds.protocol.records",
+            "kafka_ds.read.record_timestamps",
+        ),
+    ),
+    (
+        "writer()",
+        "pyspark.sql.worker.write_into_data_source",
+        ("kafka_ds.source", "kafka_ds.writer", "kafka_ds.write.topics"),
+    ),
     ("write() task", _TASK_BASE, ("kafka_ds.writer", "kafka_ds.write.task")),
     ("commit()", "pyspark.sql.worker.commit_data_source_write", ("kafka_ds.writer",)),
-    ("streamReader() (driver)", "pyspark.sql.worker.create_data_source",
-     ("kafka_ds.source", "kafka_ds.stream")),
+    (
+        "streamReader() (driver)",
+        "pyspark.sql.worker.create_data_source",
+        ("kafka_ds.source", "kafka_ds.stream"),
+    ),
 )
 
 _IMPORT_PROBE = """
@@ -329,12 +411,17 @@ def import_costs(repeat: int, env=None, cwd=None) -> list[tuple[str, float, bool
     pyarrow loaded) in fresh interpreters."""
     out = []
     for step, base, modules in IMPORT_STEPS:
-        code = _IMPORT_PROBE.format(base=base,
-                                    imports="\n".join(f"import {m}" for m in modules))
+        code = _IMPORT_PROBE.format(base=base, imports="\n".join(f"import {m}" for m in modules))
         runs = []
         for _ in range(repeat):
-            line = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                  check=True, env=env, cwd=cwd).stdout.split()
+            line = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+                cwd=cwd,
+            ).stdout.split()
             runs.append((float(line[0]), line[1] == "True", line[2] == "True"))
         out.append((step, statistics.median(r[0] for r in runs), runs[0][1], runs[0][2]))
     return out
@@ -355,9 +442,11 @@ def print_itemization(kind: str, figures: dict, compared: bool) -> None:
     columns = [(null, "first"), (ours, "first"), (ours, "second")]
     if compared:
         columns.append((f"pykafka (compared), {kind}", "first"))
-    print(f"\n{kind}: each step's wait in Spark (JVM, a pool's daemon starting), its new "
-          "Python process's start\n(fork, Python, pyspark, unpickling the source: our "
-          "imports) and the call itself; seconds, medians:")
+    print(
+        f"\n{kind}: each step's wait in Spark (JVM, a pool's daemon starting), its new "
+        "Python process's start\n(fork, Python, pyspark, unpickling the source: our "
+        "imports) and the call itself; seconds, medians:"
+    )
     names = {null: "null", ours: "pykafka", f"pykafka (compared), {kind}": "compared"}
     print(f"{'':24}" + "".join(f"{names[c] + ' ' + w:>16}" for c, w in columns))
     for step in steps:
@@ -374,27 +463,39 @@ def print_itemization(kind: str, figures: dict, compared: bool) -> None:
         for step in steps:
             item = figures[case]["first"]["steps"].get(step)
             if item:
-                print(f"  {step:14} {int(item['new'])} new process(es), "
-                      f"{int(item['connections'])} connection(s), "
-                      f"requests: {describe_requests(item['requests'])}; pandas loaded: "
-                      f"{'yes' if item['pandas'] else 'no'}")
+                print(
+                    f"  {step:14} {int(item['new'])} new process(es), "
+                    f"{int(item['connections'])} connection(s), "
+                    f"requests: {describe_requests(item['requests'])}; pandas loaded: "
+                    f"{'yes' if item['pandas'] else 'no'}"
+                )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10000)
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="Spark applications per case (medians)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="Spark applications per case (medians)"
+    )
     parser.add_argument("--bootstrap", help="a broker to use instead of a local Tansu")
-    parser.add_argument("--compare", metavar="DIR",
-                        help="another checkout of kafka_ds (e.g. git worktree add /tmp/old "
-                             "<commit>): its pykafka cases run too, interleaved with this "
-                             "checkout's, as 'pykafka (compared)'")
-    parser.add_argument("--json", metavar="PATH",
-                        help="append every application's itemization to PATH as it ends "
-                             "(a run cut short keeps what it measured)")
-    parser.add_argument("--from-json", metavar="PATH",
-                        help="print the tables of the applications saved in PATH; run nothing")
+    parser.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="another checkout of kafka_ds (e.g. git worktree add /tmp/old "
+        "<commit>): its pykafka cases run too, interleaved with this "
+        "checkout's, as 'pykafka (compared)'",
+    )
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="append every application's itemization to PATH as it ends "
+        "(a run cut short keeps what it measured)",
+    )
+    parser.add_argument(
+        "--from-json",
+        metavar="PATH",
+        help="print the tables of the applications saved in PATH; run nothing",
+    )
     parser.add_argument("--case", choices=("prepare",) + CASES, help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--trace", help=argparse.SUPPRESS)
@@ -429,8 +530,9 @@ def main(argv=None) -> int:
     for case in CASES:
         kind = case.split(", ")[1]
         if case.startswith("pykafka"):
-            cases.extend((f"pykafka{label}, {kind}", case, path)
-                         for label, path in checkouts.items())
+            cases.extend(
+                (f"pykafka{label}, {kind}", case, path) for label, path in checkouts.items()
+            )
         else:
             cases.append((case, case, here))
 
@@ -442,16 +544,33 @@ def main(argv=None) -> int:
         read_topic = f"first-query-{uuid.uuid4().hex[:8]}"
         order = [("prepare", "prepare", here)] + [c for _ in range(args.repeat) for c in cases]
         for name, case, path in order:
-            topic = read_topic if case in ("prepare", "pykafka, read") \
+            topic = (
+                read_topic
+                if case in ("prepare", "pykafka, read")
                 else f"first-query-{uuid.uuid4().hex[:8]}"
-            env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get(
-                "PYTHONPATH", ""))
+            )
+            env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get("PYTHONPATH", ""))
             with tempfile.NamedTemporaryFile(suffix=".jsonl") as trace_file:
                 out = subprocess.run(
-                    [sys.executable, os.path.abspath(__file__), "--case", case,
-                     "--rows", str(args.rows), "--bootstrap", bootstrap, "--topic", topic,
-                     "--trace", trace_file.name],
-                    capture_output=True, text=True, env=env, cwd=path)
+                    [
+                        sys.executable,
+                        os.path.abspath(__file__),
+                        "--case",
+                        case,
+                        "--rows",
+                        str(args.rows),
+                        "--bootstrap",
+                        bootstrap,
+                        "--topic",
+                        topic,
+                        "--trace",
+                        trace_file.name,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    cwd=path,
+                )
                 if out.returncode:
                     sys.stderr.write(out.stdout + out.stderr)
                     raise SystemExit(f"case {name!r} failed")
@@ -463,12 +582,23 @@ def main(argv=None) -> int:
                     figures[name][which].append(itemize(result[which], trace))
                 if args.json:
                     with open(args.json, "a") as f:
-                        f.write(json.dumps({"case": name, "checkouts": checkouts,
-                                            "load": os.getloadavg(),
-                                            "first": figures[name]["first"][-1],
-                                            "second": figures[name]["second"][-1]}) + "\n")
-                print(f"  {name}: first {figures[name]['first'][-1]['total']:.2f} s, second "
-                      f"{figures[name]['second'][-1]['total']:.2f} s ({load()})", flush=True)
+                        f.write(
+                            json.dumps(
+                                {
+                                    "case": name,
+                                    "checkouts": checkouts,
+                                    "load": os.getloadavg(),
+                                    "first": figures[name]["first"][-1],
+                                    "second": figures[name]["second"][-1],
+                                }
+                            )
+                            + "\n"
+                        )
+                print(
+                    f"  {name}: first {figures[name]['first'][-1]['total']:.2f} s, second "
+                    f"{figures[name]['second'][-1]['total']:.2f} s ({load()})",
+                    flush=True,
+                )
     finally:
         if broker is not None:
             broker.stop()
@@ -480,12 +610,16 @@ def main(argv=None) -> int:
 
 def report(figures: dict, repeat: int, checkouts: dict, rows: int) -> None:
     """Print the medians, the itemization and the import table."""
-    medians = {name: {which: median_items(runs) for which, runs in by.items()}
-               for name, by in figures.items()}
+    medians = {
+        name: {which: median_items(runs) for which, runs in by.items()}
+        for name, by in figures.items()
+    }
     if " (compared)" in checkouts:
         print(f"compared: kafka_ds of {checkouts[' (compared)']}")
-    print(f"\n{rows} rows of 100 B, each case in {repeat} Spark applications of "
-          "its own (local[2]), median seconds:")
+    print(
+        f"\n{rows} rows of 100 B, each case in {repeat} Spark applications of "
+        "its own (local[2]), median seconds:"
+    )
     print(f"{'':30} {'first':>7} {'second':>7} {'first - second':>15}")
     for name, by in medians.items():
         first, second = by["first"]["total"], by["second"]["total"]
@@ -494,18 +628,24 @@ def report(figures: dict, repeat: int, checkouts: dict, rows: int) -> None:
         nulls = medians[null]["first"]
         for label in checkouts:
             ours = medians[f"pykafka{label}, {kind}"]["first"]
-            print(f"first {kind}: pykafka{label} {ours['total']:.2f} s, "
-                  f"{ours['total'] - nulls['total']:+.2f} s against Spark's own Python data "
-                  f"source start-up ({nulls['total']:.2f} s)")
+            print(
+                f"first {kind}: pykafka{label} {ours['total']:.2f} s, "
+                f"{ours['total'] - nulls['total']:+.2f} s against Spark's own Python data "
+                f"source start-up ({nulls['total']:.2f} s)"
+            )
     for kind in ("read", "write"):
         print_itemization(kind, medians, " (compared)" in checkouts)
     for label, path in checkouts.items():
         env = dict(os.environ, PYTHONPATH=path + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        print(f"\nImports per step's process{label}, fresh interpreter, after what pyspark's "
-              "worker for the step imports itself (median of 5):")
+        print(
+            f"\nImports per step's process{label}, fresh interpreter, after what pyspark's "
+            "worker for the step imports itself (median of 5):"
+        )
         for step, seconds, pandas, pyarrow in import_costs(5, env, path):
-            print(f"  {step:26} {seconds:6.3f} s   pyarrow {'yes' if pyarrow else 'no ':3}  "
-                  f"pandas {'yes' if pandas else 'no'}")
+            print(
+                f"  {step:26} {seconds:6.3f} s   pyarrow {'yes' if pyarrow else 'no ':3}  "
+                f"pandas {'yes' if pandas else 'no'}"
+            )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ while nothing is produced:
 
 Prints one JSON object (and a Markdown line) with the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,21 @@ import json
 import os
 import time
 
-API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-             9: "OffsetFetch", 10: "FindCoordinator", 18: "ApiVersions"}
+API_NAMES = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    18: "ApiVersions",
+}
 
 
 def cpu_seconds(procs):
     import psutil
+
     total = 0.0
     for proc in procs:
         try:
@@ -47,8 +57,12 @@ def main(argv=None):
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--pattern", action="store_true", help="subscribePattern, not subscribe")
-    parser.add_argument("--idle-poll-ms", type=int, default=None,
-                        help="the source option idlePollIntervalMs (default: not set)")
+    parser.add_argument(
+        "--idle-poll-ms",
+        type=int,
+        default=None,
+        help="the source option idlePollIntervalMs (default: not set)",
+    )
     args = parser.parse_args(argv)
 
     import psutil
@@ -69,19 +83,28 @@ def main(argv=None):
                 produce_confluent(cluster.bootstrap_servers, topic, [b"x"] * 3, partition=p)
         proxy = FaultProxy(cluster.bootstrap_servers)
         spark = make_spark("kafka_ds-idle-bench")
-        reader = (spark.readStream.format("pykafka")
-                  .option("kafka.bootstrap.servers", proxy.bootstrap_servers)
-                  .option("startingOffsets", "earliest"))
+        reader = (
+            spark.readStream.format("pykafka")
+            .option("kafka.bootstrap.servers", proxy.bootstrap_servers)
+            .option("startingOffsets", "earliest")
+        )
         if args.idle_poll_ms is not None:
             reader = reader.option("idlePollIntervalMs", str(args.idle_poll_ms))
-        reader = (reader.option("subscribePattern", f"{stem}-.*") if args.pattern
-                  else reader.option("subscribe", ",".join(topics)))
+        reader = (
+            reader.option("subscribePattern", f"{stem}-.*")
+            if args.pattern
+            else reader.option("subscribe", ",".join(topics))
+        )
         query = reader.load().writeStream.format("noop").start()
         query.processAllAvailable()
-        time.sleep(3.0)   # let the first batches settle
+        time.sleep(3.0)  # let the first batches settle
         me = psutil.Process()
-        mock_pids = {c.pid for c in psutil.Process(cluster._proc.pid).children(recursive=True)} \
-            | {cluster._proc.pid} if hasattr(cluster, "_proc") else set()
+        mock_pids = (
+            {c.pid for c in psutil.Process(cluster._proc.pid).children(recursive=True)}
+            | {cluster._proc.pid}
+            if hasattr(cluster, "_proc")
+            else set()
+        )
         # Spark's JVM and its Python workers; not this process (the proxy's relaying
         # threads run here) and not the mock cluster.
         procs = [p for p in me.children(recursive=True) if p.pid not in mock_pids]
@@ -96,11 +119,14 @@ def main(argv=None):
         with proxy.lock:
             after = dict(proxy.by_api)
         batches_after = query.lastProgress["batchId"] if query.lastProgress else -1
-        per_api = {API_NAMES.get(k, str(k)): round((after.get(k, 0) - before.get(k, 0)) / elapsed, 2)
-                   for k in sorted(set(after) | set(before))
-                   if after.get(k, 0) - before.get(k, 0)}
+        per_api = {
+            API_NAMES.get(k, str(k)): round((after.get(k, 0) - before.get(k, 0)) / elapsed, 2)
+            for k in sorted(set(after) | set(before))
+            if after.get(k, 0) - before.get(k, 0)
+        }
         result = {
-            "topics": args.topics, "partitions_per_topic": args.partitions,
+            "topics": args.topics,
+            "partitions_per_topic": args.partitions,
             "subscription": "subscribePattern" if args.pattern else "subscribe",
             "idlePollIntervalMs": args.idle_poll_ms,
             "seconds": round(elapsed, 1),
@@ -110,9 +136,11 @@ def main(argv=None):
             "batches_while_idle": batches_after - batches_before,
         }
         print(json.dumps(result))
-        print(f"| idle {result['subscription']} {args.topics}x{args.partitions} | "
-              f"{result['requests_per_s']} req/s {per_api} | "
-              f"{result['cpu_s_per_s']} CPU s/s |")
+        print(
+            f"| idle {result['subscription']} {args.topics}x{args.partitions} | "
+            f"{result['requests_per_s']} req/s {per_api} | "
+            f"{result['cpu_s_per_s']} CPU s/s |"
+        )
         return result
     finally:
         if query is not None:

@@ -24,6 +24,7 @@ once per batch, so the overhead is well under 1 % of the total):
 These are *stages of the kernel*; the end-to-end stages (fetch wait, JVM
 transfer) are measured by ``profile_read.py``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -108,10 +109,10 @@ def profile_codec(keys, values, ts, codec_name: str, passes: int = 3) -> dict:
     for p in range(passes + 1):
         with StageTimer() as st:
             for blob in blobs:
-                data = memoryview(bytearray(blob))     # hot, as received
+                data = memoryview(bytearray(blob))  # hot, as received
                 records.decode_records(data, topic="bench", partition=0, fetch_offset=0)
         if p == 0:
-            continue                                   # warm-up
+            continue  # warm-up
         stages = st.stages()
         if best is None or stages["total"] < best["total"]:
             best = stages
@@ -122,10 +123,15 @@ def assembly_cost(keys, values, ts, codec_name: str) -> float:
     """ns/record of building the output RecordBatch from the decoded columns (timed
     alone on the decoded columns; subtracted from the batch-loop remainder)."""
     import pyarrow as pa
+
     blobs = bd.build_blobs(keys, values, ts, codec_id(codec_name))
     n = len(keys)
-    batches = [records.decode_records(memoryview(bytearray(b)), topic="bench", partition=0,
-                                fetch_offset=0).batch for b in blobs]
+    batches = [
+        records.decode_records(
+            memoryview(bytearray(b)), topic="bench", partition=0, fetch_offset=0
+        ).batch
+        for b in blobs
+    ]
     schema = records_layout.record_schema(True)
     started = time.perf_counter()
     for _ in range(3):
@@ -153,15 +159,20 @@ def main(argv=None):
         results[name]["assembly"] = asm
         results[name]["headers"] = max(results[name]["headers"] - asm, 0.0)
 
-    print(f"\ndecode stages, ns per record ({args.records:,} records x {args.value_size} B, "
-          "one core, hot responses)\n")
+    print(
+        f"\ndecode stages, ns per record ({args.records:,} records x {args.value_size} B, "
+        "one core, hot responses)\n"
+    )
     print("| stage | " + " | ".join(names) + " |")
     print("|---|" + "---:|" * len(names))
     for label, key in STAGES:
         print(f"| {label} | " + " | ".join(f"{results[n][key]:.1f}" for n in names) + " |")
     print("| **total** | " + " | ".join(f"**{results[n]['total']:.1f}**" for n in names) + " |")
-    print("| records/s | " + " | ".join(f"{1e9 / results[n]['total'] / 1e6:.2f}M"
-                                         for n in names) + " |")
+    print(
+        "| records/s | "
+        + " | ".join(f"{1e9 / results[n]['total'] / 1e6:.2f}M" for n in names)
+        + " |"
+    )
 
     if args.cprofile:
         for name in names:

@@ -20,6 +20,7 @@ does), then:
 
 Prints one Markdown table of ns/row per stage and the share of the total.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,17 +32,17 @@ import profile_decode as pdm
 
 def python_read(bootstrap: str, topic: str, records: int) -> dict:
     """Seconds per stage for read_range over all partitions, one thread."""
-    from kafka_ds.read.fetch_pipeline import FetchAhead
-    from kafka_ds.options import parse_read_options
-    from kafka_ds.read.ranges import OffsetRange, read_range
     from kafka_ds.client import make_client
+    from kafka_ds.options import parse_read_options
+    from kafka_ds.read.fetch_pipeline import FetchAhead
+    from kafka_ds.read.ranges import OffsetRange, read_range
 
-    opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic},
-                              streaming=False)
+    opts = parse_read_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False
+    )
     client = make_client(opts)
     per, extra = divmod(records, br.PARTITIONS)
-    ranges = [OffsetRange(topic, p, 0, per + (1 if p < extra else 0))
-              for p in range(br.PARTITIONS)]
+    ranges = [OffsetRange(topic, p, 0, per + (1 if p < extra else 0)) for p in range(br.PARTITIONS)]
     fetch_time = [0.0]
     wait_time = [0.0]
     original_fetch = client.fetch
@@ -63,7 +64,7 @@ def python_read(bootstrap: str, topic: str, records: int) -> dict:
             fetch_time[0] += time.perf_counter() - started
 
     try:
-        for rng in ranges[:2]:                     # warm-up: connections, code paths
+        for rng in ranges[:2]:  # warm-up: connections, code paths
             for _ in read_range(opts, rng, client):
                 pass
         best = None
@@ -93,33 +94,48 @@ def python_read(bootstrap: str, topic: str, records: int) -> dict:
 
 
 def spark_times(spark, bootstrap: str, topic: str, records: int, repeat: int = 3) -> dict:
-    pykafka = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-               .option("subscribe", topic))
-    ceiling = (spark.read.format("kafka_ds_ceiling").option("records", records)
-               .option("partitions", br.PARTITIONS).option("topic", topic))
+    pykafka = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+    )
+    ceiling = (
+        spark.read.format("kafka_ds_ceiling")
+        .option("records", records)
+        .option("partitions", br.PARTITIONS)
+        .option("topic", topic)
+    )
     out = {}
     for label, reader in (("pykafka", pykafka), ("ceiling", ceiling)):
-        out[(label, "count")] = br.best_of(repeat, lambda: reader.load().count())
-        out[(label, "noop")] = br.best_of(repeat, lambda: reader.load().write.format(
-            "noop").mode("overwrite").save())
+        out[(label, "count")] = br.best_of(repeat, lambda reader=reader: reader.load().count())
+        out[(label, "noop")] = br.best_of(
+            repeat,
+            lambda reader=reader: reader.load().write.format("noop").mode("overwrite").save(),
+        )
     return out
 
 
 def breakdown(py: dict, spark: dict | None, records: int) -> str:
     ns = 1e9 / records
     decode = py["total"]
-    kernel_known = (py["crc"] + py["headers"] + py["decompress"] + py["starts"] + py["take"]
-                    + py["fields"])
+    kernel_known = (
+        py["crc"] + py["headers"] + py["decompress"] + py["starts"] + py["take"] + py["fields"]
+    )
     rows = [
-        ("waiting for a Fetch answer (request, broker, recv, Fetch framing; not hidden "
-         "behind the decode)", py["fetch"]),
+        (
+            "waiting for a Fetch answer (request, broker, recv, Fetch framing; not hidden "
+            "behind the decode)",
+            py["fetch"],
+        ),
         ("CRC-32C + batch headers", py["crc"] + py["headers"]),
         ("decompress", py["decompress"]),
         ("find record starts", py["starts"]),
         ("field decode (varints, offsets, timestamps)", py["fields"]),
         ("Arrow assembly (key/value take, RecordBatch)", py["take"] + decode - kernel_known),
-        ("read_range glue (trim, topic/partition columns)",
-         py["read_range"] - py["fetch"] - decode),
+        (
+            "read_range glue (trim, topic/partition columns)",
+            py["read_range"] - py["fetch"] - decode,
+        ),
     ]
     lines = ["| stage | ns/row (one core) | share |", "|---|---:|---:|"]
     python_total = py["read_range"]
@@ -131,16 +147,24 @@ def breakdown(py: dict, spark: dict | None, records: int) -> str:
         total = python_total + jvm
     for label, seconds in rows:
         lines.append(f"| {label} | {seconds * ns:.0f} | {seconds / total:.0%} |")
-    lines.append(f"| *kafka_ds in Python, total* | *{python_total * ns:.0f}* | "
-                 f"*{python_total / total:.0%}* |")
+    lines.append(
+        f"| *kafka_ds in Python, total* | *{python_total * ns:.0f}* | "
+        f"*{python_total / total:.0%}* |"
+    )
     if spark:
-        lines.append(f"| Python worker -> JVM transfer + Spark count (ceiling source) | "
-                     f"{jvm * ns:.0f} | {jvm / total:.0%} |")
-        lines.append(f"| **total per row (2 cores: divide by 2 for wall time)** | "
-                     f"**{total * ns:.0f}** | 100% |")
+        lines.append(
+            f"| Python worker -> JVM transfer + Spark count (ceiling source) | "
+            f"{jvm * ns:.0f} | {jvm / total:.0%} |"
+        )
+        lines.append(
+            f"| **total per row (2 cores: divide by 2 for wall time)** | "
+            f"**{total * ns:.0f}** | 100% |"
+        )
     lines.append("")
-    lines.append(f"Fetch time in all (mostly in the fetch-ahead thread, overlapping the decode): "
-                 f"{py['fetch_in_thread'] * ns:.0f} ns/row")
+    lines.append(
+        f"Fetch time in all (mostly in the fetch-ahead thread, overlapping the decode): "
+        f"{py['fetch_in_thread'] * ns:.0f} ns/row"
+    )
     lines.append(f"read_range alone, one core: {records / python_total:,.0f} rows/s")
     if spark:
         for key, seconds in sorted(spark.items()):

@@ -61,6 +61,7 @@ Writes ``soak_summary.json`` (also printed) and ``soak.png`` (throughput, lag an
 over time) into ``--out-dir`` (default: this folder). Exit status 1 if anything was lost or
 duplicated, a transaction was left open, or the queries did not catch up.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,6 +77,7 @@ import tempfile
 import threading
 import time
 from array import array
+from itertools import pairwise
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -84,18 +86,32 @@ if ROOT not in sys.path:
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 10, 22, 24, 26
-STALLABLE = {"Fetch": FETCH, "Produce": PRODUCE, "Metadata": METADATA,
-             "ListOffsets": LIST_OFFSETS, "FindCoordinator": FIND_COORDINATOR,
-             "InitProducerId": INIT_PRODUCER_ID, "AddPartitionsToTxn": ADD_PARTITIONS_TO_TXN,
-             "EndTxn": END_TXN}
+STALLABLE = {
+    "Fetch": FETCH,
+    "Produce": PRODUCE,
+    "Metadata": METADATA,
+    "ListOffsets": LIST_OFFSETS,
+    "FindCoordinator": FIND_COORDINATOR,
+    "InitProducerId": INIT_PRODUCER_ID,
+    "AddPartitionsToTxn": ADD_PARTITIONS_TO_TXN,
+    "EndTxn": END_TXN,
+}
 
-SCHEMA_V1 = {"type": "record", "name": "Reading", "namespace": "soak", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "sensor", "type": "string"},
-    {"name": "reading", "type": "double"},
-    {"name": "ts", "type": "long"}]}
-SCHEMA_V2 = {**SCHEMA_V1, "fields": SCHEMA_V1["fields"] + [
-    {"name": "unit", "type": ["null", "string"], "default": None}]}
+SCHEMA_V1 = {
+    "type": "record",
+    "name": "Reading",
+    "namespace": "soak",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "sensor", "type": "string"},
+        {"name": "reading", "type": "double"},
+        {"name": "ts", "type": "long"},
+    ],
+}
+SCHEMA_V2 = {
+    **SCHEMA_V1,
+    "fields": SCHEMA_V1["fields"] + [{"name": "unit", "type": ["null", "string"], "default": None}],
+}
 
 T0 = time.monotonic()
 
@@ -110,6 +126,7 @@ def log(*parts):
 
 # --- the source -------------------------------------------------------------------------
 
+
 class SourceProducer(threading.Thread):
     """Avro records at ``rate``/s, partition = n % partitions; acknowledged offsets kept
     compactly (16 bytes a record: offset and id per partition)."""
@@ -118,9 +135,17 @@ class SourceProducer(threading.Thread):
         super().__init__(daemon=True, name="producer")
         from confluent_kafka import Producer
         from confluent_kafka.schema_registry import SchemaRegistryClient
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                  "enable.idempotence": True, "linger.ms": 20,
-                                  "message.timeout.ms": 600000, "log_level": 0})
+
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 20,
+                "message.timeout.ms": 600000,
+                "log_level": 0,
+            }
+        )
         self.registry = SchemaRegistryClient({"url": registry_url})
         self.topic, self.partitions, self.rate = topic, partitions, rate
         self.offsets = [array("q") for _ in range(partitions)]
@@ -137,15 +162,20 @@ class SourceProducer(threading.Thread):
 
     def _make_serializer(self, schema):
         from confluent_kafka.schema_registry.avro import AvroSerializer
-        return AvroSerializer(self.registry, json.dumps(schema),
-                              conf={"auto.register.schemas": True})
+
+        return AvroSerializer(
+            self.registry, json.dumps(schema), conf={"auto.register.schemas": True}
+        )
 
     def switch_to_v2(self):
         """Register version 2 (now: the registry must be up) and write it from now on."""
         from confluent_kafka.serialization import MessageField, SerializationContext
+
         serializer = self._make_serializer(SCHEMA_V2)
-        serializer({"id": -1, "sensor": "probe", "reading": 0.0, "ts": 0, "unit": None},
-                   SerializationContext(self.topic, MessageField.VALUE))   # registers it
+        serializer(
+            {"id": -1, "sensor": "probe", "reading": 0.0, "ts": 0, "unit": None},
+            SerializationContext(self.topic, MessageField.VALUE),
+        )  # registers it
         self._v2 = serializer
         self._switch.set()
 
@@ -159,6 +189,7 @@ class SourceProducer(threading.Thread):
 
     def run(self):
         from confluent_kafka.serialization import MessageField, SerializationContext
+
         ctx = SerializationContext(self.topic, MessageField.VALUE)
         n = 0
         started = time.monotonic()
@@ -167,15 +198,20 @@ class SourceProducer(threading.Thread):
                 self._serializer, self.version, self.v2_from_id = self._v2, 2, n
             target = int((time.monotonic() - started) * self.rate)
             while n < target:
-                record = {"id": n, "sensor": f"s{n % 97}", "reading": n * 0.5,
-                          "ts": int(time.time() * 1000)}
+                record = {
+                    "id": n,
+                    "sensor": f"s{n % 97}",
+                    "reading": n * 0.5,
+                    "ts": int(time.time() * 1000),
+                }
                 if self.version == 2:
                     record["unit"] = "C" if n % 2 else None
                 value = self._serializer(record, ctx)
                 partition = n % self.partitions
                 try:
-                    self.producer.produce(self.topic, value=value, partition=partition,
-                                          on_delivery=self._callback(n))
+                    self.producer.produce(
+                        self.topic, value=value, partition=partition, on_delivery=self._callback(n)
+                    )
                 except BufferError:
                     break
                 n += 1
@@ -194,16 +230,21 @@ class SourceProducer(threading.Thread):
             with self.lock:
                 self.offsets[msg.partition()].append(msg.offset())
                 self.ids[msg.partition()].append(n)
+
         return done
 
     def acknowledged(self) -> dict:
         """{(partition, offset): id} of every acknowledged record."""
         with self.lock:
-            return {(p, o): i for p in range(self.partitions)
-                    for o, i in zip(self.offsets[p], self.ids[p])}
+            return {
+                (p, o): i
+                for p in range(self.partitions)
+                for o, i in zip(self.offsets[p], self.ids[p], strict=True)
+            }
 
 
 # --- network faults -----------------------------------------------------------------------
+
 
 class NetworkFaults(threading.Thread):
     def __init__(self, proxy, every, down_max, stall_max, rng, events):
@@ -233,6 +274,7 @@ class NetworkFaults(threading.Thread):
 
 
 # --- processes --------------------------------------------------------------------------
+
 
 def proc_table() -> dict:
     """pid -> (ppid, session id, rss KiB, cmdline) of every process we may read."""
@@ -272,8 +314,11 @@ def kill_session(session_id: int) -> None:
 
 def executor_pids(session_id) -> list[int]:
     table = proc_table()
-    return [pid for pid in session_pids(session_id, table)
-            if "CoarseGrainedExecutorBackend" in table[pid][3]]
+    return [
+        pid
+        for pid in session_pids(session_id, table)
+        if "CoarseGrainedExecutorBackend" in table[pid][3]
+    ]
 
 
 def python_under(jvms, session_id) -> list[int]:
@@ -320,6 +365,7 @@ def classify(session_id, table) -> dict:
 
 # --- checkpoints --------------------------------------------------------------------------
 
+
 def _batch_ids(path):
     if not os.path.isdir(path):
         return []
@@ -348,6 +394,7 @@ def checkpoint_state(checkpoint, topic):
 
 # --- the driver -----------------------------------------------------------------------------
 
+
 class Driver:
     """The Spark driver child: start, kill, watch, restart."""
 
@@ -356,21 +403,25 @@ class Driver:
         self.log_path = os.path.join(work, "driver.log")
         self.proc = None
         self.starts = 0
-        self.failures = []      # (t, exit code, FAILED line)
+        self.failures = []  # (t, exit code, FAILED line)
         self.kills = 0
         self._log_pos = 0
 
     def start(self):
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
-                   PYSPARK_DRIVER_PYTHON=sys.executable)
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
         env["PYTHONPATH"] = os.pathsep.join(
-            [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+            [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        )
         with open(self.log_path, "ab") as out:
             self._log_pos = out.tell()
             self.proc = subprocess.Popen(
                 [sys.executable, os.path.join(HERE, "_soak_eos_child.py"), json.dumps(self.spec)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True)
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
         self.starts += 1
         log(f"driver started (pid {self.proc.pid}, start {self.starts})")
 
@@ -387,7 +438,7 @@ class Driver:
         except subprocess.TimeoutExpired:
             kill_session(self.proc.pid)
             self.proc.wait(60)
-        kill_session(self.proc.pid)     # anything its session started meanwhile
+        kill_session(self.proc.pid)  # anything its session started meanwhile
         self.kills += 1
 
     def output(self) -> str:
@@ -402,9 +453,11 @@ class Driver:
         """The driver exited by itself: remember why; kill what its session left."""
         text = self.output()
         lines = text.splitlines()
-        failed = ([line for line in lines if line.startswith("FAILED")]
-                  or [line for line in lines if "kafka_ds." in line and "Error" in line]
-                  or [line for line in lines if "Exception:" in line or "Error:" in line])
+        failed = (
+            [line for line in lines if line.startswith("FAILED")]
+            or [line for line in lines if "kafka_ds." in line and "Error" in line]
+            or [line for line in lines if "Exception:" in line or "Error:" in line]
+        )
         reason = failed[-1] if failed else "\n".join(lines[-15:])
         self.failures.append({"t": now(), "exit": self.proc.returncode, "error": reason[:3000]})
         log(f"driver exited with {self.proc.returncode}: {reason[:600]}")
@@ -413,13 +466,14 @@ class Driver:
 
 # --- sampling ---------------------------------------------------------------------------------
 
+
 class Sampler(threading.Thread):
     def __init__(self, every, driver, producer, checkpoints, topic):
         super().__init__(daemon=True, name="sampler")
         self.every, self.driver, self.producer = every, driver, producer
         self.checkpoints, self.topic = checkpoints, topic
-        self.memory = collections.defaultdict(list)   # (role, pid) -> [(t, MiB)]
-        self.series = []    # (t, produced, {query: committed records}, {query: lag})
+        self.memory = collections.defaultdict(list)  # (role, pid) -> [(t, MiB)]
+        self.series = []  # (t, produced, {query: committed records}, {query: lag})
         self.stopping = threading.Event()
         self.last_progress = {name: (now(), -1) for name in checkpoints}
 
@@ -447,13 +501,14 @@ class Sampler(threading.Thread):
         while not self.stopping.wait(self.every):
             try:
                 self.sample()
-            except Exception as exc:   # noqa: BLE001 - a process that went away mid-read
+            except Exception as exc:  # noqa: BLE001 - a process that went away mid-read
                 log(f"sampler: {exc!r}")
 
 
 def growth(points, skip_s=120.0):
     """MiB/hour of a least-squares line through the points after the first ``skip_s``."""
     import numpy as np
+
     if not points:
         return None
     start = points[0][0]
@@ -479,7 +534,8 @@ def memory_summary(memory) -> dict:
         out[role] = {
             "processes": len(procs),
             "longest_life_s": round(pts[-1][0] - pts[0][0]),
-            "longest_first_mib": round(pts[0][1], 1), "longest_last_mib": round(pts[-1][1], 1),
+            "longest_first_mib": round(pts[0][1], 1),
+            "longest_last_mib": round(pts[-1][1], 1),
             "peak_mib": round(max(m for _, p in procs for _, m in p), 1),
             "longest_growth_mib_per_h": None if growth(pts) is None else round(growth(pts), 1),
             "max_growth_mib_per_h": round(max(fits), 1) if fits else None,
@@ -489,11 +545,13 @@ def memory_summary(memory) -> dict:
 
 # --- the checks at the end -----------------------------------------------------------------
 
+
 def file_sink_rows(file_sink):
     """(partition, offset) of every row in the files the sink's _spark_metadata committed."""
     import urllib.parse
 
     import pyarrow.parquet as pq
+
     log_dir = os.path.join(file_sink, "_spark_metadata")
     files = set()
     for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
@@ -507,8 +565,12 @@ def file_sink_rows(file_sink):
     out = []
     for path in sorted(files):
         table = pq.read_table(path, columns=["partition", "offset", "id"])
-        out += zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(),
-                   table.column("id").to_pylist())
+        out += zip(
+            table.column("partition").to_pylist(),
+            table.column("offset").to_pylist(),
+            table.column("id").to_pylist(),
+            strict=True,
+        )
     return out, len(files)
 
 
@@ -544,34 +606,52 @@ def check_kafka_sink(bootstrap, registry_url, sink, partitions, acked):
     result["raw_log"] = {
         "committed_records": sum(counts.values()),
         "lost": len(set(acked) - set(counts)),
-        "lost_by_source_partition": dict(collections.Counter(
-            p for p, _ in set(acked) - set(counts))),
+        "lost_by_source_partition": dict(
+            collections.Counter(p for p, _ in set(acked) - set(counts))
+        ),
         "duplicated": sum(n - 1 for n in counts.values() if n > 1),
         "unexpected": len(set(counts) - set(acked)),
         "value_mismatch": wrong_id,
         "raw_log_first_offset_by_partition": {
-            str(p): min((b.base_offset for b in log_verdict.batches if b.partition == p),
-                        default=None) for p in range(partitions)}, "records_with_v2_field_set": with_unit,
-        "aborted_records": len(log_verdict.aborted), "open_records": len(log_verdict.open),
+            str(p): min(
+                (b.base_offset for b in log_verdict.batches if b.partition == p), default=None
+            )
+            for p in range(partitions)
+        },
+        "records_with_v2_field_set": with_unit,
+        "aborted_records": len(log_verdict.aborted),
+        "open_records": len(log_verdict.open),
         "commit_markers": log_verdict.commits,
     }
     client = KafkaClient(bootstrap)
     try:
-        marks = fetch_watermarks(client, {(sink, p): 0 for p in range(partitions)},
-                                 isolation_level=1)
+        marks = fetch_watermarks(
+            client, {(sink, p): 0 for p in range(partitions)}, isolation_level=1
+        )
     finally:
         client.close()
     lso = {p: marks[(sink, p)][:2] for p in range(partitions)}
     result["last_stable_offset"] = {
-        "partitions_lso_below_hw": {str(p): {"hw": hw, "lso": ls} for p, (hw, ls) in lso.items()
-                                    if ls != hw}}
+        "partitions_lso_below_hw": {
+            str(p): {"hw": hw, "lso": ls} for p, (hw, ls) in lso.items() if ls != hw
+        }
+    }
     # an independent read_committed reader
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"soak-check-{os.getpid()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "log_level": 0})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"soak-check-{os.getpid()}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "log_level": 0,
+        }
+    )
     try:
-        highs = {p: consumer.get_watermark_offsets(TopicPartition(sink, p), timeout=30)[1]
-                 for p in range(partitions)}
+        highs = {
+            p: consumer.get_watermark_offsets(TopicPartition(sink, p), timeout=30)[1]
+            for p in range(partitions)
+        }
         consumer.assign([TopicPartition(sink, p, 0) for p in range(partitions)])
         values, position = [], {p: 0 for p in range(partitions)}
         idle_since = time.monotonic()
@@ -598,42 +678,55 @@ def check_kafka_sink(bootstrap, registry_url, sink, partitions, acked):
         "lost": len(set(acked) - set(rc_counts)),
         "duplicated": sum(n - 1 for n in rc_counts.values() if n > 1),
         "duplicates_that_are_aborted_in_the_raw_log": sum(
-            n - counts.get(k, 0) for k, n in extra.items() if k in aborted_keys),
+            n - counts.get(k, 0) for k, n in extra.items() if k in aborted_keys
+        ),
         "last_offset_read_vs_high_watermark": {
-            str(p): [position[p], highs[p]] for p in range(partitions)},
+            str(p): [position[p], highs[p]] for p in range(partitions)
+        },
     }
     return result
 
 
 # --- plot -----------------------------------------------------------------------------------
 
+
 def plot(path, series, memory, events, title):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(3, 1, figsize=(12, 11), sharex=True)
     ts = [s[0] / 60 for s in series]
     for name in ("files", "kafka"):
         rates = [0.0]
-        for a, b in zip(series, series[1:]):
+        for a, b in pairwise(series):
             dt = b[0] - a[0]
             rates.append(max(0.0, (b[2][name] - a[2][name]) / dt) if dt > 0 else 0.0)
         # a moving average over 1 minute: batches commit every few seconds
         width = max(1, int(60 / max(1e-9, (series[-1][0] - series[0][0]) / max(1, len(series)))))
-        smooth = [sum(rates[max(0, i - width + 1):i + 1]) / len(rates[max(0, i - width + 1):i + 1])
-                  for i in range(len(rates))]
+        smooth = [
+            sum(rates[max(0, i - width + 1) : i + 1]) / len(rates[max(0, i - width + 1) : i + 1])
+            for i in range(len(rates))
+        ]
         axes[0].plot(ts, smooth, label=f"{name} sink, records/s committed (1 min mean)")
         axes[1].plot(ts, [s[3][name] for s in series], label=f"{name} sink lag (records)")
-    produced = [0.0] + [(b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else 0.0
-                        for a, b in zip(series, series[1:])]
+    produced = [0.0] + [
+        (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else 0.0 for a, b in pairwise(series)
+    ]
     axes[0].plot(ts, produced, color="grey", alpha=0.4, lw=0.8, label="produced records/s")
     axes[0].set_ylabel("records/s")
     axes[1].set_ylabel("records behind")
-    totals = collections.defaultdict(dict)   # role -> t -> MiB (sum over its processes)
+    totals = collections.defaultdict(dict)  # role -> t -> MiB (sum over its processes)
     for (role, _pid), pts in memory.items():
         base = role.split(" ")[0] if role.startswith("executor") else None
-        key = ("executor JVMs" if role.endswith("JVM") and base else
-               "executor Python workers" if base else role)
+        key = (
+            "executor JVMs"
+            if role.endswith("JVM") and base
+            else "executor Python workers"
+            if base
+            else role
+        )
         for t, mib in pts:
             totals[key][t] = totals[key].get(t, 0.0) + mib
     for key in sorted(totals):
@@ -641,15 +734,23 @@ def plot(path, series, memory, events, title):
         axes[2].plot([t / 60 for t, _ in pts], [m for _, m in pts], label=key)
     axes[2].set_ylabel("RSS MiB (sum per role)")
     axes[2].set_xlabel("minutes")
-    colours = {"executor_kill": "red", "driver_kill": "black", "registry_down": "purple",
-               "driver_failed": "orange", "schema_v2": "green"}
+    colours = {
+        "executor_kill": "red",
+        "driver_kill": "black",
+        "registry_down": "purple",
+        "driver_failed": "orange",
+        "schema_v2": "green",
+    }
     for t, kind, _ in events:
         colour = colours.get(kind)
         if colour:
             for ax in axes:
                 ax.axvline(t / 60, color=colour, alpha=0.5, lw=0.8)
-    axes[0].set_title(title + "\nlines: red executor SIGKILL, black driver SIGKILL, purple "
-                      "registry down, orange query failed, green schema v2", fontsize=9)
+    axes[0].set_title(
+        title + "\nlines: red executor SIGKILL, black driver SIGKILL, purple "
+        "registry down, orange query failed, green schema v2",
+        fontsize=9,
+    )
     for ax in axes:
         ax.legend(fontsize=7, loc="upper left")
         ax.grid(alpha=0.3)
@@ -659,6 +760,7 @@ def plot(path, series, memory, events, title):
 
 
 # --- results.md -------------------------------------------------------------------------------
+
 
 def _kind(role):
     """'executor 3 JVM' -> 'executor JVMs' (executors are replaced and renumbered)."""
@@ -684,8 +786,9 @@ def results_markdown(report, command, png="soak.png") -> str:
     events = report["process_events"]
     failures = report["query_failures"]
     lso = k.get("last_stable_offset", {}).get("partitions_lso_below_hw", {})
-    memory = collections.defaultdict(lambda: {"processes": 0, "life": 0, "peak": 0.0,
-                                              "growth": None, "longest": None})
+    memory = collections.defaultdict(
+        lambda: {"processes": 0, "life": 0, "peak": 0.0, "growth": None, "longest": None}
+    )
     for role, m in report["memory"].items():
         agg = memory[_kind(role)]
         agg["processes"] += m["processes"]
@@ -694,36 +797,41 @@ def results_markdown(report, command, png="soak.png") -> str:
             agg["life"] = m["longest_life_s"]
             agg["longest"] = m
         if m["max_growth_mib_per_h"] is not None:
-            agg["growth"] = max(agg["growth"] if agg["growth"] is not None else -1e9,
-                                m["max_growth_mib_per_h"])
+            agg["growth"] = max(
+                agg["growth"] if agg["growth"] is not None else -1e9, m["max_growth_mib_per_h"]
+            )
     load = report["load_average_at_start"], report["load_average_at_end"]
     kills = [e for e in report.get("events", []) if e[1] == "driver_kill"]
     mid_commit = sum("mid-commit" in str(e[2]) for e in kills)
     before_outage = sum("registry" in str(e[2]) for e in kills)
     lines = [
-        "## Soak (`soak.py`): typed, exactly-once, two executor JVMs, everything failing", "",
+        "## Soak (`soak.py`): typed, exactly-once, two executor JVMs, everything failing",
+        "",
         f"Command: `{command}`"
         + (f", finished {report['finished_utc']}" if report.get("finished_utc") else "")
         + f"; {report['production_s'] / 60:.0f} min of production and "
         f"faults, then {report['catch_up_s']} s of catch-up; {report['args']['master']}, "
         f"Tansu behind the fault proxy, seed {report['seed']}. Load average "
-        f"{load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end (2 cores, shared).", "",
-        "| | |", "|---|---|",
+        f"{load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end (2 cores, shared).",
+        "",
+        "| | |",
+        "|---|---|",
         f"| records produced (acknowledged) | {report['records_produced']:,} at "
         f"{report['args']['rate']}/s into {report['args']['partitions']} partitions "
         f"(Avro; writer schema version 2 from record {report['v2_from_record_id']:,}) |",
         f"| broker outages (proxy down) | {faults.get('broker_outages', 0)}, "
         f"{faults.get('broker_down_s', 0)} s down in all |",
         f"| answers stalled 1-{report['args']['stall_max']:.0f} s | "
-        + ", ".join(f"{name} {n}" for name, n in sorted(stalls.items())) + " |",
+        + ", ".join(f"{name} {n}" for name, n in sorted(stalls.items()))
+        + " |",
         f"| executor JVMs SIGKILLed mid-batch | {events.get('executor', 0)} |",
         f"| driver sessions SIGKILLed | {events.get('driver', 0)}: {mid_commit} mid-commit (an "
         f"EndTxn answer held), {before_outage} right before a long registry outage |",
         f"| registry outages shorter / longer than the {report['args']['budget_ms'] // 1000} s "
         f"budget | {events.get('registry_short', 0)} / {events.get('registry_long', 0)} |",
         f"| queries failed (restarted from the checkpoints) | {len(failures)}"
-        + "".join(f"; at {x['t'] / 60:.0f} min: `{_short_error(x['error'])}`"
-                  for x in failures) + " |",
+        + "".join(f"; at {x['t'] / 60:.0f} min: `{_short_error(x['error'])}`" for x in failures)
+        + " |",
         f"| stuck queries | {len(report['stuck'])} |",
         f"| driver starts | {report['driver_starts']} |",
         f"| file sink: rows, **lost**, **duplicated** | {f.get('rows', '?'):,}, "
@@ -737,10 +845,11 @@ def results_markdown(report, command, png="soak.png") -> str:
         f"{raw.get('records_with_v2_field_set', 0):,} carry the version-2 field) |",
         f"| `read_committed` consumer (confluent-kafka): records, lost, duplicated | "
         f"{rc.get('records', '?'):,}, {rc.get('lost')}, {rc.get('duplicated')} "
-        "(reached the high watermark of every partition) |" if all(
-            pos >= hw - 1 for pos, hw in rc.get("last_offset_read_vs_high_watermark",
-                                                {}).values()) else
-        f"| `read_committed` consumer (confluent-kafka): records, lost, duplicated | "
+        "(reached the high watermark of every partition) |"
+        if all(
+            pos >= hw - 1 for pos, hw in rc.get("last_offset_read_vs_high_watermark", {}).values()
+        )
+        else f"| `read_committed` consumer (confluent-kafka): records, lost, duplicated | "
         f"{rc.get('records', '?')}, {rc.get('lost')}, {rc.get('duplicated')} (stopped before "
         f"the high watermark: {rc.get('last_offset_read_vs_high_watermark')}) |",
         f"| last stable offset == high watermark | "
@@ -750,11 +859,14 @@ def results_markdown(report, command, png="soak.png") -> str:
         f"Kafka {report['throughput_records_per_s']['kafka_committed_mean']} |",
         f"| largest lag, records | files {report['max_lag_records']['files']:,}, Kafka "
         f"{report['max_lag_records']['kafka']:,} |",
-        "", "Memory (RSS from /proc every 5 s; growth: least-squares line over a process's "
-        "life after its first 2 minutes, for processes that lived at least 7 minutes):", "",
+        "",
+        "Memory (RSS from /proc every 5 s; growth: least-squares line over a process's "
+        "life after its first 2 minutes, for processes that lived at least 7 minutes):",
+        "",
         "| process | processes seen | longest life | longest-lived: first -> last MiB | "
         "peak MiB | growth MiB/h (longest-lived) | largest growth MiB/h |",
-        "|---|---:|---:|---|---:|---:|---:|"]
+        "|---|---:|---:|---|---:|---:|---:|",
+    ]
     for kind in sorted(memory):
         agg = memory[kind]
         m = agg["longest"]
@@ -762,12 +874,14 @@ def results_markdown(report, command, png="soak.png") -> str:
             f"| {kind} | {agg['processes']} | {agg['life'] / 60:.0f} min | "
             f"{m['longest_first_mib']} -> {m['longest_last_mib']} | {agg['peak']} | "
             f"{m['longest_growth_mib_per_h'] if m['longest_growth_mib_per_h'] is not None else '--'} | "
-            f"{agg['growth'] if agg['growth'] is not None else '--'} |")
+            f"{agg['growth'] if agg['growth'] is not None else '--'} |"
+        )
     lines += ["", f"![soak: throughput, lag and memory over time]({png})", ""]
     return "\n".join(lines)
 
 
 # --- the run ----------------------------------------------------------------------------------
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -779,14 +893,25 @@ def main(argv=None):
     parser.add_argument("--fault-every", type=float, default=30.0, help="s between network faults")
     parser.add_argument("--down-max", type=float, default=20.0)
     parser.add_argument("--stall-max", type=float, default=40.0)
-    parser.add_argument("--budget-ms", type=int, default=20000,
-                        help="schema.registry.retry.budget.ms of the queries")
+    parser.add_argument(
+        "--budget-ms",
+        type=int,
+        default=20000,
+        help="schema.registry.retry.budget.ms of the queries",
+    )
     parser.add_argument("--txn-timeout-ms", type=int, default=180000)
-    parser.add_argument("--event-every", type=float, default=None,
-                        help="s between process/registry events (default: minutes*60/10)")
-    parser.add_argument("--plan", default="executor_kill,registry_short,driver_kill,"
-                        "registry_long_driver,executor_kill,driver_kill,registry_long_executor",
-                        help="the process/registry events, in turn")
+    parser.add_argument(
+        "--event-every",
+        type=float,
+        default=None,
+        help="s between process/registry events (default: minutes*60/10)",
+    )
+    parser.add_argument(
+        "--plan",
+        default="executor_kill,registry_short,driver_kill,"
+        "registry_long_driver,executor_kill,driver_kill,registry_long_executor",
+        help="the process/registry events, in turn",
+    )
     parser.add_argument("--stuck-s", type=float, default=600.0)
     parser.add_argument("--catch-up-s", type=float, default=1800.0)
     parser.add_argument("--sample-every", type=float, default=5.0)
@@ -794,14 +919,22 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out-dir", default=HERE)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--write-results", action="store_true",
-                        help="put the figures into benchmarks/results.md (section 'soak')")
-    parser.add_argument("--results-from", metavar="SUMMARY_JSON",
-                        help="only write results.md's section from an earlier run's summary")
+    parser.add_argument(
+        "--write-results",
+        action="store_true",
+        help="put the figures into benchmarks/results.md (section 'soak')",
+    )
+    parser.add_argument(
+        "--results-from",
+        metavar="SUMMARY_JSON",
+        help="only write results.md's section from an earlier run's summary",
+    )
     args = parser.parse_args(argv)
     command = "PYSPARK_PYTHON=.venv/bin/python .venv/bin/python benchmarks/soak.py " + " ".join(
-        a for a in (argv if argv is not None else sys.argv[1:])
-        if not a.startswith("--results-from") and not a.endswith(".json"))
+        a
+        for a in (argv if argv is not None else sys.argv[1:])
+        if not a.startswith("--results-from") and not a.endswith(".json")
+    )
     if args.results_from:
         with open(args.results_from) as f:
             report = json.load(f)
@@ -815,15 +948,20 @@ def main(argv=None):
     from tests.support.brokers import TansuBroker
     from tests.support.faultproxy import FaultProxy
     from tests.support.schema_registry import FakeSchemaRegistry
+
     spark_home.install()
 
     work = tempfile.mkdtemp(prefix="kafka_ds-soak-")
-    events = []          # (t, kind, detail)
+    events = []  # (t, kind, detail)
     broker = TansuBroker()
     registry = FakeSchemaRegistry().start()
     proxy = producer = faults = sampler = driver = None
-    report = {"seed": seed, "work_dir": work, "args": vars(args),
-              "load_average_at_start": os.getloadavg()}
+    report = {
+        "seed": seed,
+        "work_dir": work,
+        "args": vars(args),
+        "load_average_at_start": os.getloadavg(),
+    }
     budget_s = args.budget_ms / 1000.0
     registry_down = {"since": None}
 
@@ -842,8 +980,9 @@ def main(argv=None):
         outage = outages[-1]
         before = len(registry.requests)
 
-        def count_after():   # lookups that waited through the outage come in right after it
+        def count_after():  # lookups that waited through the outage come in right after it
             outage["requests_in_60_s_after"] = len(registry.requests) - before
+
         threading.Timer(60, count_after).start()
         log("registry up")
 
@@ -852,25 +991,31 @@ def main(argv=None):
         broker.create_topic(source, partitions=args.partitions)
         broker.create_topic(sink, partitions=args.partitions)
         proxy = FaultProxy(broker.bootstrap_servers)
-        spec = {"master": args.master, "bootstrap": proxy.bootstrap_servers,
-                "registry": registry.url, "budget_ms": args.budget_ms,
-                "source": source, "sink_topic": sink,
-                "file_sink": os.path.join(work, "files"),
-                "file_checkpoint": os.path.join(work, "ck-files"),
-                "kafka_checkpoint": os.path.join(work, "ck-kafka"),
-                "trigger_ms": args.trigger_ms, "max_offsets": args.max_offsets,
-                "txn_timeout_ms": args.txn_timeout_ms,
-                "stop_file": os.path.join(work, "STOP")}
+        spec = {
+            "master": args.master,
+            "bootstrap": proxy.bootstrap_servers,
+            "registry": registry.url,
+            "budget_ms": args.budget_ms,
+            "source": source,
+            "sink_topic": sink,
+            "file_sink": os.path.join(work, "files"),
+            "file_checkpoint": os.path.join(work, "ck-files"),
+            "kafka_checkpoint": os.path.join(work, "ck-kafka"),
+            "trigger_ms": args.trigger_ms,
+            "max_offsets": args.max_offsets,
+            "txn_timeout_ms": args.txn_timeout_ms,
+            "stop_file": os.path.join(work, "STOP"),
+        }
         checkpoints = {"files": spec["file_checkpoint"], "kafka": spec["kafka_checkpoint"]}
-        producer = SourceProducer(broker.bootstrap_servers, registry.url, source,
-                                  args.partitions, args.rate)
+        producer = SourceProducer(
+            broker.bootstrap_servers, registry.url, source, args.partitions, args.rate
+        )
         producer.start()
         driver = Driver(spec, work)
         driver.start()
         sampler = Sampler(args.sample_every, driver, producer, checkpoints, source)
         sampler.start()
-        faults = NetworkFaults(proxy, args.fault_every, args.down_max, args.stall_max, rng,
-                               events)
+        faults = NetworkFaults(proxy, args.fault_every, args.down_max, args.stall_max, rng, events)
         faults.start()
 
         run_s = args.minutes * 60
@@ -901,11 +1046,18 @@ def main(argv=None):
                     lag = sampler.series[-1][3]
                     for name, (since, batch) in sampler.last_progress.items():
                         if lag.get(name, 0) > 0 and now() - since > args.stuck_s:
-                            detail = (f"query {name} committed no batch for {now() - since:.0f} s "
-                                      f"(last batch {batch}, lag {lag[name]})")
+                            detail = (
+                                f"query {name} committed no batch for {now() - since:.0f} s "
+                                f"(last batch {batch}, lag {lag[name]})"
+                            )
                             log("STUCK: " + detail)
-                            stuck.append({"t": now(), "detail": detail,
-                                          "driver_log_tail": driver.output()[-3000:]})
+                            stuck.append(
+                                {
+                                    "t": now(),
+                                    "detail": detail,
+                                    "driver_log_tail": driver.output()[-3000:],
+                                }
+                            )
                             events.append((now(), "stuck", detail))
                             driver.kill()
                             driver.start()
@@ -926,8 +1078,15 @@ def main(argv=None):
             return any(checkpoint_state(c, source)[2] for c in checkpoints.values())
 
         def kill_executor(why):
-            if not wait_for(lambda: driver.alive and driver.started() and batch_running()
-                            and executor_pids(driver.proc.pid), 180):
+            if not wait_for(
+                lambda: (
+                    driver.alive
+                    and driver.started()
+                    and batch_running()
+                    and executor_pids(driver.proc.pid)
+                ),
+                180,
+            ):
                 log(f"no running batch to kill an executor in ({why})")
                 return None
             pids = executor_pids(driver.proc.pid)
@@ -940,11 +1099,13 @@ def main(argv=None):
         def wait_new_executor_python(old, timeout=300):
             """Until a Python worker of an executor JVM not in ``old`` runs (its first task:
             it is about to look the writer schemas up)."""
+
             def ready():
                 if not driver.alive:
                     return False
                 new = set(executor_pids(driver.proc.pid)) - old
                 return bool(new and python_under(new, driver.proc.pid))
+
             return wait_for(ready, timeout)
 
         def executor_then_registry_outage(length, draw_seconds, why, counter):
@@ -965,12 +1126,16 @@ def main(argv=None):
         def wait_driver_planning(timeout=300):
             """Until the new driver starts its first Python data source worker (before it
             looks the reader schema up)."""
+
             def ready():
                 if not driver.alive:
                     return False
                 table = proc_table()
-                return any("pyspark.sql.worker" in table[p][3]
-                           for p in session_pids(driver.proc.pid, table))
+                return any(
+                    "pyspark.sql.worker" in table[p][3]
+                    for p in session_pids(driver.proc.pid, table)
+                )
+
             return wait_for(ready, timeout)
 
         kills = collections.Counter()
@@ -993,8 +1158,11 @@ def main(argv=None):
                     kills["executor"] += 1
             elif kind == "registry_short":
                 executor_then_registry_outage(
-                    "short", lambda: budget_s * rng.uniform(0.25, 0.6),
-                    "shorter than the budget, new executor starting", "registry_short")
+                    "short",
+                    lambda: budget_s * rng.uniform(0.25, 0.6),
+                    "shorter than the budget, new executor starting",
+                    "registry_short",
+                )
             elif kind == "driver_kill":
                 if not wait_for(lambda: driver.alive and driver.started(), 300):
                     log("driver not running: no mid-commit kill")
@@ -1004,8 +1172,13 @@ def main(argv=None):
                 proxy.clear_faults()
                 driver.kill()
                 kills["driver"] += 1
-                events.append((now(), "driver_kill",
-                               "mid-commit (EndTxn answer held)" if held else "no commit seen"))
+                events.append(
+                    (
+                        now(),
+                        "driver_kill",
+                        "mid-commit (EndTxn answer held)" if held else "no commit seen",
+                    )
+                )
                 log(f"SIGKILL driver session {'mid-commit' if held else '(no commit held)'}")
                 driver.start()
             elif kind == "registry_long_driver":
@@ -1021,8 +1194,11 @@ def main(argv=None):
                 kills["registry_long"] += 1
             elif kind == "registry_long_executor":
                 executor_then_registry_outage(
-                    "long", lambda: budget_s + rng.uniform(15, 30),
-                    "longer than the budget, executor replaced", "registry_long")
+                    "long",
+                    lambda: budget_s + rng.uniform(15, 30),
+                    "longer than the budget, executor replaced",
+                    "registry_long",
+                )
         # --- the end: faults off, production off, catch up -----------------------------------
         log("faults and production stop; catching up")
         faults.stopping.set()
@@ -1066,61 +1242,89 @@ def main(argv=None):
 
         acked = producer.acknowledged()
         import traceback
+
         try:
             rows, files = file_sink_rows(spec["file_sink"])
             counts = collections.Counter((p, o) for p, o, _ in rows)
             wrong = sum(1 for p, o, i in rows if acked.get((p, o), i) != i)
-            file_result = {"files": files, "rows": len(rows),
-                           "lost": len(set(acked) - set(counts)),
-                           "duplicated": sum(n - 1 for n in counts.values() if n > 1),
-                           "unexpected": len(set(counts) - set(acked)), "value_mismatch": wrong}
-        except Exception:   # noqa: BLE001 - the summary and the plot are still written
+            file_result = {
+                "files": files,
+                "rows": len(rows),
+                "lost": len(set(acked) - set(counts)),
+                "duplicated": sum(n - 1 for n in counts.values() if n > 1),
+                "unexpected": len(set(counts) - set(acked)),
+                "value_mismatch": wrong,
+            }
+        except Exception:  # noqa: BLE001 - the summary and the plot are still written
             file_result = {"check_failed": traceback.format_exc()}
         try:
-            kafka_result = check_kafka_sink(broker.bootstrap_servers, registry.url, sink,
-                                            args.partitions, acked)
-        except Exception:   # noqa: BLE001
-            kafka_result = {"check_failed": traceback.format_exc(),
-                            "raw_log": {"lost": -1, "duplicated": -1, "open_records": -1,
-                                        "value_mismatch": -1}}
+            kafka_result = check_kafka_sink(
+                broker.bootstrap_servers, registry.url, sink, args.partitions, acked
+            )
+        except Exception:  # noqa: BLE001
+            kafka_result = {
+                "check_failed": traceback.format_exc(),
+                "raw_log": {"lost": -1, "duplicated": -1, "open_records": -1, "value_mismatch": -1},
+            }
         first_t, last_t = sampler.series[0][0], report["production_s"]
         committed_by_end = {name: sampler.series[-1][2][name] for name in checkpoints}
         max_lag = {name: max(s[3][name] for s in sampler.series) for name in checkpoints}
-        report.update({
-            "caught_up": caught, "stopped_cleanly": stopped,
-            "records_produced": produced_total, "producer_failures": producer.failed,
-            "producer_errors": dict(producer.errors), "v2_from_record_id": producer.v2_from_id,
-            "throughput_records_per_s": {
-                "produced_mean": round(produced_total / max(1.0, last_t - first_t), 1),
-                **{f"{n}_committed_mean": round(committed_by_end[n] / max(1.0, report["seconds"]
-                                                                         - first_t), 1)
-                   for n in checkpoints}},
-            "max_lag_records": max_lag,
-            "network_faults": dict(faults.counts),
-            "process_events": dict(kills),
-            "registry_outages": outages,
-            "driver_starts": driver.starts, "driver_kills_by_soak": driver.kills,
-            "query_failures": driver.failures, "stuck": stuck,
-            "file_sink": file_result, "kafka_sink": kafka_result,
-            "memory": memory_summary(sampler.memory),
-            "events": events,
-        })
+        report.update(
+            {
+                "caught_up": caught,
+                "stopped_cleanly": stopped,
+                "records_produced": produced_total,
+                "producer_failures": producer.failed,
+                "producer_errors": dict(producer.errors),
+                "v2_from_record_id": producer.v2_from_id,
+                "throughput_records_per_s": {
+                    "produced_mean": round(produced_total / max(1.0, last_t - first_t), 1),
+                    **{
+                        f"{n}_committed_mean": round(
+                            committed_by_end[n] / max(1.0, report["seconds"] - first_t), 1
+                        )
+                        for n in checkpoints
+                    },
+                },
+                "max_lag_records": max_lag,
+                "network_faults": dict(faults.counts),
+                "process_events": dict(kills),
+                "registry_outages": outages,
+                "driver_starts": driver.starts,
+                "driver_kills_by_soak": driver.kills,
+                "query_failures": driver.failures,
+                "stuck": stuck,
+                "file_sink": file_result,
+                "kafka_sink": kafka_result,
+                "memory": memory_summary(sampler.memory),
+                "events": events,
+            }
+        )
         raw = kafka_result["raw_log"]
-        ok = ("check_failed" not in file_result and "check_failed" not in kafka_result
-              and caught and file_result["lost"] == 0 and file_result["duplicated"] == 0
-              and file_result["value_mismatch"] == 0 and raw["lost"] == 0
-              and raw["duplicated"] == 0 and raw["open_records"] == 0
-              and raw["value_mismatch"] == 0 and not stuck)
+        ok = (
+            "check_failed" not in file_result
+            and "check_failed" not in kafka_result
+            and caught
+            and file_result["lost"] == 0
+            and file_result["duplicated"] == 0
+            and file_result["value_mismatch"] == 0
+            and raw["lost"] == 0
+            and raw["duplicated"] == 0
+            and raw["open_records"] == 0
+            and raw["value_mismatch"] == 0
+            and not stuck
+        )
         report["ok"] = ok
         report["command"] = command
         report["finished_utc"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "soak_summary.json"), "w") as f:
             json.dump(report, f, indent=1, default=str)
-        title = (f"soak {report['seconds'] / 60:.0f} min, {produced_total:,} records, "
-                 f"seed {seed}, {args.master}")
-        plot(os.path.join(args.out_dir, "soak.png"), sampler.series, sampler.memory, events,
-             title)
+        title = (
+            f"soak {report['seconds'] / 60:.0f} min, {produced_total:,} records, "
+            f"seed {seed}, {args.master}"
+        )
+        plot(os.path.join(args.out_dir, "soak.png"), sampler.series, sampler.memory, events, title)
         print(json.dumps({k: v for k, v in report.items() if k != "events"}, default=str))
         if args.write_results:
             _write_results(report, command)
@@ -1141,8 +1345,10 @@ def main(argv=None):
 
 def _write_results(report, command):
     from benchmarks.run_all import replace_section
-    replace_section(os.path.join(HERE, "results.md"), "soak",
-                    results_markdown(report, command.strip()))
+
+    replace_section(
+        os.path.join(HERE, "results.md"), "soak", results_markdown(report, command.strip())
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ On the librdkafka mock cluster (3 brokers; tests/support/brokers.py):
 Prints one JSON object: records, faults by kind, kills, restarts, lost, duplicated.
 Exit status 1 if anything was lost or the file sink has a duplicate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,17 +44,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 PARTITIONS = 6
 FETCH, LIST_OFFSETS, METADATA, PRODUCE = 1, 2, 3, 0
-RETRIABLE = {FETCH: (6, 7, 5, 74), LIST_OFFSETS: (6, 5, 74), METADATA: (5,),
-             PRODUCE: (6, 7, 19)}
+RETRIABLE = {FETCH: (6, 7, 5, 74), LIST_OFFSETS: (6, 5, 74), METADATA: (5,), PRODUCE: (6, 7, 19)}
 
 
 class SourceProducer(threading.Thread):
     def __init__(self, bootstrap, topic, rate):
         super().__init__(daemon=True)
         from confluent_kafka import Producer
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                  "linger.ms": 20, "log_level": 0,
-                                  "message.timeout.ms": 300000})
+
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "linger.ms": 20,
+                "log_level": 0,
+                "message.timeout.ms": 300000,
+            }
+        )
         self.topic = topic
         self.rate = rate
         self.acked = set()
@@ -75,8 +82,12 @@ class SourceProducer(threading.Thread):
             target = int((time.monotonic() - started) * self.rate)
             while n < target:
                 try:
-                    self.producer.produce(self.topic, value=b"r%d" % n,
-                                          partition=n % PARTITIONS, on_delivery=self._done)
+                    self.producer.produce(
+                        self.topic,
+                        value=b"r%d" % n,
+                        partition=n % PARTITIONS,
+                        on_delivery=self._done,
+                    )
                     n += 1
                 except BufferError:
                     break
@@ -113,15 +124,16 @@ class Faults(threading.Thread):
                     self.down = None
                 elif kind in ("leader_move", "broker_down"):
                     topic = self.rng.choice(self.topics)
-                    self.cluster.set_leader(topic, self.rng.randrange(PARTITIONS),
-                                            self.rng.choice((1, 2, 3)))
+                    self.cluster.set_leader(
+                        topic, self.rng.randrange(PARTITIONS), self.rng.choice((1, 2, 3))
+                    )
                     self.counts["leader_move"] += 1
                 else:
                     api = self.rng.choice(list(RETRIABLE))
                     codes = [self.rng.choice(RETRIABLE[api]) for _ in range(self.rng.randint(1, 4))]
                     self.cluster.push_request_errors(api, *codes)
                     self.counts[f"errors_api{api}"] += len(codes)
-            except Exception as exc:   # noqa: BLE001 - a fault that could not be applied
+            except Exception as exc:  # noqa: BLE001 - a fault that could not be applied
                 self.counts["fault_command_failed"] += 1
                 print(f"fault {kind} failed: {exc}", file=sys.stderr)
         if self.down is not None:
@@ -130,9 +142,13 @@ class Faults(threading.Thread):
 
 def start_child(spec, log):
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    return subprocess.Popen([sys.executable, os.path.join(HERE, "_soak_mock_child.py"),
-                             json.dumps(spec)], stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "_soak_mock_child.py"), json.dumps(spec)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def started_count(log_path):
@@ -154,8 +170,12 @@ def main(argv=None):
     parser.add_argument("--rate", type=int, default=200, help="records/s produced")
     parser.add_argument("--fault-every", type=float, default=3.0)
     parser.add_argument("--down-max", type=float, default=10.0)
-    parser.add_argument("--run-min", type=float, default=0.0,
-                        help="s the queries run after a finished batch before a kill")
+    parser.add_argument(
+        "--run-min",
+        type=float,
+        default=0.0,
+        help="s the queries run after a finished batch before a kill",
+    )
     parser.add_argument("--run-max", type=float, default=15.0)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -174,11 +194,16 @@ def main(argv=None):
         source, sink = f"soak-src-{seed}", f"soak-sink-{seed}"
         cluster.create_topic(source, partitions=PARTITIONS)
         cluster.create_topic(sink, partitions=PARTITIONS)
-        spec = {"bootstrap": cluster.bootstrap_servers, "source": source, "sink_topic": sink,
-                "file_sink": os.path.join(work, "files"),
-                "file_checkpoint": os.path.join(work, "ck-files"),
-                "kafka_checkpoint": os.path.join(work, "ck-kafka"),
-                "trigger_ms": 500, "max_offsets": 5000}
+        spec = {
+            "bootstrap": cluster.bootstrap_servers,
+            "source": source,
+            "sink_topic": sink,
+            "file_sink": os.path.join(work, "files"),
+            "file_checkpoint": os.path.join(work, "ck-files"),
+            "kafka_checkpoint": os.path.join(work, "ck-kafka"),
+            "trigger_ms": 500,
+            "max_offsets": 5000,
+        }
         producer = SourceProducer(cluster.bootstrap_servers, source, args.rate)
         producer.start()
         faults = Faults(cluster, [source, sink], args.fault_every, args.down_max, rng)
@@ -192,14 +217,20 @@ def main(argv=None):
             before = committed_batches(spec["file_checkpoint"])
             # Kill at a random point once the queries run (Spark's start takes a while).
             wait_started = time.monotonic() + 300
-            while (time.monotonic() < wait_started and child.poll() is None
-                   and started_count(log_path) < run + 1):
+            while (
+                time.monotonic() < wait_started
+                and child.poll() is None
+                and started_count(log_path) < run + 1
+            ):
                 time.sleep(0.2)
             # ... and, so that every kill interrupts a query that is making progress,
             # once it finished a batch in this run (Spark's first batch is slow).
             wait_batch = time.monotonic() + 300
-            while (time.monotonic() < wait_batch and child.poll() is None
-                   and committed_batches(spec["file_checkpoint"]) <= before):
+            while (
+                time.monotonic() < wait_batch
+                and child.poll() is None
+                and committed_batches(spec["file_checkpoint"]) <= before
+            ):
                 time.sleep(0.2)
             deadline = time.monotonic() + rng.uniform(args.run_min, args.run_max)
             while time.monotonic() < deadline and child.poll() is None:
@@ -212,8 +243,12 @@ def main(argv=None):
                 os.killpg(child.pid, signal.SIGKILL)
                 kills += 1
             child.wait(60)
-            print(f"run {run}: killed={child.returncode == -9} progressed={progressed} "
-                  f"faults={dict(faults.counts)}", file=sys.stderr, flush=True)
+            print(
+                f"run {run}: killed={child.returncode == -9} progressed={progressed} "
+                f"faults={dict(faults.counts)}",
+                file=sys.stderr,
+                flush=True,
+            )
         faults.stopping.set()
         faults.join(60)
         producer.stopping.set()
@@ -231,6 +266,7 @@ def main(argv=None):
             import urllib.parse
 
             import pyarrow.parquet as pq
+
             log_dir = os.path.join(spec["file_sink"], "_spark_metadata")
             if not os.path.isdir(log_dir):
                 return []
@@ -242,13 +278,17 @@ def main(argv=None):
                     for line in fh.read().splitlines()[1:]:
                         entry = json.loads(line)
                         if entry.get("action", "add") == "add":
-                            files.add(urllib.parse.unquote(
-                                urllib.parse.urlparse(entry["path"]).path))
+                            files.add(
+                                urllib.parse.unquote(urllib.parse.urlparse(entry["path"]).path)
+                            )
             out = []
             for path in sorted(files):
                 table = pq.read_table(path, columns=["partition", "offset"])
-                out += zip(table.column("partition").to_pylist(),
-                           table.column("offset").to_pylist())
+                out += zip(
+                    table.column("partition").to_pylist(),
+                    table.column("offset").to_pylist(),
+                    strict=True,
+                )
             return out
 
         catch_up_deadline = time.monotonic() + 900
@@ -258,7 +298,7 @@ def main(argv=None):
             time.sleep(5)
             try:
                 rows = file_rows()
-            except Exception:   # noqa: BLE001 - a file being written
+            except Exception:  # noqa: BLE001 - a file being written
                 continue
             if len(set(rows) & produced) >= total:
                 caught_up = True
@@ -270,8 +310,9 @@ def main(argv=None):
         kafka_caught_up = False
         while caught_up and time.monotonic() < catch_up_deadline and child.poll() is None:
             sink_values = collections.Counter(
-                m.value.decode() for m in consume_confluent(cluster.bootstrap_servers, sink,
-                                                             timeout=120))
+                m.value.decode()
+                for m in consume_confluent(cluster.bootstrap_servers, sink, timeout=120)
+            )
             if expected_values <= set(sink_values):
                 kafka_caught_up = True
                 break
@@ -288,21 +329,35 @@ def main(argv=None):
         file_unknown = len(set(counts) - produced)
         if not kafka_caught_up:
             sink_values = collections.Counter(
-                m.value.decode() for m in consume_confluent(cluster.bootstrap_servers, sink,
-                                                             timeout=120))
+                m.value.decode()
+                for m in consume_confluent(cluster.bootstrap_servers, sink, timeout=120)
+            )
         kafka_lost = len(expected_values - set(sink_values))
         kafka_dup = sum(n - 1 for v, n in sink_values.items() if v in expected_values and n > 1)
-        report.update({
-            "caught_up": caught_up, "kafka_sink_caught_up": kafka_caught_up,
-            "seconds": round(time.monotonic() - started),
-            "records_produced": total, "producer_failures": producer.failed,
-            "faults": dict(faults.counts), "kills": kills, "restarts": restarts,
-            "child_failures": child_failures,
-            "file_sink": {"rows": sum(counts.values()), "lost": file_lost,
-                          "duplicated": file_dup, "unexpected": file_unknown},
-            "kafka_sink": {"records": sum(sink_values.values()), "lost": kafka_lost,
-                           "duplicated": kafka_dup},
-        })
+        report.update(
+            {
+                "caught_up": caught_up,
+                "kafka_sink_caught_up": kafka_caught_up,
+                "seconds": round(time.monotonic() - started),
+                "records_produced": total,
+                "producer_failures": producer.failed,
+                "faults": dict(faults.counts),
+                "kills": kills,
+                "restarts": restarts,
+                "child_failures": child_failures,
+                "file_sink": {
+                    "rows": sum(counts.values()),
+                    "lost": file_lost,
+                    "duplicated": file_dup,
+                    "unexpected": file_unknown,
+                },
+                "kafka_sink": {
+                    "records": sum(sink_values.values()),
+                    "lost": kafka_lost,
+                    "duplicated": kafka_dup,
+                },
+            }
+        )
         print(json.dumps(report))
         ok = caught_up and kafka_caught_up and file_lost == 0 and file_dup == 0 and kafka_lost == 0
         return 0 if ok else 1

@@ -37,6 +37,7 @@ All of it runs on the same 2 cores: Tansu, Spark's JVM and Python workers and bo
 measuring clients (their CPU share per phase is printed). Prints Markdown tables
 (and ``--json`` writes the raw figures).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,11 +59,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # phase (u16), sequence number (u64), produce time in ns since the epoch (i64)
 STAMP = struct.Struct(">HQq")
 WARMUP_PHASE = 0
-TRIGGER_STAGES = ("latestOffset", "walCommit", "queryPlanning", "getBatch", "addBatch",
-                  "commitOffsets", "triggerExecution")
+TRIGGER_STAGES = (
+    "latestOffset",
+    "walCommit",
+    "queryPlanning",
+    "getBatch",
+    "addBatch",
+    "commitOffsets",
+    "triggerExecution",
+)
 
 
 # --- the producer (own process) ------------------------------------------------------------
+
 
 def producer_main(bootstrap, topic, value_size, commands, results, produced):
     """Runs ``(phase, rate, seconds)`` commands from ``commands``; ``produced`` (a shared
@@ -70,10 +79,17 @@ def producer_main(bootstrap, topic, value_size, commands, results, produced):
     millisecond; each finished phase puts ``(phase, records, seconds)`` on ``results``."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 1,
-                         "queue.buffering.max.messages": 2_000_000,
-                         "queue.buffering.max.kbytes": 2_097_151, "log_level": 3})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_097_151,
+            "log_level": 3,
+        }
+    )
     pad = b"x" * (value_size - STAMP.size)
     pack = STAMP.pack
     produce = producer.produce
@@ -113,6 +129,7 @@ def producer_main(bootstrap, topic, value_size, commands, results, produced):
 
 # --- the consumer (thread of this process) -------------------------------------------------
 
+
 class LatencyConsumer(threading.Thread):
     """Reads the output topic; latency per record by phase, and which records arrived."""
 
@@ -120,15 +137,22 @@ class LatencyConsumer(threading.Thread):
         super().__init__(daemon=True, name="latency-consumer")
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap,
-                                  "group.id": f"stream-latency-{os.getpid()}",
-                                  "enable.auto.commit": False, "fetch.wait.max.ms": 10,
-                                  "fetch.min.bytes": 1, "log_level": 3})
-        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
-                              for p in range(partitions)])
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"stream-latency-{os.getpid()}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+                "fetch.min.bytes": 1,
+                "log_level": 3,
+            }
+        )
+        self.consumer.assign(
+            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+        )
         self.lock = threading.Lock()
-        self.latencies: dict[int, array.array] = {}   # phase -> ns
-        self.seen: dict[int, bytearray] = {}          # phase -> times each sequence arrived
+        self.latencies: dict[int, array.array] = {}  # phase -> ns
+        self.seen: dict[int, bytearray] = {}  # phase -> times each sequence arrived
         self.visible = 0
         self.errors: list[str] = []
         self.stopping = threading.Event()
@@ -171,11 +195,12 @@ class LatencyConsumer(threading.Thread):
 
 # --- CPU shares ------------------------------------------------------------------------------
 
+
 class CpuMeter:
     """CPU seconds per second, per group of processes, between two calls of :meth:`take`."""
 
     def __init__(self, groups):
-        self.groups = groups          # name -> callable returning psutil.Process list
+        self.groups = groups  # name -> callable returning psutil.Process list
 
     def snapshot(self):
         out = {}
@@ -198,6 +223,7 @@ class CpuMeter:
 
 # --- the benchmark ---------------------------------------------------------------------------
 
+
 class Bench:
     """One query's latency run. ``broker``/``spark``: use these (and leave them running at
     :meth:`close`) instead of starting a broker and a session of its own."""
@@ -209,28 +235,41 @@ class Bench:
         self.own_broker = broker is None
         self.own_spark = spark is None
         self.broker = TansuBroker() if broker is None else broker
-        self.in_topic = self.broker.create_topic(self.broker.unique_topic("lat-in"),
-                                                 partitions=args.partitions)
-        self.out_topic = self.broker.create_topic(self.broker.unique_topic("lat-out"),
-                                                  partitions=args.partitions)
+        self.in_topic = self.broker.create_topic(
+            self.broker.unique_topic("lat-in"), partitions=args.partitions
+        )
+        self.out_topic = self.broker.create_topic(
+            self.broker.unique_topic("lat-out"), partitions=args.partitions
+        )
         self.checkpoint = tempfile.mkdtemp(prefix="kafka_ds-latency-")
         ctx = mp.get_context("spawn")
         self.commands = ctx.Queue()
         self.results = ctx.Queue()
         self.produced = ctx.Value("q", 0, lock=False)
-        self.producer = ctx.Process(target=producer_main, daemon=True, args=(
-            self.broker.bootstrap_servers, self.in_topic, args.value_size, self.commands,
-            self.results, self.produced))
+        self.producer = ctx.Process(
+            target=producer_main,
+            daemon=True,
+            args=(
+                self.broker.bootstrap_servers,
+                self.in_topic,
+                args.value_size,
+                self.commands,
+                self.results,
+                self.produced,
+            ),
+        )
         self.producer.start()
-        self.consumer = LatencyConsumer(self.broker.bootstrap_servers, self.out_topic,
-                                        args.partitions)
+        self.consumer = LatencyConsumer(
+            self.broker.bootstrap_servers, self.out_topic, args.partitions
+        )
         self.consumer.start()
         self.spark = spark
         self.query = None
         self.phase = WARMUP_PHASE
 
-    def start_query(self, source_format="pykafka", sink_format="pykafka", source_options=None,
-                    sink_options=None):
+    def start_query(
+        self, source_format="pykafka", sink_format="pykafka", source_options=None, sink_options=None
+    ):
         """``readStream.format(source_format)`` -> ``writeStream.format(sink_format)``, with
         more options for each (``bench_jvm.py`` runs Spark's ``format("kafka")`` here)."""
         if self.spark is None:
@@ -239,16 +278,22 @@ class Bench:
             self.spark = make_spark("kafka_ds-stream-latency")
         self.spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
         bootstrap = self.broker.bootstrap_servers
-        reader = (self.spark.readStream.format(source_format)
-                  .option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", self.in_topic)
-                  .option("startingOffsets", "latest"))
+        reader = (
+            self.spark.readStream.format(source_format)
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", self.in_topic)
+            .option("startingOffsets", "latest")
+        )
         for key, value in (source_options or {}).items():
             reader = reader.option(key, value)
-        writer = (reader.load().select("key", "value").writeStream.format(sink_format)
-                  .option("kafka.bootstrap.servers", bootstrap)
-                  .option("topic", self.out_topic)
-                  .option("checkpointLocation", self.checkpoint))
+        writer = (
+            reader.load()
+            .select("key", "value")
+            .writeStream.format(sink_format)
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", self.out_topic)
+            .option("checkpointLocation", self.checkpoint)
+        )
         for key, value in (sink_options or {}).items():
             writer = writer.option(key, value)
         self.query = writer.start()
@@ -279,9 +324,14 @@ class Bench:
                     pass
             return out
 
-        return CpuMeter({"tansu": lambda: [tansu] if tansu else [],
-                         "spark (JVM + Python workers)": spark_procs,
-                         "producer": lambda: [producer], "consumer (this process)": lambda: [me]})
+        return CpuMeter(
+            {
+                "tansu": lambda: [tansu] if tansu else [],
+                "spark (JVM + Python workers)": spark_procs,
+                "producer": lambda: [producer],
+                "consumer (this process)": lambda: [me],
+            }
+        )
 
     def lag(self):
         with self.consumer.lock:
@@ -307,7 +357,7 @@ class Bench:
         began = time.time()
         started = time.monotonic()
         self.commands.put((phase, rate, seconds))
-        samples = []        # (seconds since start, lag)
+        samples = []  # (seconds since start, lag)
         while True:
             if not self.results.empty():
                 break
@@ -323,12 +373,20 @@ class Bench:
         missing, duplicated = self.consumer.phase_check(phase, sent)
         with self.consumer.lock:
             latencies = list(self.consumer.latencies.get(phase, ()))
-        return {"rate": rate, "seconds": round(elapsed, 1), "produced": sent,
-                "achieved_rate": round(sent / elapsed), "undelivered": undelivered,
-                "drained": drained, "missing": missing, "duplicated": duplicated,
-                "latency_ms": latency_figures(latencies), "lag_samples": samples,
-                "triggers": trigger_figures(self.query.recentProgress, began, ended),
-                "cpu": CpuMeter.shares(cpu_before, cpu_after)}
+        return {
+            "rate": rate,
+            "seconds": round(elapsed, 1),
+            "produced": sent,
+            "achieved_rate": round(sent / elapsed),
+            "undelivered": undelivered,
+            "drained": drained,
+            "missing": missing,
+            "duplicated": duplicated,
+            "latency_ms": latency_figures(latencies),
+            "lag_samples": samples,
+            "triggers": trigger_figures(self.query.recentProgress, began, ended),
+            "cpu": CpuMeter.shares(cpu_before, cpu_after),
+        }
 
     def close(self):
         if self.query is not None:
@@ -358,9 +416,12 @@ def latency_figures(latencies_ns) -> dict:
     if not latencies_ns:
         return {}
     ms = np.asarray(latencies_ns, dtype=np.float64) / 1e6
-    return {"p50": round(float(np.percentile(ms, 50)), 1),
-            "p99": round(float(np.percentile(ms, 99)), 1),
-            "max": round(float(ms.max()), 1), "mean": round(float(ms.mean()), 1)}
+    return {
+        "p50": round(float(np.percentile(ms, 50)), 1),
+        "p99": round(float(np.percentile(ms, 99)), 1),
+        "max": round(float(ms.max()), 1),
+        "mean": round(float(ms.mean()), 1),
+    }
 
 
 def trigger_figures(progress, began, ended) -> dict:
@@ -373,8 +434,10 @@ def trigger_figures(progress, began, ended) -> dict:
             batches.append(p)
     if not batches:
         return {"batches": 0}
-    out = {"batches": len(batches),
-           "rows_per_batch": round(statistics.median(p["numInputRows"] for p in batches))}
+    out = {
+        "batches": len(batches),
+        "rows_per_batch": round(statistics.median(p["numInputRows"] for p in batches)),
+    }
     for stage in TRIGGER_STAGES:
         values = [p["durationMs"].get(stage, 0) for p in batches]
         out[stage] = round(statistics.median(values))
@@ -396,36 +459,48 @@ def ramp_verdict(step, window, rate) -> tuple[bool, float]:
 
 # --- report ---------------------------------------------------------------------------------
 
+
 def cpu_text(cpu):
     return ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
 
 
 def fixed_table(phases) -> str:
-    lines = ["| rate (records/s) | produced | p50 latency | p99 latency | max | micro-batches | "
-             "rows/batch | median trigger: latestOffset / walCommit / addBatch / commitOffsets "
-             "/ total (ms) | lost / duplicated | CPU s/s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    lines = [
+        "| rate (records/s) | produced | p50 latency | p99 latency | max | micro-batches | "
+        "rows/batch | median trigger: latestOffset / walCommit / addBatch / commitOffsets "
+        "/ total (ms) | lost / duplicated | CPU s/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
     for ph in phases:
         lat, tr = ph["latency_ms"], ph["triggers"]
-        stages = " / ".join(str(tr.get(s, "-")) for s in (
-            "latestOffset", "walCommit", "addBatch", "commitOffsets", "triggerExecution"))
-        lines.append(f"| {ph['rate']:,} (achieved {ph['achieved_rate']:,}) | {ph['produced']:,} | "
-                     f"{lat.get('p50', '-')} ms | {lat.get('p99', '-')} ms | "
-                     f"{lat.get('max', '-')} ms | {tr['batches']} | "
-                     f"{tr.get('rows_per_batch', '-')} | {stages} | "
-                     f"{ph['missing']} / {ph['duplicated']} | {cpu_text(ph['cpu'])} |")
+        stages = " / ".join(
+            str(tr.get(s, "-"))
+            for s in ("latestOffset", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
+        )
+        lines.append(
+            f"| {ph['rate']:,} (achieved {ph['achieved_rate']:,}) | {ph['produced']:,} | "
+            f"{lat.get('p50', '-')} ms | {lat.get('p99', '-')} ms | "
+            f"{lat.get('max', '-')} ms | {tr['batches']} | "
+            f"{tr.get('rows_per_batch', '-')} | {stages} | "
+            f"{ph['missing']} / {ph['duplicated']} | {cpu_text(ph['cpu'])} |"
+        )
     return "\n".join(lines)
 
 
 def ramp_table(steps) -> str:
-    lines = ["| target rate | achieved | lag growth over 10 s | p50 | p99 | rows/batch | "
-             "sustained? | CPU s/s |", "|---:|---:|---:|---:|---:|---:|---|---|"]
+    lines = [
+        "| target rate | achieved | lag growth over 10 s | p50 | p99 | rows/batch | "
+        "sustained? | CPU s/s |",
+        "|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
     for st in steps:
         lat = st["latency_ms"]
-        lines.append(f"| {st['rate']:,} | {st['achieved_rate']:,} | {st['growth_s']:+.2f} s | "
-                     f"{lat.get('p50', '-')} ms | {lat.get('p99', '-')} ms | "
-                     f"{st['triggers'].get('rows_per_batch', '-')} | "
-                     f"{'yes' if st['sustained'] else 'NO'} | {cpu_text(st['cpu'])} |")
+        lines.append(
+            f"| {st['rate']:,} | {st['achieved_rate']:,} | {st['growth_s']:+.2f} s | "
+            f"{lat.get('p50', '-')} ms | {lat.get('p99', '-')} ms | "
+            f"{st['triggers'].get('rows_per_batch', '-')} | "
+            f"{'yes' if st['sustained'] else 'NO'} | {cpu_text(st['cpu'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -441,8 +516,11 @@ def main(argv=None):
     ap.add_argument("--ramp-max", type=int, default=1_000_000)
     ap.add_argument("--no-ramp", action="store_true")
     ap.add_argument("--json", default=None, help="write the raw figures here")
-    ap.add_argument("--write-results", action="store_true",
-                    help="put the tables into benchmarks/results.md (its stream-latency section)")
+    ap.add_argument(
+        "--write-results",
+        action="store_true",
+        help="put the tables into benchmarks/results.md (its stream-latency section)",
+    )
     args = ap.parse_args(argv)
     if args.value_size < STAMP.size:
         ap.error(f"--value-size must be at least {STAMP.size}")
@@ -463,8 +541,10 @@ def main(argv=None):
             bench.drain()
             log(f"fixed rate {rate:,} records/s for {args.seconds:g} s")
             ph = bench.run_phase(rate, args.seconds)
-            log(f"  p50 {ph['latency_ms'].get('p50')} ms, p99 {ph['latency_ms'].get('p99')} ms, "
-                f"{ph['triggers']}")
+            log(
+                f"  p50 {ph['latency_ms'].get('p50')} ms, p99 {ph['latency_ms'].get('p99')} ms, "
+                f"{ph['triggers']}"
+            )
             result["fixed"].append(ph)
         rate = args.ramp_start
         while not args.no_ramp and rate <= args.ramp_max:
@@ -474,8 +554,10 @@ def main(argv=None):
             log(f"ramp: {rate:,} records/s for 2 x {args.window:g} s")
             st = bench.run_phase(rate, 2 * args.window)
             st["sustained"], st["growth_s"] = ramp_verdict(st, args.window, rate)
-            log(f"  achieved {st['achieved_rate']:,}/s, lag growth {st['growth_s']:+.2f} s, "
-                f"sustained: {st['sustained']}")
+            log(
+                f"  achieved {st['achieved_rate']:,}/s, lag growth {st['growth_s']:+.2f} s, "
+                f"sustained: {st['sustained']}"
+            )
             result["ramp"].append(st)
             if not st["sustained"]:
                 break
@@ -487,29 +569,46 @@ def main(argv=None):
     result["load_average"] = os.getloadavg()
     result["minutes"] = round((time.monotonic() - started) / 60, 1)
 
-    command = " ".join([".venv/bin/python benchmarks/stream_latency.py"]
-                       + (argv if argv is not None else sys.argv[1:]))
-    parts = [f"Command: `{command}` -- {datetime.datetime.now():%Y-%m-%d %H:%M}, "
-             f"{result['minutes']} min; pykafka -> pykafka on Tansu, default trigger, "
-             f"local[2], {args.partitions} partitions, {args.value_size} B values; load "
-             f"average (1 min) {load_before[0]:.2f} at the start, "
-             f"{result['load_average'][0]:.2f} at the end.",
-             fixed_table(result["fixed"])]
+    command = " ".join(
+        [".venv/bin/python benchmarks/stream_latency.py"]
+        + (argv if argv is not None else sys.argv[1:])
+    )
+    parts = [
+        f"Command: `{command}` -- {datetime.datetime.now():%Y-%m-%d %H:%M}, "
+        f"{result['minutes']} min; pykafka -> pykafka on Tansu, default trigger, "
+        f"local[2], {args.partitions} partitions, {args.value_size} B values; load "
+        f"average (1 min) {load_before[0]:.2f} at the start, "
+        f"{result['load_average'][0]:.2f} at the end.",
+        fixed_table(result["fixed"]),
+    ]
     if result["ramp"]:
         last = result["ramp"][-1]
-        ceiling = (f"{result['max_sustained']:,} records/s" if result["max_sustained"]
-                   else "below the first step")
-        parts += [ramp_table(result["ramp"]),
-                  f"Sustained maximum rate: **{ceiling}**"
-                  + ("" if not last["sustained"] else " (the ramp reached --ramp-max)")]
+        ceiling = (
+            f"{result['max_sustained']:,} records/s"
+            if result["max_sustained"]
+            else "below the first step"
+        )
+        parts += [
+            ramp_table(result["ramp"]),
+            f"Sustained maximum rate: **{ceiling}**"
+            + ("" if not last["sustained"] else " (the ramp reached --ramp-max)"),
+        ]
     print("\n" + "\n\n".join(parts))
     if args.write_results:
         from run_all import machine, replace_section
 
         path = os.path.join(HERE, "results.md")
-        replace_section(path, "stream-latency", "\n\n".join(
-            ["## Streaming latency (`stream_latency.py`)", parts[0] + f"  Machine: {machine()}.",
-             *parts[1:]]))
+        replace_section(
+            path,
+            "stream-latency",
+            "\n\n".join(
+                [
+                    "## Streaming latency (`stream_latency.py`)",
+                    parts[0] + f"  Machine: {machine()}.",
+                    *parts[1:],
+                ]
+            ),
+        )
         print(f"\nwrote the stream-latency section of {os.path.relpath(path)}")
     if args.json:
         for part in result["fixed"] + result["ramp"]:

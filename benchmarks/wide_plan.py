@@ -19,6 +19,7 @@ per API at the broker side by the TCP fault proxy (tests/support/faultproxy.py).
 
 Prints one JSON object and a Markdown line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,12 @@ def main(argv=None):
     parser.add_argument("--topics", type=int, default=50)
     parser.add_argument("--partitions", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--peer-partitions", type=int, default=0,
-                        help="also plan one topic of this many partitions (e.g. 8)")
+    parser.add_argument(
+        "--peer-partitions",
+        type=int,
+        default=0,
+        help="also plan one topic of this many partitions (e.g. 8)",
+    )
     args = parser.parse_args(argv)
 
     from kafka_ds.client import KafkaClient
@@ -62,18 +67,33 @@ def main(argv=None):
         # One record per partition, one Produce per leader (confluent would take minutes).
         client = KafkaClient(cluster.bootstrap_servers)
         try:
-            tps = [(t, p) for topics, partitions in layouts.values()
-                   for t in topics for p in range(partitions)]
+            tps = [
+                (t, p)
+                for topics, partitions in layouts.values()
+                for t in topics
+                for p in range(partitions)
+            ]
             batch = encode_record_batch(keys=None, values=[b"x"])
             for leader, group in client.group_by_leader(tps).items():
                 by_topic = {}
                 for t, p in group:
                     by_topic.setdefault(t, []).append({"index": p, "records": batch})
-                response = client.connection(leader).request(m.PRODUCE, {
-                    "transactional_id": None, "acks": 1, "timeout_ms": 10000,
-                    "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()]})
-                assert all(pr["error_code"] == 0 for tr in response["responses"]
-                           for pr in tr["partition_responses"])
+                response = client.connection(leader).request(
+                    m.PRODUCE,
+                    {
+                        "transactional_id": None,
+                        "acks": 1,
+                        "timeout_ms": 10000,
+                        "topic_data": [
+                            {"name": t, "partition_data": ps} for t, ps in by_topic.items()
+                        ],
+                    },
+                )
+                assert all(
+                    pr["error_code"] == 0
+                    for tr in response["responses"]
+                    for pr in tr["partition_responses"]
+                )
         finally:
             client.close()
         proxy = FaultProxy(cluster.bootstrap_servers)
@@ -93,11 +113,15 @@ def main(argv=None):
             started = time.perf_counter()
             trigger = None
             if mode == "batch":
-                planned = KafkaBatchReader(parse_read_options(options, streaming=False)).partitions()
+                planned = KafkaBatchReader(
+                    parse_read_options(options, streaming=False)
+                ).partitions()
                 count = len(planned)
             else:
-                stream = KafkaStreamReader(parse_read_options(
-                    {**options, "startingOffsets": "earliest"}, streaming=True), options)
+                stream = KafkaStreamReader(
+                    parse_read_options({**options, "startingOffsets": "earliest"}, streaming=True),
+                    options,
+                )
                 start = stream.initialOffset()
                 # A trigger: latestOffset then partitions(), on the same reader (what the
                 # driver runs for every micro-batch of a running query).
@@ -113,10 +137,17 @@ def main(argv=None):
                 tracemalloc.stop()
             with proxy.lock:
                 after = dict(proxy.by_api)
-            requests = {API_NAMES.get(k, str(k)): after.get(k, 0) - before.get(k, 0)
-                        for k in sorted(after) if after.get(k, 0) - before.get(k, 0)}
-            run = {"seconds": round(elapsed, 4), "python_peak_mib": round(peak / 2**20, 2),
-                   "input_partitions": count, "requests": requests}
+            requests = {
+                API_NAMES.get(k, str(k)): after.get(k, 0) - before.get(k, 0)
+                for k in sorted(after)
+                if after.get(k, 0) - before.get(k, 0)
+            }
+            run = {
+                "seconds": round(elapsed, 4),
+                "python_peak_mib": round(peak / 2**20, 2),
+                "input_partitions": count,
+                "requests": requests,
+            }
             if trigger is not None:
                 run["trigger_seconds"] = round(trigger, 4)
             return run
@@ -124,7 +155,7 @@ def main(argv=None):
         results = {name: {} for name in layouts}
         for _ in range(args.repeat):
             for mode in ("batch", "stream_trigger"):
-                for name in layouts:   # interleaved: the same load for both layouts
+                for name in layouts:  # interleaved: the same load for both layouts
                     run = measure(name, mode)
                     best = results[name].get(mode)
                     if best is None or run["seconds"] < best["seconds"]:
@@ -132,35 +163,51 @@ def main(argv=None):
                     key = "trigger_seconds"
                     if key in run:
                         results[name][mode]["best_" + key] = min(
-                            run[key], results[name][mode].get("best_" + key, run[key]))
-        for name in layouts:   # memory from one more run each (tracemalloc slows the clock)
+                            run[key], results[name][mode].get("best_" + key, run[key])
+                        )
+        for name in layouts:  # memory from one more run each (tracemalloc slows the clock)
             for mode in ("batch", "stream_trigger"):
-                results[name][mode]["python_peak_mib"] = measure(name, mode, True)["python_peak_mib"]
+                results[name][mode]["python_peak_mib"] = measure(name, mode, True)[
+                    "python_peak_mib"
+                ]
         wide = results["wide"]
-        result = {"topics": args.topics, "partitions_per_topic": args.partitions,
-                  "partitions": args.topics * args.partitions, **wide,
-                  "process_max_rss_mib": round(
-                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                  "load_average": [round(x, 2) for x in os.getloadavg()]}
+        result = {
+            "topics": args.topics,
+            "partitions_per_topic": args.partitions,
+            "partitions": args.topics * args.partitions,
+            **wide,
+            "process_max_rss_mib": round(
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+            ),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        }
         assert wide["batch"]["input_partitions"] == args.topics * args.partitions
         if args.peer_partitions:
             peer = results["peer"]
             result["peer"] = {"partitions": args.peer_partitions, **peer}
             result["ratio_to_peer"] = {
                 "batch": round(wide["batch"]["seconds"] / peer["batch"]["seconds"], 1),
-                "stream_trigger": round(wide["stream_trigger"]["best_trigger_seconds"]
-                                        / peer["stream_trigger"]["best_trigger_seconds"], 1)}
+                "stream_trigger": round(
+                    wide["stream_trigger"]["best_trigger_seconds"]
+                    / peer["stream_trigger"]["best_trigger_seconds"],
+                    1,
+                ),
+            }
         print(json.dumps(result))
-        print(f"| plan {args.topics}x{args.partitions} | batch {wide['batch']['seconds']} s, "
-              f"{wide['batch']['python_peak_mib']} MiB, {wide['batch']['requests']} | "
-              f"stream start + trigger {wide['stream_trigger']['seconds']} s "
-              f"(trigger {wide['stream_trigger']['best_trigger_seconds']} s), "
-              f"{wide['stream_trigger']['requests']} |")
+        print(
+            f"| plan {args.topics}x{args.partitions} | batch {wide['batch']['seconds']} s, "
+            f"{wide['batch']['python_peak_mib']} MiB, {wide['batch']['requests']} | "
+            f"stream start + trigger {wide['stream_trigger']['seconds']} s "
+            f"(trigger {wide['stream_trigger']['best_trigger_seconds']} s), "
+            f"{wide['stream_trigger']['requests']} |"
+        )
         if args.peer_partitions:
             peer = results["peer"]
-            print(f"| plan 1x{args.peer_partitions} | batch {peer['batch']['seconds']} s | "
-                  f"trigger {peer['stream_trigger']['best_trigger_seconds']} s | ratios "
-                  f"{result['ratio_to_peer']} |")
+            print(
+                f"| plan 1x{args.peer_partitions} | batch {peer['batch']['seconds']} s | "
+                f"trigger {peer['stream_trigger']['best_trigger_seconds']} s | ratios "
+                f"{result['ratio_to_peer']} |"
+            )
         return result
     finally:
         if proxy is not None:

@@ -6,6 +6,7 @@ exception classes themselves).
     python docs/generate.py --check   # exit 1, naming the pages, when one is out of date
     python docs/generate.py --docs DIR [--check]   # the same for the pages in DIR
 """
+
 from __future__ import annotations
 
 import inspect
@@ -16,16 +17,18 @@ DOCS = pathlib.Path(__file__).resolve().parent
 
 # Who retries what, and within which budget (the class hierarchy says whether an error is
 # retriable; these say where kafka_ds retries it before it reaches you).
-RETRY_BUDGETS = ("`kafkaConsumer.pollTimeoutMs` (a task's Fetch), `kafka.default.api.timeout.ms` "
-                 "(the driver's metadata, ListOffsets and commits), `kafka.delivery.timeout.ms` "
-                 "(a write)")
+RETRY_BUDGETS = (
+    "`kafkaConsumer.pollTimeoutMs` (a task's Fetch), `kafka.default.api.timeout.ms` "
+    "(the driver's metadata, ListOffsets and commits), `kafka.delivery.timeout.ms` "
+    "(a write)"
+)
 RETRIED = {
     "ProduceError": "no: it is raised once the write's retries are spent "
-                    "(`kafka.delivery.timeout.ms`, `kafka.retries`); its `retriable` says whether "
-                    "its cause was",
+    "(`kafka.delivery.timeout.ms`, `kafka.retries`); its `retriable` says whether "
+    "its cause was",
     "BrokerError": "the codes marked retriable below, within " + RETRY_BUDGETS,
     "RegistryUnavailableError": "yes, within `schema.registry.retry.budget.ms`; raised when "
-                                "the budget is spent, naming every URL tried",
+    "the budget is spent, naming every URL tried",
     "TransactionError": "no: the write fails (exactly-once: nothing of it is committed)",
 }
 
@@ -38,9 +41,13 @@ def error_classes():
 
     found = []
     for module in (kafka_ds.errors, kafka_ds.registry.errors, transactions):
-        classes = [obj for obj in vars(module).values()
-                   if inspect.isclass(obj) and issubclass(obj, BaseException)
-                   and obj.__module__ == module.__name__]
+        classes = [
+            obj
+            for obj in vars(module).values()
+            if inspect.isclass(obj)
+            and issubclass(obj, BaseException)
+            and obj.__module__ == module.__name__
+        ]
         classes.sort(key=lambda cls: inspect.getsourcelines(cls)[1])
         found.append((module.__name__, classes))
     return found
@@ -53,6 +60,7 @@ def _first_paragraph(cls) -> str:
 
 def _retried(cls) -> str:
     from kafka_ds.errors import RetriableError
+
     for klass in cls.__mro__:
         if klass.__name__ in RETRIED:
             return RETRIED[klass.__name__]
@@ -78,13 +86,17 @@ def errors_page() -> str:
         "",
     ]
     for module, classes in error_classes():
-        lines += [f"## `{module}`", "",
-                  "| exception | derives from | raised when | kafka_ds retries it |",
-                  "| --- | --- | --- | --- |"]
+        lines += [
+            f"## `{module}`",
+            "",
+            "| exception | derives from | raised when | kafka_ds retries it |",
+            "| --- | --- | --- | --- |",
+        ]
         for cls in classes:
             bases = ", ".join(f"`{base.__name__}`" for base in cls.__bases__)
-            lines.append(f"| `{cls.__name__}` | {bases} | {_first_paragraph(cls)} "
-                         f"| {_retried(cls)} |")
+            lines.append(
+                f"| `{cls.__name__}` | {bases} | {_first_paragraph(cls)} | {_retried(cls)} |"
+            )
         lines.append("")
     lines += [
         "## Broker error codes",
@@ -100,9 +112,11 @@ def errors_page() -> str:
     for spec in ERROR_TABLE:
         if spec.code == 0:
             continue
-        lines.append(f"| {spec.code} | `{class_name(spec.name)}` | "
-                     f"{'yes' if spec.retriable else 'no'} | "
-                     f"{'yes' if spec.invalid_metadata else 'no'} | {spec.description} |")
+        lines.append(
+            f"| {spec.code} | `{class_name(spec.name)}` | "
+            f"{'yes' if spec.retriable else 'no'} | "
+            f"{'yes' if spec.invalid_metadata else 'no'} | {spec.description} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -115,8 +129,12 @@ def _with_section(text: str, markers, section: str) -> str:
 def pages(docs: pathlib.Path = DOCS) -> dict:
     """{path: the text it should have}, for the pages in ``docs``."""
     from kafka_ds.options.tables import (
-        OPTIONS_MARKERS, SECURITY_MARKERS, options_section, security_section,
+        OPTIONS_MARKERS,
+        SECURITY_MARKERS,
+        options_section,
+        security_section,
     )
+
     options, security = docs / "options.md", docs / "security.md"
     return {
         options: _with_section(options.read_text(), OPTIONS_MARKERS, options_section()),
@@ -127,14 +145,15 @@ def pages(docs: pathlib.Path = DOCS) -> dict:
 
 def main(argv=None) -> int:
     import argparse
+
     parser = argparse.ArgumentParser(description="Write the generated parts of the docs.")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 when a page is out of date")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 when a page is out of date"
+    )
     parser.add_argument("--docs", type=pathlib.Path, default=DOCS, help="the docs folder")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     wanted = pages(args.docs)
-    stale = [path for path, text in wanted.items()
-             if not path.exists() or path.read_text() != text]
+    stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
     if args.check:
         for path in stale:
             print(f"{path} is out of date: run python docs/generate.py", file=sys.stderr)

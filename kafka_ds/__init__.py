@@ -3,6 +3,9 @@
 ``spark.read.format("pykafka")`` / ``readStream`` / ``df.write.format("pykafka")``.
 Heavy imports (pyspark, pyarrow) happen only where they are needed.
 """
+
+from typing import TYPE_CHECKING
+
 from .errors import (  # noqa: F401  (the public exceptions; see kafka_ds.errors)
     AuthenticationError,
     BrokerError,
@@ -19,8 +22,12 @@ from .errors import (  # noqa: F401  (the public exceptions; see kafka_ds.errors
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-def register(spark) -> None:
+
+def register(spark: "SparkSession") -> None:
     """Register the ``pykafka`` format with ``spark`` (auto-registered after pip install)."""
     from .source import register as _register
+
     _register(spark)

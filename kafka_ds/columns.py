@@ -9,6 +9,7 @@ sink's input check (:func:`sink_column`: which columns it reads, with which type
 A leaf module (no pyspark, pyarrow only inside the Arrow functions), so the
 protocol layer, the driver-side glue and the executors can all import it.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,21 +34,52 @@ class Column:
 
 
 COLUMNS = (
-    Column("key", "binary", True, sink_types=("binary", "string"),
-           sink_fix="cast it with col('key').cast('binary') or .cast('string')"),
-    Column("value", "binary", True, sink_types=("binary", "string"),
-           sink_fix="cast it with col('value').cast('binary') or .cast('string')"),
-    Column("topic", "string", False, sink_types=("string",),
-           sink_fix="cast it with col('topic').cast('string')"),
-    Column("partition", "int", False, sink_types=("int",),
-           sink_fix="cast it with col('partition').cast('int')"),
+    Column(
+        "key",
+        "binary",
+        True,
+        sink_types=("binary", "string"),
+        sink_fix="cast it with col('key').cast('binary') or .cast('string')",
+    ),
+    Column(
+        "value",
+        "binary",
+        True,
+        sink_types=("binary", "string"),
+        sink_fix="cast it with col('value').cast('binary') or .cast('string')",
+    ),
+    Column(
+        "topic",
+        "string",
+        False,
+        sink_types=("string",),
+        sink_fix="cast it with col('topic').cast('string')",
+    ),
+    Column(
+        "partition",
+        "int",
+        False,
+        sink_types=("int",),
+        sink_fix="cast it with col('partition').cast('int')",
+    ),
     Column("offset", "bigint", True),
-    Column("timestamp", "timestamp", True, sink_types=("timestamp", "timestamp_ntz"),
-           sink_fix="cast it with col('timestamp').cast('timestamp')"),
+    Column(
+        "timestamp",
+        "timestamp",
+        True,
+        sink_types=("timestamp", "timestamp_ntz"),
+        sink_fix="cast it with col('timestamp').cast('timestamp')",
+    ),
     Column("timestampType", "int", True),
-    Column("headers", HEADERS, True, headers_only=True, sink_types=(HEADERS,),
-           sink_fix="build it as array(struct(lit('name').alias('key'), "
-                    "col('v').cast('binary').alias('value')), ...)"),
+    Column(
+        "headers",
+        HEADERS,
+        True,
+        headers_only=True,
+        sink_types=(HEADERS,),
+        sink_fix="build it as array(struct(lit('name').alias('key'), "
+        "col('v').cast('binary').alias('value')), ...)",
+    ),
 )
 
 #: the columns the sink reads, by (lower-case) name
@@ -56,8 +88,11 @@ SINK_COLUMNS = {c.name.lower(): c for c in COLUMNS if c.sink_types}
 
 def output_columns(include_headers: bool, record_only: bool = False) -> tuple:
     """The source's columns in order (``record_only``: only those decoded from records)."""
-    return tuple(c for c in COLUMNS
-                 if (include_headers or not c.headers_only) and (c.in_record or not record_only))
+    return tuple(
+        c
+        for c in COLUMNS
+        if (include_headers or not c.headers_only) and (c.in_record or not record_only)
+    )
 
 
 def spark_ddl(include_headers: bool) -> str:
@@ -67,8 +102,11 @@ def spark_ddl(include_headers: bool) -> str:
 
 def simple_string(include_headers: bool) -> str:
     """The source schema's ``StructType.simpleString()``."""
-    return "struct<" + ",".join(f"{c.name}:{c.spark_type}"
-                                for c in output_columns(include_headers)) + ">"
+    return (
+        "struct<"
+        + ",".join(f"{c.name}:{c.spark_type}" for c in output_columns(include_headers))
+        + ">"
+    )
 
 
 def spark_type_name(data_type) -> str:
@@ -85,10 +123,14 @@ def sink_column(name: str):
 def arrow_type(spark_type: str):
     """Arrow type of one of the column types above (as Spark maps them to Arrow)."""
     import pyarrow as pa
+
     if spark_type == HEADERS:
         return pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
     return {
-        "binary": pa.binary(), "string": pa.string(), "int": pa.int32(), "bigint": pa.int64(),
+        "binary": pa.binary(),
+        "string": pa.string(),
+        "int": pa.int32(),
+        "bigint": pa.int64(),
         "timestamp": pa.timestamp("us", tz="UTC"),
     }[spark_type]
 
@@ -96,5 +138,7 @@ def arrow_type(spark_type: str):
 def arrow_schema(include_headers: bool, record_only: bool = False):
     """The Arrow schema of the source's batches (``record_only``: of the decoder's)."""
     import pyarrow as pa
-    return pa.schema([(c.name, arrow_type(c.spark_type))
-                      for c in output_columns(include_headers, record_only)])
+
+    return pa.schema(
+        [(c.name, arrow_type(c.spark_type)) for c in output_columns(include_headers, record_only)]
+    )

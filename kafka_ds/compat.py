@@ -12,6 +12,7 @@ The Python Data Source API exists from pyspark 4.0; later releases added to it:
 Everything else works on every 4.x. A feature this pyspark lacks fails at planning with a
 message naming the release that has it (``require``).
 """
+
 from __future__ import annotations
 
 import pyspark
@@ -20,24 +21,30 @@ from .errors import ConfigurationError
 
 try:
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
-except ImportError:   # pyspark 4.0
-    DataSourceStreamArrowWriter = None
+except ImportError:  # pyspark 4.0
+    DataSourceStreamArrowWriter = None  # type: ignore[misc,assignment]
 
 #: Spark's conf that lets a Python data source's reader take filters (pyspark >= 4.1)
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 try:
     from pyspark.sql.datasource import (  # noqa: F401
-        EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual,
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        LessThan,
+        LessThanOrEqual,
     )
+
     FILTER_PUSHDOWN = True
-except ImportError:   # pyspark 4.0
+except ImportError:  # pyspark 4.0
     FILTER_PUSHDOWN = False
 
     class _NoFilter:
         """Stand-in for pyspark 4.1's filter classes: nothing is an instance of it (and
         ``pushFilters=true`` fails with ``require`` before any filter arrives)."""
 
-    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = _NoFilter
+    EqualTo = GreaterThan = GreaterThanOrEqual = In = LessThan = LessThanOrEqual = _NoFilter  # type: ignore[misc,assignment]
 
 try:
     from pyspark.sql.streaming.datasource import (  # noqa: F401
@@ -46,10 +53,11 @@ try:
         ReadMinRows,
         SupportsTriggerAvailableNow,
     )
+
     ADMISSION_CONTROL = True
-except ImportError:   # pyspark < 4.2
+except ImportError:  # pyspark < 4.2
     ADMISSION_CONTROL = False
-    ReadAllAvailable = ReadMaxRows = ReadMinRows = None
+    ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[misc,assignment]
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Stand-in base class: pyspark < 4.2 has no admission control."""
@@ -61,4 +69,5 @@ def require(available: bool, what: str, release: str) -> None:
         raise ConfigurationError(
             f"{what} needs pyspark >= {release} (the Python Data Source API of earlier "
             f"releases lacks it); this is pyspark {pyspark.__version__}. Upgrade pyspark, or "
-            "leave the option out.")
+            "leave the option out."
+        )

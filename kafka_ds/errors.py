@@ -24,6 +24,7 @@ Anything that is also :class:`RetriableError` may succeed when tried again.
 This module imports nothing from kafka_ds, so every layer (protocol included) can
 build on it without pulling in the client or the Spark glue.
 """
+
 from __future__ import annotations
 
 
@@ -43,6 +44,7 @@ class RetriableError(KafkaError):
 
 
 # --- bytes and sockets -----------------------------------------------------------------------
+
 
 class KafkaProtocolError(KafkaError):
     """Bytes that do not decode: truncated, corrupt, absurd lengths, bad CRC."""
@@ -78,6 +80,7 @@ class UnknownFieldError(KafkaError, ValueError):
 
 
 # --- what a user configured or asked for -----------------------------------------------------
+
 
 class ConfigurationError(KafkaError, ValueError):
     """Invalid user-facing option; the message names the option and the fix."""
@@ -127,6 +130,7 @@ class SecurityProtocolMismatchError(KafkaError):
 
 # --- error codes from brokers ----------------------------------------------------------------
 
+
 class BrokerError(KafkaError):
     """An error code returned by a broker; the subclass per code says which.
 
@@ -144,3 +148,35 @@ class BrokerError(KafkaError):
             text = f"{text} ({message})"
         super().__init__(text)
 
+
+# --- ACLs ------------------------------------------------------------------------------------
+
+#: The ACL operation each request needs on each kind of resource (Apache Kafka's
+#: "Operations and Resources on Protocols" table), for the messages of refused requests.
+ACL_OPERATIONS = {
+    "Metadata": {"topic": "Describe"},
+    "ListOffsets": {"topic": "Describe"},
+    "Fetch": {"topic": "Read"},
+    "Produce": {"topic": "Write", "transactional id": "Write"},
+    "OffsetCommit": {"group": "Read", "topic": "Read"},
+    "OffsetFetch": {"group": "Describe", "topic": "Describe"},
+    "FindCoordinator": {"group": "Describe", "transactional id": "Describe"},
+    "InitProducerId": {"transactional id": "Write", "cluster": "IdempotentWrite"},
+    "AddPartitionsToTxn": {"transactional id": "Write", "topic": "Write"},
+    "EndTxn": {"transactional id": "Write"},
+}
+_REFUSED_RESOURCE = {29: "topic", 30: "group", 31: "cluster", 53: "transactional id"}
+
+
+def acl_hint(code: int, request: str, name: str | None = None) -> str:
+    """For an authorization error code (TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID_AUTHORIZATION_
+    FAILED) of ``request`` on the resource ``name``: "; the principal lacks ACL <operation>
+    on <resource> '<name>'"; "" for any other code."""
+    resource = _REFUSED_RESOURCE.get(code)
+    if resource is None:
+        return ""
+    operation = ACL_OPERATIONS.get(request, {}).get(resource, "an operation")
+    where = f"{resource} {name!r}" if name and resource != "cluster" else resource
+    return (
+        f"; the principal lacks ACL {operation} on {where} (Kafka's authorizer refused {request})"
+    )

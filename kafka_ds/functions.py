@@ -6,19 +6,35 @@ Avro, Protobuf and JSON in any DataFrame, also one read with Spark's ``format("k
                             schema_registry_url="http://registry:8081").alias("order"))
 
 Options are those of the source without the column prefix (``subject``, ``version``,
-``schema``, ``messageName``, ``subjects`` (from_registry), ``memberNames``, ``mode``) and the ``schema.registry.*`` ones, written either as
-``**{"schema.registry.url": ...}`` or ``schema_registry_url=...``. The schema is looked up
-on the driver when the function is called, so the returned column has its Spark type at
+``schema``, ``messageName``, ``subjects`` (from_registry), ``memberNames``, ``mode``) and
+the ``schema.registry.*`` ones, written either as ``**{"schema.registry.url": ...}`` or
+``schema_registry_url=...``. The schema is looked up on the driver when the function is
+called, so the returned column has its Spark type at
 once; the executors decode whole Arrow batches (``arrow_udf``, pyspark >= 4.1).
 """
+
 # No ``from __future__ import annotations``: arrow_udf reads the inner functions' type hints
 # (pa.Array -> pa.Array) to know they are Arrow UDFs, and pa is a local name there.
+from typing import TYPE_CHECKING
+
 from .errors import ConfigurationError, RecordDecodeError
 
-_PER_COLUMN = {"subject": "Subject", "version": "SchemaVersion", "schema": "Schema",
-               "messagename": "MessageName", "message_name": "MessageName",
-               "subjects": "Subjects", "membernames": "MemberNames",
-               "member_names": "MemberNames"}
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql._typing import ColumnOrName  # noqa: F401 (in string annotations)
+
+    from .options.formats import TypedColumnsSpec  # noqa: F401 (in string annotations)
+
+_PER_COLUMN = {
+    "subject": "Subject",
+    "version": "SchemaVersion",
+    "schema": "Schema",
+    "messagename": "MessageName",
+    "message_name": "MessageName",
+    "subjects": "Subjects",
+    "membernames": "MemberNames",
+    "member_names": "MemberNames",
+}
 
 
 def _source_options(fmt: str, options: dict) -> dict:
@@ -36,25 +52,34 @@ def _source_options(fmt: str, options: dict) -> dict:
             raise ConfigurationError(
                 f"Unknown option '{key}' of kafka_ds.functions: use subject, version, schema, "
                 "messageName, subjects, memberNames, mode or the schema.registry.* options (e.g. "
-                "schema_registry_url=...)")
+                "schema_registry_url=...)"
+            )
     return {k: str(v) for k, v in out.items()}
 
 
-def _spec(fmt: str, options: dict, modes):
+def _spec(fmt: str, options: dict, modes: frozenset) -> "TypedColumnsSpec":
     from .options.formats import parse_typed_columns
+
     if str(fmt).lower() not in ("avro", "protobuf", "json"):
         raise ConfigurationError(
-            f"kafka_ds.functions: format must be 'avro', 'protobuf' or 'json', got {fmt!r}")
+            f"kafka_ds.functions: format must be 'avro', 'protobuf' or 'json', got {fmt!r}"
+        )
     spec = parse_typed_columns(_source_options(str(fmt).lower(), options), modes)
-    if spec.value.subject is None and spec.value.inline_schema is None and \
-            spec.value.subjects is None:
+    if spec is None:  # cannot be: the options name valueFormat
+        raise ConfigurationError(f"kafka_ds.functions: no format in {options!r}")
+    if (
+        spec.value.subject is None
+        and spec.value.inline_schema is None
+        and spec.value.subjects is None
+    ):
         raise ConfigurationError(
             "kafka_ds.functions: name the schema with subject=... (a registry subject) or "
-            "schema=... (inline): a column has no topic to name the subject after")
+            "schema=... (inline): a column has no topic to name the subject after"
+        )
     return spec
 
 
-def from_registry(col, format: str, **options):
+def from_registry(col: "ColumnOrName", format: str, **options: object) -> "Column":
     """The binary column ``col`` decoded with its schema: a Column of the schema's Spark type
     (null for null input; ``mode="PERMISSIVE"``: null for records that do not decode, which
     otherwise fail the query naming the row's schema id and reason)."""
@@ -77,13 +102,16 @@ def from_registry(col, format: str, **options):
                 f"from_registry cannot decode a value as {column.spec.format}"
                 + (f" (schema id {schema_id})" if schema_id >= 0 else "")
                 + f": {reasons[0]} ({len(bad_rows)} of {len(values)} rows of this batch "
-                "failed; mode=\"PERMISSIVE\" reads them as null)")
+                'failed; mode="PERMISSIVE" reads them as null)'
+            )
         return decoded
 
-    return arrow_udf(decode, column.spark_type)(col)
+    # pyspark's stubs know arrow_udf only with functionType; at run time it comes from
+    # the type hints of ``decode``
+    return arrow_udf(decode, column.spark_type)(col)  # type: ignore[call-overload]
 
 
-def to_registry(col, format: str, **options):
+def to_registry(col: "ColumnOrName", format: str, **options: object) -> "Column":
     """The column ``col`` (a struct, or a scalar for a scalar schema) encoded with the
     subject's schema (``version``, default latest) or the inline ``schema``, framed with its
     schema id: a binary Column. The subject's schema must exist (or ``schema`` be given, and
@@ -92,10 +120,10 @@ def to_registry(col, format: str, **options):
     import pyarrow as pa
     from pyspark.sql.functions import arrow_udf
 
-    from .options.core import WRITE
-    from .registry.schema import RegisteredSchema
     from .formats.codecs import SCHEMA_TYPES, make_codec
+    from .options.core import WRITE
     from .registry.client import registry_for
+    from .registry.schema import RegisteredSchema
     from .write.typed_writes import register_or_find
 
     spec = _spec(format, options, frozenset({WRITE}))
@@ -103,36 +131,52 @@ def to_registry(col, format: str, **options):
     if column_spec.subjects is not None:
         raise ConfigurationError(
             "to_registry writes with one subject: subjects=... is for from_registry and for "
-            "the sink's valueSubjects option (each row's set field picks its subject)")
+            "the sink's valueSubjects option (each row's set field picks its subject)"
+        )
     if spec.registry is None:
-        schema, schema_id = RegisteredSchema(SCHEMA_TYPES[column_spec.format],
-                                             column_spec.inline_schema), None
+        if column_spec.inline_schema is None:
+            raise ConfigurationError(
+                "to_registry with subject=... needs the registry: schema_registry_url=..."
+            )
+        schema, schema_id = (
+            RegisteredSchema(SCHEMA_TYPES[column_spec.format], column_spec.inline_schema),
+            None,
+        )
     elif column_spec.inline_schema is not None:
         if column_spec.subject is None:
             raise ConfigurationError(
                 "to_registry with schema=... and a registry needs subject=...: the subject "
-                "the schema is registered under")
+                "the schema is registered under"
+            )
         schema = RegisteredSchema(SCHEMA_TYPES[column_spec.format], column_spec.inline_schema)
-        schema_id = register_or_find(registry_for(spec.registry), spec, column_spec,
-                                      column_spec.subject or "", schema)
+        schema_id = register_or_find(
+            registry_for(spec.registry), spec, column_spec, column_spec.subject or "", schema
+        )
     else:
+        assert column_spec.subject is not None  # _spec: a subject or an inline schema
         schema = registry_for(spec.registry).schema_version(
-            column_spec.subject, column_spec.version,
-            fmt="serialized" if column_spec.format == "protobuf" else None)
+            column_spec.subject,
+            column_spec.version,
+            fmt="serialized" if column_spec.format == "protobuf" else None,
+        )
         schema_id = schema.schema_id
     # a schema with references resolves them through the registry (once per process)
     lookup = registry_for(spec.registry) if schema.references else None
-    codec = make_codec(column_spec, schema, framed=schema_id is not None, lookup=lookup,
-                       schema_id=schema_id)
+    codec = make_codec(
+        column_spec, schema, framed=schema_id is not None, lookup=lookup, schema_id=schema_id
+    )
     by_type = None
     if column_spec.member_names == "type":
-        from .formats.avro_members import type_member_names
+        from .formats.avro.members import type_member_names
+
         by_type = type_member_names(codec.reader_node)
 
     def encode(values: pa.Array) -> pa.Array:
-        if by_type is not None:          # the union struct's fields, taken by position
-            from .formats.avro_members import renamed
+        if by_type is not None:  # the union struct's fields, taken by position
+            from .formats.avro.members import renamed
+
             values = renamed(values, [f"member{i}" for i in range(len(by_type))])
         return codec.encode(values)
 
-    return arrow_udf(encode, "binary")(col)
+    # (functionType from the type hints, as above)
+    return arrow_udf(encode, "binary")(col)  # type: ignore[call-overload]

@@ -2,6 +2,7 @@
 (``read/planner.py``), each Spark task reads one (``read/ranges.py``); with the option
 ``pushFilters`` the reader takes Spark's filters and narrows the ranges
 (``read/pushdown.py``)."""
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,11 @@ class KafkaBatchReader(DataSourceReader):
         """``(ranges, partitions whose start is resolved again by the task, ... end ...)``."""
         ranges = planner.batch_ranges()
         tps = [(r.topic, r.partition) for r in ranges]
-        return (ranges, late_offsets(self.opts.starting, tps, EARLIEST),
-                late_offsets(self.opts.ending, tps, LATEST))
+        return (
+            ranges,
+            late_offsets(self.opts.starting, tps, EARLIEST),
+            late_offsets(self.opts.ending, tps, LATEST),
+        )
 
     @spark_entry_point
     def partitions(self):
@@ -54,14 +58,20 @@ class KafkaBatchReader(DataSourceReader):
             ranges, late_start, late_end = self.plan(OffsetPlanner(self.opts, client))
         finally:
             client.close()
-        return plan_late_bound(ranges, late_start, late_end, self.opts.min_partitions,
-                               self.opts.max_records_per_partition)
+        return plan_late_bound(
+            ranges,
+            late_start,
+            late_end,
+            self.opts.min_partitions,
+            self.opts.max_records_per_partition,
+        )
 
     @spark_entry_point
     def read(self, partition):
         freeze_long_lived_objects()
-        if not getattr(partition, "late_start", False) and not getattr(partition, "late_end",
-                                                                         False):
+        if not getattr(partition, "late_start", False) and not getattr(
+            partition, "late_end", False
+        ):
             yield from read_range(self.opts, partition)
             return
         client = make_client(self.opts)
@@ -78,22 +88,31 @@ def plan_late_bound(ranges, late_start: set, late_end: set, min_partitions, max_
     and the last piece of one whose end is "latest". A partition empty now but with a
     "latest" end keeps one (empty) task: records produced before a later action are read."""
     pieces = split_ranges(ranges, min_partitions, max_records)
-    first, last = {}, {}
+    first: dict = {}
+    last: dict = {}
     for i, r in enumerate(pieces):
         tp = (r.topic, r.partition)
         first.setdefault(tp, i)
         last[tp] = i
-    out = [KafkaInputPartition(r.topic, r.partition, r.start, r.end,
-                               late_start=(r.topic, r.partition) in late_start
-                               and first[(r.topic, r.partition)] == i,
-                               late_end=(r.topic, r.partition) in late_end
-                               and last[(r.topic, r.partition)] == i)
-           for i, r in enumerate(pieces)]
+    out = [
+        KafkaInputPartition(
+            r.topic,
+            r.partition,
+            r.start,
+            r.end,
+            late_start=(r.topic, r.partition) in late_start and first[(r.topic, r.partition)] == i,
+            late_end=(r.topic, r.partition) in late_end and last[(r.topic, r.partition)] == i,
+        )
+        for i, r in enumerate(pieces)
+    ]
     for r in ranges:
         tp = (r.topic, r.partition)
         if tp not in first and tp in late_end:
-            out.append(KafkaInputPartition(r.topic, r.partition, r.start, r.end,
-                                           late_start=tp in late_start, late_end=True))
+            out.append(
+                KafkaInputPartition(
+                    r.topic, r.partition, r.start, r.end, late_start=tp in late_start, late_end=True
+                )
+            )
     return out
 
 
@@ -107,8 +126,11 @@ class KafkaPushdownReader(KafkaBatchReader):
 
     def pushFilters(self, filters):
         self.narrowing, back = narrow(filters, self.narrowing)
-        log.info("pykafka pushdown: reads %s; %d filter(s) left to Spark",
-                 self.narrowing.describe(), len(back))
+        log.info(
+            "pykafka pushdown: reads %s; %d filter(s) left to Spark",
+            self.narrowing.describe(),
+            len(back),
+        )
         return back
 
     def plan(self, planner):
@@ -119,8 +141,13 @@ class KafkaPushdownReader(KafkaBatchReader):
         late_start = late_offsets(self.opts.starting, tps, EARLIEST) - moved_start
         late_end = late_offsets(self.opts.ending, tps, LATEST) - moved_end
         for r in ranges:
-            log.info("pykafka pushdown: %s-%d reads offsets [%d, %d)", r.topic, r.partition,
-                     r.start, r.end)
+            log.info(
+                "pykafka pushdown: %s-%d reads offsets [%d, %d)",
+                r.topic,
+                r.partition,
+                r.start,
+                r.end,
+            )
         return ranges, late_start, late_end
 
 
@@ -130,7 +157,8 @@ class KafkaPushdownReader(KafkaBatchReader):
 # the option that chose this reader, and how to undo it. (Pickling goes by __qualname__.)
 KafkaPushdownReader.__name__ = (
     "The pykafka reader asked for by option 'pushFilters'=true (remove the option to read "
-    "without filter pushdown)")
+    "without filter pushdown)"
+)
 
 
 def batch_reader(opts) -> KafkaBatchReader:

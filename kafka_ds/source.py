@@ -1,4 +1,5 @@
 """The Spark DataSource ``pykafka``: thin glue over options, planning and reading."""
+
 from __future__ import annotations
 
 import time
@@ -19,7 +20,8 @@ def _check_schema(schema, include_headers: bool, typed=None) -> None:
         raise ConfigurationError(
             "The pykafka source has a fixed schema and cannot be set with a custom one: "
             f"got {schema.simpleString()}, the source produces {expected}. Remove .schema(...) "
-            "and cast the key/value columns after loading.")
+            "and cast the key/value columns after loading."
+        )
 
 
 # Spark makes the stream writer anew for every micro-batch, twice (to plan the batch, and
@@ -27,7 +29,7 @@ def _check_schema(schema, include_headers: bool, typed=None) -> None:
 # topic check, a connection and a Metadata request, is done once per process within
 # kafka.metadata.max.age.ms. A topic deleted meanwhile fails the batch's write tasks with
 # the same error.
-_topics_found: dict = {}    # (bootstrap, topic, auto-create, client settings) -> monotonic
+_topics_found: dict = {}  # (bootstrap, topic, auto-create, client settings) -> monotonic
 
 
 def _check_stream_topic(opts, check) -> None:
@@ -35,7 +37,7 @@ def _check_stream_topic(opts, check) -> None:
     key = (opts.bootstrap_servers, opts.topic, opts.allow_auto_create_topics, opts.client)
     try:
         found = _topics_found.get(key)
-    except TypeError:      # unhashable client settings: no cache
+    except TypeError:  # unhashable client settings: no cache
         check(opts)
         return
     now = time.monotonic()
@@ -69,6 +71,7 @@ class KafkaDataSource(DataSource):
             return None
         if getattr(self, "_typed", None) is None:
             from .read.typed_columns import resolve_for_read
+
             self._typed = resolve_for_read(opts.typed_spec, opts.subscribed_topics())
         return self._typed
 
@@ -93,9 +96,13 @@ class KafkaDataSource(DataSource):
     @spark_entry_point
     def streamReader(self, schema):
         from .stream import InvalidOptionsStreamReader, KafkaStreamReader
+
         try:
-            opts = self._with_typed(parse_read_options(
-                self.options, streaming=True, report_unknown=not self._names_reported()))
+            opts = self._with_typed(
+                parse_read_options(
+                    self.options, streaming=True, report_unknown=not self._names_reported()
+                )
+            )
             _check_schema(schema, opts.include_headers, opts.typed)
         except ConfigurationError as exc:
             # Raised from here, PySpark's runner would hide it behind an UnboundLocalError
@@ -106,10 +113,14 @@ class KafkaDataSource(DataSource):
 
     @spark_entry_point
     def reader(self, schema) -> DataSourceReader:
-        opts = self._with_typed(parse_read_options(
-            self.options, streaming=False, report_unknown=not self._names_reported()))
+        opts = self._with_typed(
+            parse_read_options(
+                self.options, streaming=False, report_unknown=not self._names_reported()
+            )
+        )
         _check_schema(schema, opts.include_headers, opts.typed)
         from .reader import batch_reader
+
         return batch_reader(opts)
 
     # --- writing (writer.py) ---
@@ -119,6 +130,7 @@ class KafkaDataSource(DataSource):
         from .options import parse_write_options
         from .write.plan import plan_columns
         from .write.topics import check_topic_exists
+
         opts = parse_write_options(self.options)
         plan = plan_columns(schema, opts, streaming=streaming)
         if streaming and opts.topic is not None:
@@ -130,13 +142,15 @@ class KafkaDataSource(DataSource):
     @spark_entry_point
     def writer(self, schema, overwrite: bool):
         from .writer import KafkaDataSourceWriter
+
         if overwrite:
             # Spark sends overwrite=True for mode("overwrite"); a plain .save() (mode
             # "errorifexists") is refused by Spark itself, asking for Append or Overwrite.
             raise ConfigurationError(
                 "Save mode Overwrite is not supported by the pykafka sink: a Kafka topic cannot "
                 "be truncated, records are only ever appended. Use "
-                "df.write.format(\"pykafka\").mode(\"append\").save().")
+                'df.write.format("pykafka").mode("append").save().'
+            )
         return KafkaDataSourceWriter(*self._write_plan(schema))
 
     @spark_entry_point
@@ -146,8 +160,12 @@ class KafkaDataSource(DataSource):
         # never truncated.
         from .compat import DataSourceStreamArrowWriter, require
         from .writer import KafkaStreamWriter
-        require(DataSourceStreamArrowWriter is not None,
-                "The pykafka streaming sink (DataSourceStreamArrowWriter)", "4.1")
+
+        require(
+            DataSourceStreamArrowWriter is not None,
+            "The pykafka streaming sink (DataSourceStreamArrowWriter)",
+            "4.1",
+        )
         return KafkaStreamWriter(*self._write_plan(schema, streaming=True))
 
 

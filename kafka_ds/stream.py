@@ -7,13 +7,16 @@ group (``kafka.group.id``; :class:`~kafka_ds.read.group_commits.GroupCommitter`)
 executors' ``read`` runs on a pickled copy. How Spark drives it, the offset format, data
 loss and when the group's offsets move: docs/streaming.md.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import signal
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming import StreamingQueryListener
@@ -28,6 +31,15 @@ from .read.ranges import read_range
 from .read.stream_offsets import StreamOffsets, from_offset_dict, to_offset_dict
 from .reader import KafkaInputPartition
 from .worker_process import freeze_long_lived_objects, spark_entry_point
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.listener import (
+        QueryIdleEvent,
+        QueryProgressEvent,
+        QueryStartedEvent,
+        QueryTerminatedEvent,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +62,15 @@ def plan_tasks(ranges, opts: ReadOptions) -> list[InputPartition]:
     a micro-batch costs")."""
     tasks = [KafkaInputPartition(r.topic, r.partition, r.start, r.end) for r in ranges]
     small = opts.small_batch_records
-    if (len(tasks) > 1 and small and opts.min_partitions is None
-            and opts.max_records_per_partition is None
-            and sum(r.end - r.start for r in ranges) <= small):
+    if (
+        len(tasks) > 1
+        and small
+        and opts.min_partitions is None
+        and opts.max_records_per_partition is None
+        and sum(r.end - r.start for r in ranges) <= small
+    ):
         return [KafkaInputRanges(tuple(tasks))]
-    return tasks
+    return list(tasks)
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -62,13 +78,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     business (read/stream_offsets.py), the consumer group's :class:`GroupCommitter`'s."""
 
     def __init__(self, opts: ReadOptions, raw_options):
-        for option, value in (("maxOffsetsPerTrigger", opts.max_offsets_per_trigger),
-                              ("minOffsetsPerTrigger", opts.min_offsets_per_trigger)):
+        for option, value in (
+            ("maxOffsetsPerTrigger", opts.max_offsets_per_trigger),
+            ("minOffsetsPerTrigger", opts.min_offsets_per_trigger),
+        ):
             if value is not None:
                 require(ADMISSION_CONTROL, f"Option '{option}' (admission control)", "4.2")
         self.opts = opts
         self._committer: GroupCommitter | None = None
         explicit_prefix = any(str(k).lower() == "groupidprefix" for k in dict(raw_options))
+        self.group_id: str | None
         if opts.group_id:
             self.group_id = opts.group_id
         elif explicit_prefix:
@@ -103,8 +122,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Installed from the driver-side methods only (never in executor workers).
         try:
             if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+
                 def _exit(signum, frame):
                     raise SystemExit(0)
+
                 signal.signal(signal.SIGTERM, _exit)
         except ValueError:  # not the main thread (e.g. tests calling us directly)
             pass
@@ -131,7 +152,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start is not None:
             # Spark asks for the next batch only after the batch ending at ``start`` is done.
             self._commit_to_group(start)
-        return self.offsets.latest(start, limit)
+        end = self.offsets.latest(start, limit)
+        if start is not None and end == start and self.offsets.available_now:
+            # The AvailableNow run ends with this answer: Spark stops the query, and a
+            # driver script may exit at once, taking this process with it before the
+            # background commit of the last batch went out (or while the one before it
+            # still waits for its answer). Wait for it here, bounded, so the group holds
+            # the end of the last batch when awaitTermination() returns.
+            self._flush_group("the AvailableNow run ended")
+        return end
 
     @spark_entry_point
     def reportLatestOffset(self):
@@ -141,8 +170,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @spark_entry_point
     def partitions(self, start: dict, end: dict):
-        ranges = split_ranges(self.offsets.ranges(start, end), self.opts.min_partitions,
-                              self.opts.max_records_per_partition)
+        ranges = split_ranges(
+            self.offsets.ranges(start, end),
+            self.opts.min_partitions,
+            self.opts.max_records_per_partition,
+        )
         tasks = plan_tasks(ranges, self.opts)
         if not tasks and LATEST in from_offset_dict(start).values():
             # The first micro-batch of a "latest" start reads nothing: it only resolves the
@@ -159,7 +191,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not isinstance(partition, KafkaInputRanges):
             yield from read_range(self.opts, partition)
             return
-        client = make_client(self.opts)   # one connection for all the ranges
+        client = make_client(self.opts)  # one connection for all the ranges
         try:
             for piece in partition.ranges:
                 yield from read_range(self.opts, piece, client)
@@ -182,10 +214,25 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except Exception as exc:  # noqa: BLE001 - a commit must never fail the query
             log.warning("cannot commit offsets of group %r: %s", self.group_id, exc)
 
+    def _flush_group(self, why: str) -> None:
+        """Wait until the group has the newest submitted offsets: at most
+        ``kafka.request.timeout.ms``, and never more than 15 s (never raises)."""
+        if self._committer is None:
+            return
+        if not self._committer.flush(self._flush_timeout_s()):
+            log.warning(
+                "%s with the offsets %s of group %r not committed yet",
+                why,
+                self._committer.wanted,
+                self.group_id,
+            )
+
+    def _flush_timeout_s(self) -> float:
+        return min(self.client_timeout_s(), 15.0)
+
     def stop(self) -> None:
         if self._committer is not None:
-            timeout = min(self.client_timeout_s(), 15.0)
-            self._committer.close(timeout)
+            self._committer.close(self._flush_timeout_s())
         self.offsets.close()
 
     def client_timeout_s(self) -> float:
@@ -215,7 +262,11 @@ class InvalidOptionsStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         pass
 
 
-def _kafka_offsets(value) -> dict | None:
+#: offsets or records behind as Spark's Kafka source writes them: {topic: {"partition": n}}
+OffsetsByTopic = dict[str, dict[str, int]]
+
+
+def _kafka_offsets(value: object) -> dict | None:
     """A source's offsets from a query progress (JSON text or already a dict) when they
     have the shape of a Kafka source's, ``{topic: {"partition": offset}}``; else None."""
     if isinstance(value, str):
@@ -223,29 +274,38 @@ def _kafka_offsets(value) -> dict | None:
             value = json.loads(value)
         except ValueError:
             return None
-    if isinstance(value, dict) and value and all(
-            isinstance(parts, dict) and all(str(p).isdigit() and isinstance(o, int)
-                                            for p, o in parts.items())
-            for parts in value.values()):
+    if (
+        isinstance(value, dict)
+        and value
+        and all(
+            isinstance(parts, dict)
+            and all(str(p).isdigit() and isinstance(o, int) for p, o in parts.items())
+            for parts in value.values()
+        )
+    ):
         return value
     return None
 
 
-def _kafka_source(progress, what: str):
+def _kafka_source(progress: Mapping[str, Any] | None, what: str) -> dict | None:
     """The one source of ``progress`` with Kafka offsets (None: no finished batch yet);
     ``what`` asks for it, named in the error."""
     if not progress:
         return None
-    sources = [source for source in progress.get("sources", [])
-               if _kafka_offsets(source.get("endOffset")) is not None]
+    sources = [
+        source
+        for source in progress.get("sources", [])
+        if _kafka_offsets(source.get("endOffset")) is not None
+    ]
     if len(sources) != 1:
         raise ConfigurationError(
             f"{what} needs a query with exactly one Kafka source; found {len(sources)} sources "
-            "with Kafka offsets in its progress")
+            "with Kafka offsets in its progress"
+        )
     return sources[0]
 
 
-def commit_query_progress(query, options: dict) -> dict:
+def commit_query_progress(query: StreamingQuery, options: Mapping[str, str]) -> OffsetsByTopic:
     """Commit to the consumer group the end offsets of the last batch ``query`` finished.
 
     For the case the reader cannot cover by itself (docs/streaming.md): a query
@@ -264,8 +324,11 @@ def commit_query_progress(query, options: dict) -> dict:
     source = _kafka_source(query.lastProgress, "commit_query_progress")
     if source is None:
         return {}
-    offsets = {tp: off for tp, off in from_offset_dict(
-        _kafka_offsets(source.get("endOffset"))).items() if off >= 0}
+    offsets = {
+        tp: off
+        for tp, off in from_offset_dict(_kafka_offsets(source.get("endOffset")) or {}).items()
+        if off >= 0
+    }
     client = make_client(opts)
     try:
         client.commit_offsets(opts.group_id, offsets)
@@ -274,7 +337,7 @@ def commit_query_progress(query, options: dict) -> dict:
     return to_offset_dict(offsets)
 
 
-def progress_lag(progress) -> dict:
+def progress_lag(progress: Mapping[str, Any] | None) -> OffsetsByTopic:
     """Records behind, ``{topic: {partition: count}}``, of the one pykafka source of a
     query's progress (``query.lastProgress``, or ``event.progress`` in a
     ``StreamingQueryListener``): the latest offsets the source saw when Spark planned the
@@ -285,12 +348,15 @@ def progress_lag(progress) -> dict:
         return {}
     end = from_offset_dict(_kafka_offsets(source.get("endOffset")) or {})
     latest = from_offset_dict(_kafka_offsets(source.get("latestOffset")) or {})
-    lag = {tp: max(latest[tp] - offset, 0) for tp, offset in end.items()
-           if tp in latest and offset >= 0 and latest[tp] >= 0}
+    lag = {
+        tp: max(latest[tp] - offset, 0)
+        for tp, offset in end.items()
+        if tp in latest and offset >= 0 and latest[tp] >= 0
+    }
     return to_offset_dict(lag)
 
 
-def group_lag(options: dict) -> dict:
+def group_lag(options: Mapping[str, str]) -> OffsetsByTopic:
     """Records behind, ``{topic: {partition: count}}``, of the consumer group
     ``kafka.group.id`` on the partitions the options subscribe to: their latest offsets
     now (the last stable offset with ``read_committed``) minus the group's committed
@@ -312,8 +378,13 @@ def group_lag(options: dict) -> dict:
         committed.update(planner.earliest(missing))
     finally:
         client.close()
-    return to_offset_dict({tp: max(latest[tp] - committed[tp], 0) for tp in partitions
-                           if tp in latest and tp in committed})
+    return to_offset_dict(
+        {
+            tp: max(latest[tp] - committed[tp], 0)
+            for tp in partitions
+            if tp in latest and tp in committed
+        }
+    )
 
 
 class LagListener(StreamingQueryListener):
@@ -326,23 +397,27 @@ class LagListener(StreamingQueryListener):
         self.level = level
         self.partitions_shown = partitions_shown
 
-    def onQueryStarted(self, event) -> None:
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
         pass
 
-    def onQueryProgress(self, event) -> None:
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
         try:
             lag = from_offset_dict(progress_lag(event.progress))
         except ConfigurationError:
-            return                       # no pykafka source, or several Kafka sources
+            return  # no pykafka source, or several Kafka sources
         if not lag:
             return
-        worst = sorted(lag.items(), key=lambda item: -item[1])[:self.partitions_shown]
-        log.log(self.level, "query %s is %d records behind (most: %s)",
-                event.progress.name or event.progress.id, sum(lag.values()),
-                ", ".join(f"{topic}-{partition} {count}" for (topic, partition), count in worst))
+        worst = sorted(lag.items(), key=lambda item: -item[1])[: self.partitions_shown]
+        log.log(
+            self.level,
+            "query %s is %d records behind (most: %s)",
+            event.progress.name or event.progress.id,
+            sum(lag.values()),
+            ", ".join(f"{topic}-{partition} {count}" for (topic, partition), count in worst),
+        )
 
-    def onQueryIdle(self, event) -> None:
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
         pass
 
-    def onQueryTerminated(self, event) -> None:
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         pass

@@ -13,6 +13,7 @@ with its whole traceback, the message last. A kafka_ds error already says what f
 the fix, so it leaves with the traceback of the entry point alone (the full one is logged
 at DEBUG), and the message is a few lines from the top of what the user sees.
 """
+
 from __future__ import annotations
 
 import functools
@@ -46,12 +47,14 @@ def spark_entry_point(method):
     """Decorate a method Spark calls (a generator too): kafka_ds errors leave it with a
     traceback of this frame only, their cause logged at DEBUG instead of chained."""
     if inspect.isgeneratorfunction(method):
+
         @functools.wraps(method)
         def generator(*args, **kwargs):
             try:
                 yield from method(*args, **kwargs)
             except KafkaError as exc:
                 raise _shortened(exc) from None
+
         return generator
 
     @functools.wraps(method)
@@ -60,4 +63,5 @@ def spark_entry_point(method):
             return method(*args, **kwargs)
         except KafkaError as exc:
             raise _shortened(exc) from None
+
     return call

@@ -5,10 +5,13 @@
 * ``kafka3``: three Apache Kafka nodes, replication factor 3, ``min.insync.replicas=2``
   (started by the one worker that runs the failover module).
 * ``kafka_older``: Apache Kafka 3.9 (KRaft), one node, shared: the older line's smoke set.
+* ``kafka_secure``: Apache Kafka, one node, with SASL (PLAIN, SCRAM, OAUTHBEARER), TLS and
+  mTLS listeners and the StandardAuthorizer (tests/support/secure_kafka.py), shared.
 * ``mock_cluster`` / ``tansu_broker``: librdkafka's mock cluster (injected errors) and Tansu
   (the demo's broker), session-scoped, started on first use.
 * ``broker``: parametrized over the enabled brokers ``mock`` and ``kafka``, so a test written
-  against ``broker`` runs on each of them; tests marked ``smoke`` run on ``tansu`` too.
+  against ``broker`` runs on each of them; tests marked ``smoke`` run on ``tansu`` and
+  ``kafka_older`` too.
 * ``new_topic(partitions=1, prefix="t", replication=1)``: fresh topic on ``broker``.
 
 Restrict brokers with ``--brokers=mock,kafka`` or ``KAFKA_DS_BROKERS=kafka``.
@@ -19,13 +22,14 @@ its own brokers and Spark session. Tests marked ``heavy`` are collected first, s
 ones start at once instead of trailing at the end; the modules in ``ONE_WORKER_MODULES``
 run on one worker each (see ``pytest_xdist_make_scheduler``).
 """
+
 import os
 import sys
 import tempfile
 
 import pytest
 
-from tests.support import apache_kafka, jvm_options, spark_home
+from tests.support import apache_kafka, jvm_options, secure_kafka, spark_home
 from tests.support.brokers import BROKER_CLASSES, BrokerError
 
 # Spark's Python workers import pyspark from site-packages, not from a zip
@@ -37,27 +41,45 @@ spark_home.install()
 _SPARK_CLASS_ARCHIVE = jvm_options.install()
 
 ALL_BROKERS = ("mock", "kafka", "tansu")
-# the brokers a test written against ``broker`` runs on; Tansu (the demo's broker) only for
-# the tests marked ``smoke``
+# the brokers a test written against ``broker`` runs on; the tests marked ``smoke`` run on
+# Tansu (the demo's broker) and on Apache Kafka's older line (kafka_older) too
 PARAMETRIZED_BROKERS = ("mock", "kafka")
 # Apache Kafka clusters shared by all pytest-xdist workers: started by the first worker that
 # asks, stopped by pytest's main process at the end (apache_kafka.shared_cluster)
-SHARED_KAFKA = {"kafka": {}, "kafka_older": {"version": apache_kafka.OLDER_VERSION}}
+SHARED_KAFKA = {
+    "kafka": {},
+    "kafka_older": {"version": apache_kafka.OLDER_VERSION},
+    "kafka_secure": secure_kafka.CLUSTER_ARGS,
+}
 
 # Modules whose module-scoped fixtures must run once: the wheel is built once, and the other
 # pyspark releases are installed into one shared folder (.venv-spark); the failover tests
 # kill and restart nodes of the one ``kafka3`` cluster, so they must not run side by side.
-ONE_WORKER_MODULES = ("tests/spark/test_wheel.py", "tests/spark/test_spark_versions.py",
-                      "tests/spark/test_failover.py")
-_BROKER_FIXTURES = {"broker", "mock_cluster", "tansu_broker", "new_topic", "kafka_broker",
-                    "kafka3", "kafka_older"}
+ONE_WORKER_MODULES = (
+    "tests/spark/test_wheel.py",
+    "tests/spark/test_spark_versions.py",
+    "tests/spark/test_failover.py",
+)
+_BROKER_FIXTURES = {
+    "broker",
+    "mock_cluster",
+    "tansu_broker",
+    "new_topic",
+    "kafka_broker",
+    "kafka3",
+    "kafka_older",
+    "kafka_secure",
+}
 
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--brokers", action="store", default=None,
+        "--brokers",
+        action="store",
+        default=None,
         help="comma-separated brokers for integration tests: mock,kafka,tansu "
-             "(default: $KAFKA_DS_BROKERS or all three)")
+        "(default: $KAFKA_DS_BROKERS or all three)",
+    )
 
 
 def pytest_configure(config):
@@ -67,18 +89,25 @@ def pytest_configure(config):
         os.environ["KAFKA_DS_SHARED_STATE"] = tempfile.mkdtemp(prefix="kafka_ds-shared-")
         os.environ["KAFKA_DS_SHARED_OWNER"] = str(os.getpid())
         config._kafka_ds_shared_state = os.environ["KAFKA_DS_SHARED_STATE"]
-    if _SPARK_CLASS_ARCHIVE and not hasattr(config, "workerinput"):   # not in xdist workers
+    if _SPARK_CLASS_ARCHIVE and not hasattr(config, "workerinput"):  # not in xdist workers
         jvm_options.train_in_background(_SPARK_CLASS_ARCHIVE)
     config.addinivalue_line("markers", "integration: needs a real broker started by the suite")
     config.addinivalue_line(
-        "markers", "only_brokers(*names): run on these of the enabled brokers only (the "
-                   "tests that start and kill several Spark drivers: one real broker is enough "
-                   "for what they prove, and each run costs a minute of the suite)")
+        "markers",
+        "only_brokers(*names): run on these of the enabled brokers only (the "
+        "tests that start and kill several Spark drivers: one real broker is enough "
+        "for what they prove, and each run costs a minute of the suite)",
+    )
     config.addinivalue_line(
-        "markers", "smoke: a test of ``broker`` that also runs on Tansu, the demo's broker")
+        "markers",
+        "smoke: a test of ``broker`` that also runs on Tansu (the demo's broker) and "
+        "on Apache Kafka 3.9 (kafka_older)",
+    )
     config.addinivalue_line(
-        "markers", "heavy: starts Spark driver processes or venvs of its own (tens of "
-                   "seconds); collected first")
+        "markers",
+        "heavy: starts Spark driver processes or venvs of its own (tens of "
+        "seconds); collected first",
+    )
     # kafka-python 3.x loads its schemas with deprecated importlib.resources calls
     config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
@@ -93,7 +122,9 @@ def pytest_unconfigure(config):
 
 
 def enabled_brokers(config):
-    raw = config.getoption("--brokers") or os.environ.get("KAFKA_DS_BROKERS") or ",".join(ALL_BROKERS)
+    raw = (
+        config.getoption("--brokers") or os.environ.get("KAFKA_DS_BROKERS") or ",".join(ALL_BROKERS)
+    )
     names = [n.strip().lower() for n in raw.split(",") if n.strip()]
     bad = [n for n in names if n not in ALL_BROKERS]
     if bad:
@@ -104,8 +135,12 @@ def enabled_brokers(config):
 def pytest_generate_tests(metafunc):
     if "broker" in metafunc.fixturenames:
         smoke = metafunc.definition.get_closest_marker("smoke") is not None
-        names = [name for name in enabled_brokers(metafunc.config)
-                 if name in PARAMETRIZED_BROKERS or (smoke and name == "tansu")]
+        enabled = enabled_brokers(metafunc.config)
+        names = [
+            name for name in enabled if name in PARAMETRIZED_BROKERS or (smoke and name == "tansu")
+        ]
+        if smoke and "kafka" in enabled:
+            names.append("kafka_older")
         only = metafunc.definition.get_closest_marker("only_brokers")
         if only is not None:
             names = [name for name in names if name in only.args]
@@ -168,9 +203,12 @@ class _Brokers:
     def _start(name):
         if name in SHARED_KAFKA:
             return apache_kafka.shared_cluster(
-                os.environ["KAFKA_DS_SHARED_STATE"], name,
-                int(os.environ["KAFKA_DS_SHARED_OWNER"]), **SHARED_KAFKA[name])
-        if name == "kafka3":   # killed and restarted by its tests: one worker's own
+                os.environ["KAFKA_DS_SHARED_STATE"],
+                name,
+                int(os.environ["KAFKA_DS_SHARED_OWNER"]),
+                **SHARED_KAFKA[name],
+            )
+        if name == "kafka3":  # killed and restarted by its tests: one worker's own
             return apache_kafka.KafkaCluster(3, name="kafka3")
         return BROKER_CLASSES[name]()
 
@@ -227,9 +265,18 @@ def kafka_older(_brokers):
     return _brokers.get("kafka_older")
 
 
+@pytest.fixture(scope="session")
+def kafka_secure(_brokers):
+    """Apache Kafka, one KRaft node with the security tests' listeners (SASL PLAIN, SCRAM,
+    OAUTHBEARER; TLS; mTLS) and StandardAuthorizer (tests.support.secure_kafka), shared by all
+    workers."""
+    return _brokers.get("kafka_secure")
+
+
 @pytest.fixture
 def broker(request, _brokers):
-    """The broker named by the test's parameter ("mock", "kafka", or "tansu" for smoke)."""
+    """The broker named by the test's parameter ("mock", "kafka"; "tansu" and "kafka_older"
+    for the tests marked smoke)."""
     return _brokers.get(request.param)
 
 
@@ -245,9 +292,8 @@ def new_topic(broker):
 
     def make(partitions=1, prefix="t", replication=1, config=None):
         name = broker.unique_topic(prefix)
-        if config and broker.name != "mock":   # the mock takes no topic configs
-            broker.create_topic(name, partitions=partitions, replication=replication,
-                                config=config)
+        if config and broker.name != "mock":  # the mock takes no topic configs
+            broker.create_topic(name, partitions=partitions, replication=replication, config=config)
         else:
             broker.create_topic(name, partitions=partitions, replication=replication)
         created.append(name)

@@ -2,6 +2,7 @@
 client (metadata, leader routing, retries); ``connection`` one broker connection;
 ``reads``, ``producer``, ``transactions``, ``coordinators``, ``admin`` the requests by
 concern; ``security`` TLS and SASL."""
+
 from .cluster import KafkaClient, make_client
 from .reads import EARLIEST, LATEST
 

@@ -5,6 +5,7 @@ What the client does with that routing lives beside it: ListOffsets and Fetch in
 reads.py, group and transaction coordinators in coordinators.py, CreateTopics and
 InitProducerId in admin.py. The client offers those as its methods too.
 """
+
 from __future__ import annotations
 
 import logging
@@ -14,8 +15,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..errors import KafkaConnectionError, acl_hint
 from ..protocol import messages as m
-from ..errors import KafkaConnectionError
 from ..protocol.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from . import admin, coordinators, reads
 from .config import ClientConfig
@@ -55,17 +56,22 @@ class KafkaClient:
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata_time = 0.0
-        self._topic_time: dict[str, float] = {}   # when each topic's metadata was fetched
-        self.coordinators = Coordinators(self)   # group and transaction coordinators
-        self.retries = 0            # retried attempts, all operations
+        self._topic_time: dict[str, float] = {}  # when each topic's metadata was fetched
+        self.coordinators = Coordinators(self)  # group and transaction coordinators
+        self.retries = 0  # retried attempts, all operations
 
     # --- connections -----------------------------------------------------------
 
     def _new_connection(self, host, port, node_id=-1) -> BrokerConnection:
-        return BrokerConnection(host, port, node_id=node_id, client_id=self.config.client_id,
-                                request_timeout_ms=self.config.request_timeout_ms,
-                                connect_timeout_ms=self.config.connect_timeout_ms,
-                                security=self.config.security)
+        return BrokerConnection(
+            host,
+            port,
+            node_id=node_id,
+            client_id=self.config.client_id,
+            request_timeout_ms=self.config.request_timeout_ms,
+            connect_timeout_ms=self.config.connect_timeout_ms,
+            security=self.config.security,
+        )
 
     def any_connection(self) -> BrokerConnection:
         """A connected broker: a known node if any, else the bootstrap list in random order.
@@ -76,8 +82,11 @@ class KafkaClient:
         for conn in self._connections.values():
             if conn.connected and not conn.in_flight:
                 return conn
-        if self._bootstrap_conn is not None and self._bootstrap_conn.connected \
-                and not self._bootstrap_conn.in_flight:
+        if (
+            self._bootstrap_conn is not None
+            and self._bootstrap_conn.connected
+            and not self._bootstrap_conn.in_flight
+        ):
             return self._bootstrap_conn
         errors = []
         candidates = list(self.brokers.items()) + [(-1, hp) for hp in self.bootstrap]
@@ -98,7 +107,8 @@ class KafkaClient:
                 errors.append(str(exc))
         raise KafkaConnectionError(
             "cannot reach any broker of kafka.bootstrap.servers="
-            f"{','.join(f'{h}:{p}' for h, p in self.bootstrap)}: " + "; ".join(errors))
+            f"{','.join(f'{h}:{p}' for h, p in self.bootstrap)}: " + "; ".join(errors)
+        )
 
     def connection(self, node_id: int) -> BrokerConnection:
         conn = self._connections.get(node_id)
@@ -127,8 +137,9 @@ class KafkaClient:
 
     # --- retries -----------------------------------------------------------------
 
-    def retry_policy(self, budget_ms: float | None = None, budget_option: str = "",
-                     **kwargs) -> RetryPolicy:
+    def retry_policy(
+        self, budget_ms: float | None = None, budget_option: str = "", **kwargs
+    ) -> RetryPolicy:
         """The client's retry policy: ``budget_ms`` (default: the client's API timeout,
         ``kafka.default.api.timeout.ms``, or a write's ``kafka.delivery.timeout.ms``),
         ``kafka.retries`` when set, ``kafka.retry.backoff.ms`` ..
@@ -139,16 +150,28 @@ class KafkaClient:
             budget_option = budget_option or config.api_timeout_option
         retries = config.retries
         return RetryPolicy(
-            budget_ms, max_attempts=None if retries is None else retries + 1,
+            budget_ms,
+            max_attempts=None if retries is None else retries + 1,
             backoff_ms=config.retry_backoff_ms,
             backoff_max_ms=max(config.retry_backoff_max_ms, config.retry_backoff_ms),
-            budget_option=budget_option, attempts_option="kafka.retries", **kwargs)
+            budget_option=budget_option,
+            attempts_option="kafka.retries",
+            **kwargs,
+        )
 
-    def retrying(self, operation, what: str, *, topics=None, budget_ms: float | None = None,
-                 budget_option: str = ""):
+    def retrying(
+        self,
+        operation,
+        what: str,
+        *,
+        topics=None,
+        budget_ms: float | None = None,
+        budget_option: str = "",
+    ):
         """Run ``operation()`` under the retry policy (kafka_ds/client/retry.py). On an
         invalid-metadata error the metadata of ``topics`` only is refreshed (none given:
         just the broker list)."""
+
         def refresh(_exc):
             wanted = sorted(set(topics() if callable(topics) else topics or ()))
             self.refresh_metadata(wanted)
@@ -164,8 +187,9 @@ class KafkaClient:
 
     # --- metadata ----------------------------------------------------------------
 
-    def refresh_metadata(self, topics: list[str] | None = None, *,
-                         allow_auto_topic_creation: bool = False) -> dict[str, TopicInfo]:
+    def refresh_metadata(
+        self, topics: list[str] | None = None, *, allow_auto_topic_creation: bool = False
+    ) -> dict[str, TopicInfo]:
         """Fetch metadata (all topics when ``topics`` is None) and update the cache.
 
         ``allow_auto_topic_creation`` asks brokers with ``auto.create.topics.enable`` to
@@ -175,29 +199,40 @@ class KafkaClient:
         version = conn.version_for(m.METADATA)
         if topics is None:
             # v0 says "all topics" with an empty array; later versions with null.
-            topic_list = [] if version == 0 else None
+            topic_list: list | None = [] if version == 0 else None
         else:
             topic_list = [{"name": t} for t in topics]
         # A connection error propagates: the caller's retry policy tries again (elsewhere).
-        response = conn.request(m.METADATA, m.METADATA.body(
-            topics=topic_list,
-            allow_auto_topic_creation=bool(allow_auto_topic_creation and topics)),
-            version=version)
+        response = conn.request(
+            m.METADATA,
+            m.METADATA.body(
+                topics=topic_list,
+                allow_auto_topic_creation=bool(allow_auto_topic_creation and topics),
+            ),
+            version=version,
+        )
         self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
         self.cluster_id = response.get("cluster_id")
         for node_id in list(self._connections):
-            if node_id not in self.brokers or (
-                    self._connections[node_id].host, self._connections[node_id].port
-            ) != self.brokers[node_id]:
+            if (
+                node_id not in self.brokers
+                or (self._connections[node_id].host, self._connections[node_id].port)
+                != self.brokers[node_id]
+            ):
                 self._connections.pop(node_id).close()
         seen = {}
         for topic in response["topics"]:
-            info = TopicInfo(topic["name"], topic["error_code"],
-                             is_internal=topic.get("is_internal", False))
+            info = TopicInfo(
+                topic["name"], topic["error_code"], is_internal=topic.get("is_internal", False)
+            )
             for part in topic["partitions"]:
                 info.partitions[part["partition_index"]] = PartitionInfo(
-                    topic["name"], part["partition_index"], part["leader_id"],
-                    part.get("leader_epoch", -1), part["error_code"])
+                    topic["name"],
+                    part["partition_index"],
+                    part["leader_id"],
+                    part.get("leader_epoch", -1),
+                    part["error_code"],
+                )
             seen[topic["name"]] = info
         now = time.monotonic()
         if topics is None:
@@ -205,12 +240,12 @@ class KafkaClient:
             self._topic_time = {name: now for name in self.topics}
         else:
             for name in topics:
-                info = seen.get(name)
-                if info is None or info.error_code:
+                found = seen.get(name)
+                if found is None or found.error_code:
                     self.topics.pop(name, None)
                     self._topic_time.pop(name, None)
                 else:
-                    self.topics[name] = info
+                    self.topics[name] = found
                     self._topic_time[name] = now
         self._metadata_time = now
         return seen
@@ -224,33 +259,49 @@ class KafkaClient:
         if max_age_ms is None:
             max_age_ms = self.config.metadata_max_age_ms
         now = time.monotonic()
-        stale = [t for t in topics
-                 if t not in self.topics or now - self._topic_time.get(t, 0.0) >= max_age_ms / 1000.0]
+        stale = [
+            t
+            for t in topics
+            if t not in self.topics or now - self._topic_time.get(t, 0.0) >= max_age_ms / 1000.0
+        ]
         if stale:
             seen = self.refresh_metadata(topics)
             for topic in topics:
                 info = seen.get(topic)
-                if info is not None and info.error_code and info.error_code != UnknownTopicOrPartition.code:
-                    raise error_for_code(info.error_code)(f"Metadata of topic {topic!r}")
+                if (
+                    info is not None
+                    and info.error_code
+                    and info.error_code != UnknownTopicOrPartition.code
+                ):
+                    raise error_for_code(info.error_code)(
+                        f"Metadata of topic {topic!r}{acl_hint(info.error_code, 'Metadata', topic)}"
+                    )
         return {t: sorted(self.topics[t].partitions) for t in topics if t in self.topics}
 
-    def topic_partitions(self, topic: str, refresh: bool = False, *,
-                         allow_auto_topic_creation: bool = False) -> list[int]:
+    def topic_partitions(
+        self, topic: str, refresh: bool = False, *, allow_auto_topic_creation: bool = False
+    ) -> list[int]:
         """Partition ids of ``topic``; raises the broker's error if it does not exist."""
         if refresh or topic not in self.topics:
             seen = self.refresh_metadata(
-                [topic], allow_auto_topic_creation=allow_auto_topic_creation)
+                [topic], allow_auto_topic_creation=allow_auto_topic_creation
+            )
             info = seen.get(topic)
             if info is None:
                 raise UnknownTopicOrPartition(f"topic {topic!r} not in metadata")
             if info.error_code:
-                raise error_for_code(info.error_code)(f"topic {topic!r}")
+                raise error_for_code(info.error_code)(
+                    f"Metadata of topic {topic!r}{acl_hint(info.error_code, 'Metadata', topic)}"
+                )
         return sorted(self.topics[topic].partitions)
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         self.refresh_metadata(None)
-        return sorted(name for name, info in self.topics.items()
-                      if include_internal or not (info.is_internal or name.startswith("__")))
+        return sorted(
+            name
+            for name, info in self.topics.items()
+            if include_internal or not (info.is_internal or name.startswith("__"))
+        )
 
     def match_topics(self, pattern: str) -> list[str]:
         """Topics whose whole name matches the Java-style regex ``pattern``."""
@@ -260,7 +311,16 @@ class KafkaClient:
     def leader_for(self, topic: str, partition: int) -> int:
         info = self.topics.get(topic)
         if info is None or partition not in info.partitions:
-            self.refresh_metadata([topic])
+            seen = self.refresh_metadata([topic]).get(topic)
+            if (
+                seen is not None
+                and seen.error_code
+                and seen.error_code != UnknownTopicOrPartition.code
+            ):
+                # e.g. TOPIC_AUTHORIZATION_FAILED: not retriable, and not an unknown topic
+                raise error_for_code(seen.error_code)(
+                    f"Metadata of topic {topic!r}{acl_hint(seen.error_code, 'Metadata', topic)}"
+                )
             info = self.topics.get(topic)
             if info is None or partition not in info.partitions:
                 raise UnknownTopicOrPartition(f"{topic}-{partition} not in metadata")

@@ -5,6 +5,7 @@ to the executors, which use them as they are.
 The field defaults below are the defaults of the matching ``kafka.*`` options: the option
 declarations in :mod:`kafka_ds.options` read them from here, so each is stated once.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,18 +16,18 @@ from typing import Any
 class ClientConfig:
     """Client settings, named after the Kafka client properties they mirror."""
 
-    client_id: str = "kafka-ds"                 # client.id
-    request_timeout_ms: int = 30000             # request.timeout.ms
-    connect_timeout_ms: int = 10000             # socket.connection.setup.timeout.ms
+    client_id: str = "kafka-ds"  # client.id
+    request_timeout_ms: int = 30000  # request.timeout.ms
+    connect_timeout_ms: int = 10000  # socket.connection.setup.timeout.ms
     # retries: attempts after the first; None: only the time budget (default_api_timeout_ms
     # or the caller's, kafka_ds/client/retry.py) limits them.
     retries: int | None = None
-    retry_backoff_ms: int = 100                 # retry.backoff.ms
-    retry_backoff_max_ms: int = 1000            # retry.backoff.max.ms
+    retry_backoff_ms: int = 100  # retry.backoff.ms
+    retry_backoff_max_ms: int = 1000  # retry.backoff.max.ms
     # metadata.max.age.ms: cached leaders and partitions of subscribed topics are reused
     # this long (refreshed earlier on invalid-metadata errors).
     metadata_max_age_ms: int = 300000
-    default_api_timeout_ms: int = 60000         # default.api.timeout.ms: driver-side budget
+    default_api_timeout_ms: int = 60000  # default.api.timeout.ms: driver-side budget
     # The option that set default_api_timeout_ms, named when the budget runs out: a write's
     # client gets kafka.delivery.timeout.ms (its metadata and coordinator calls wait as
     # long as its Produce requests).
@@ -45,7 +46,7 @@ class ProducerConfig:
     """Producer settings, built once on the driver (kafka_ds.options) and pickled to the
     write tasks. The defaults are those of the ``kafka.*`` options (stated here only)."""
 
-    acks: int = -1                    # 0, 1 or -1 (all in-sync replicas)
+    acks: int = -1  # 0, 1 or -1 (all in-sync replicas)
     idempotent: bool = True
     max_request_size: int = 1 << 20
     # also the broker-side Produce timeout
@@ -55,7 +56,7 @@ class ProducerConfig:
     retries: int = 2147483647
     retry_backoff_ms: int = _CLIENT.retry_backoff_ms
     retry_backoff_max_ms: int = _CLIENT.retry_backoff_max_ms
-    transactional_id: str | None = None   # set: Produce requests carry it (see transactions.py)
+    transactional_id: str | None = None  # set: Produce requests carry it (see transactions.py)
 
 
 DEFAULT_PRODUCER_CONFIG = ProducerConfig()

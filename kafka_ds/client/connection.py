@@ -2,6 +2,7 @@
 timeouts and ApiVersions negotiation (its TLS handshake and SASL exchange:
 ``broker_security``). All socket I/O of kafka_ds lives in this package.
 """
+
 from __future__ import annotations
 
 import logging
@@ -10,8 +11,6 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from ..protocol import messages as m
-from ..protocol import primitives as p
 from ..errors import (
     ConfigurationError,
     KafkaConnectionError,
@@ -19,6 +18,8 @@ from ..errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from ..protocol import messages as m
+from ..protocol import primitives as p
 from ..protocol.errors import UnsupportedVersion
 from ..protocol.schema import Message, decode_response, encode_request
 from .broker_security import (
@@ -44,7 +45,7 @@ class Pending:
     message: Message
     version: int
     expects_response: bool = True
-    sent_number: int = 0   # order of sending on this connection
+    sent_number: int = 0  # order of sending on this connection
 
 
 class InFlightRequests:
@@ -59,8 +60,9 @@ class InFlightRequests:
         # skipped, and ones older than an answered request can no longer come.
         self.unanswered: deque[Pending] = deque()
 
-    def add(self, correlation_id: int, message: Message, version: int,
-            expects_response: bool) -> Pending:
+    def add(
+        self, correlation_id: int, message: Message, version: int, expects_response: bool
+    ) -> Pending:
         """Record a request written to the socket."""
         self._sent += 1
         pending = Pending(correlation_id, message, version, expects_response, self._sent)
@@ -91,8 +93,9 @@ def parse_bootstrap(servers) -> list[tuple[str, int]]:
     The one parser of ``kafka.bootstrap.servers``: the option check on the driver and the
     client on the executors both use it. IPv6 addresses go in brackets, ``[::1]:9092``.
     """
-    example = ('e.g. .option("kafka.bootstrap.servers", "host1:9092,host2:9092") '
-               '(IPv6: "[::1]:9092")')
+    example = (
+        'e.g. .option("kafka.bootstrap.servers", "host1:9092,host2:9092") (IPv6: "[::1]:9092")'
+    )
     if isinstance(servers, str):
         servers = servers.split(",")
     servers = [s for s in (str(part).strip() for part in servers) if s]
@@ -108,7 +111,8 @@ def parse_bootstrap(servers) -> list[tuple[str, int]]:
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigurationError(
                 f"Option 'kafka.bootstrap.servers': {server!r} is not host:port with a port "
-                f"from 1 to 65535; {example}")
+                f"from 1 to 65535; {example}"
+            )
         result.append((host, int(port)))
     return result
 
@@ -116,15 +120,22 @@ def parse_bootstrap(servers) -> list[tuple[str, int]]:
 class BrokerConnection:
     """A blocking connection to one broker. Not thread-safe: one user at a time."""
 
-    def __init__(self, host: str, port: int, *, node_id: int = -1,
-                 client_id: str = DEFAULT_CLIENT_CONFIG.client_id,
-                 request_timeout_ms: int = DEFAULT_CLIENT_CONFIG.request_timeout_ms,
-                 connect_timeout_ms: int = DEFAULT_CLIENT_CONFIG.connect_timeout_ms,
-                 security=None):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int = -1,
+        client_id: str = DEFAULT_CLIENT_CONFIG.client_id,
+        request_timeout_ms: int = DEFAULT_CLIENT_CONFIG.request_timeout_ms,
+        connect_timeout_ms: int = DEFAULT_CLIENT_CONFIG.connect_timeout_ms,
+        security=None,
+    ):
         self.host = host
         # kafka_ds.client.security.SecuritySettings, or None for PLAINTEXT
-        self.security = security if security is not None and security.protocol != "PLAINTEXT" \
-            else None
+        self.security = (
+            security if security is not None and security.protocol != "PLAINTEXT" else None
+        )
         self._reauth_at: float | None = None
         self.port = port
         self.node_id = node_id
@@ -151,7 +162,7 @@ class BrokerConnection:
 
     # --- lifecycle -----------------------------------------------------------
 
-    def connect(self) -> "BrokerConnection":
+    def connect(self) -> BrokerConnection:
         if self._sock is not None:
             return self
         try:
@@ -161,8 +172,7 @@ class BrokerConnection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         if self.security is not None and self.security.uses_tls:
-            sock = tls_handshake(sock, self.host, self.port, self.security,
-                                 self.connect_timeout)
+            sock = tls_handshake(sock, self.host, self.port, self.security, self.connect_timeout)
         sock.settimeout(self.request_timeout)
         self._sock = sock
         self._requests.clear()
@@ -189,8 +199,11 @@ class BrokerConnection:
             self._reauth_at = time.monotonic() + lifetime_ms * 0.85 / 1000.0
 
     def _maybe_reauthenticate(self) -> None:
-        if self._reauth_at is not None and time.monotonic() >= self._reauth_at \
-                and self._requests.idle:
+        if (
+            self._reauth_at is not None
+            and time.monotonic() >= self._reauth_at
+            and self._requests.idle
+        ):
             self._reauth_at = None
             try:
                 self._authenticate()
@@ -229,8 +242,9 @@ class BrokerConnection:
     def _negotiate_versions(self) -> None:
         api = m.API_VERSIONS
         version = api.versions().high
-        pending = self._send(api, version, {
-            "client_software_name": "kafka-ds", "client_software_version": "0.1.0"})
+        pending = self._send(
+            api, version, {"client_software_name": "kafka-ds", "client_software_version": "0.1.0"}
+        )
         frame = self._receive_frame(pending)
         error_code = p.read_int16(frame, 4)[0] if len(frame) >= 6 else 0
         if error_code == UnsupportedVersion.code:
@@ -242,10 +256,12 @@ class BrokerConnection:
         body = self._decode(pending, frame)
         if body["error_code"]:
             raise UnsupportedVersionError(
-                f"ApiVersions to {self.host}:{self.port} failed with error {body['error_code']}")
+                f"ApiVersions to {self.host}:{self.port} failed with error {body['error_code']}"
+            )
         self.api_versions = {
             entry["api_key"]: (entry["min_version"], entry["max_version"])
-            for entry in body["api_keys"]}
+            for entry in body["api_keys"]
+        }
 
     def version_for(self, message: Message, max_version: int | None = None) -> int:
         """Highest version both sides speak (optionally capped)."""
@@ -253,20 +269,28 @@ class BrokerConnection:
         theirs = self.api_versions.get(message.api_key)
         if theirs is None:
             raise UnsupportedVersionError(
-                f"broker {self.host}:{self.port} does not support {message.name}")
+                f"broker {self.host}:{self.port} does not support {message.name}"
+            )
         high = min(ours.high, theirs[1])
         if max_version is not None:
             high = min(high, max_version)
         if high < max(ours.low, theirs[0]):
             raise UnsupportedVersionError(
                 f"{message.name}: broker {self.host}:{self.port} speaks v{theirs[0]}-{theirs[1]},"
-                f" kafka_ds speaks {message.valid_versions}")
+                f" kafka_ds speaks {message.valid_versions}"
+            )
         return high
 
     # --- requests --------------------------------------------------------------
 
-    def send(self, message: Message, body: dict, *, version: int | None = None,
-             expects_response: bool = True) -> Pending:
+    def send(
+        self,
+        message: Message,
+        body: dict,
+        *,
+        version: int | None = None,
+        expects_response: bool = True,
+    ) -> Pending:
         """Write one request; read its response later with ``receive`` (pipelining)."""
         if self._sock is None:
             self.connect()
@@ -289,7 +313,9 @@ class BrokerConnection:
         return any(item is pending for item in self._requests.awaiting)
 
     def request(self, message: Message, body: dict, *, version: int | None = None) -> dict:
-        return self.receive(self.send(message, body, version=version))
+        response = self.receive(self.send(message, body, version=version))
+        assert response is not None  # sent expecting a response
+        return response
 
     def _decode(self, pending: Pending, frame) -> dict:
         try:
@@ -298,18 +324,23 @@ class BrokerConnection:
             self.close()
             raise KafkaProtocolError(
                 f"malformed {pending.message.name} v{pending.version} response from "
-                f"{self.host}:{self.port}: {exc}") from None
+                f"{self.host}:{self.port}: {exc}"
+            ) from None
 
     def _send(self, message, version, body, expects_response=True) -> Pending:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(message, version, correlation_id, self.client_id, body)
+        sock = self._sock
+        if sock is None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
         try:
-            self._sock.sendall(frame)
-        except socket.timeout:
+            sock.sendall(frame)
+        except TimeoutError:
             self.close()
             raise KafkaTimeoutError(
-                f"timed out sending {message.name} to {self.host}:{self.port}") from None
+                f"timed out sending {message.name} to {self.host}:{self.port}"
+            ) from None
         except OSError as exc:
             self.close()
             raise KafkaConnectionError(
@@ -320,18 +351,28 @@ class BrokerConnection:
     def _receive_frame(self, pending: Pending) -> memoryview:
         awaiting = self._requests.awaiting
         if pending not in awaiting:
-            raise KafkaProtocolError(f"response for correlation id {pending.correlation_id} "
-                                     "was already read or never requested")
+            raise KafkaProtocolError(
+                f"response for correlation id {pending.correlation_id} "
+                "was already read or never requested"
+            )
         while True:
             head = awaiting[0]
             size = p.INT32.unpack(self._read_exact_into(self._size_buf, 4, head))[0]
+            if head.sent_number <= 2 and not (self.security and self.security.uses_tls):
+                # A TLS listener answers plain text with an alert record (15 03 03 ..):
+                # read as a size that is 352 MB, under MAX_RESPONSE_SIZE (Apache Kafka).
+                mismatch = tls_answer_error(self._size_buf, self.host, self.port, self.security)
+                if mismatch is not None:
+                    self.close()
+                    raise mismatch
             if size < 4 or size > MAX_RESPONSE_SIZE:
                 self.close()
                 mismatch = tls_answer_error(self._size_buf, self.host, self.port, self.security)
                 if mismatch is not None:
                     raise mismatch
                 raise KafkaProtocolError(
-                    f"absurd response size {size} from {self.host}:{self.port}")
+                    f"absurd response size {size} from {self.host}:{self.port}"
+                )
             frame = bytearray(size)
             self._read_exact_into(frame, size, head)
             correlation_id = p.INT32.unpack_from(frame, 0)[0]
@@ -341,7 +382,8 @@ class BrokerConnection:
                 self.close()
                 raise KafkaProtocolError(
                     f"response correlation id {correlation_id} from {self.host}:{self.port} "
-                    f"does not match request {head.correlation_id} ({head.message.name})")
+                    f"does not match request {head.correlation_id} ({head.message.name})"
+                )
             awaiting.popleft()
             if head is pending:
                 return memoryview(frame)
@@ -358,28 +400,31 @@ class BrokerConnection:
         while got < size:
             try:
                 n = sock.recv_into(view[got:size])
-            except socket.timeout:
+            except TimeoutError:
                 self.close()
                 raise KafkaTimeoutError(
                     f"no {head.message.name} response from {self.host}:{self.port} within "
-                    f"{self.request_timeout:.1f}s") from None
+                    f"{self.request_timeout:.1f}s"
+                ) from None
             except OSError as exc:
                 self.close()
                 hint = early_close_hint(self.security, head.sent_number)
                 raise KafkaConnectionError(
                     f"connection to {self.host}:{self.port} lost while reading "
-                    f"{head.message.name} response: {exc}{hint}") from exc
+                    f"{head.message.name} response: {exc}{hint}"
+                ) from exc
             if n == 0:
                 self.close()
                 hint = early_close_hint(self.security, head.sent_number)
                 raise KafkaConnectionError(
                     f"connection to {self.host}:{self.port} closed by the broker while reading "
-                    f"{head.message.name} response ({got} of {size} bytes){hint}")
+                    f"{head.message.name} response ({got} of {size} bytes){hint}"
+                )
             got += n
             if time.monotonic() > deadline:
                 self.close()
                 raise KafkaTimeoutError(
                     f"{head.message.name} response from {self.host}:{self.port} took longer "
-                    f"than {self.request_timeout:.1f}s")
+                    f"than {self.request_timeout:.1f}s"
+                )
         return buf
-

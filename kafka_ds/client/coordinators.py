@@ -5,12 +5,13 @@ A :class:`~kafka_ds.client.cluster.KafkaClient` owns one :class:`Coordinators` a
 ``client.coordinators`` (the cache lives as long as the client's connections) and offers
 :func:`commit_offsets` and :func:`fetch_committed` as its methods too.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
 
+from ..errors import KafkaConnectionError, KafkaTimeoutError, acl_hint
 from ..protocol import messages as m
-from ..errors import KafkaConnectionError, KafkaTimeoutError
 from ..protocol.errors import (
     CoordinatorLoadInProgress,
     CoordinatorNotAvailable,
@@ -20,7 +21,7 @@ from ..protocol.errors import (
 from .connection import BrokerConnection
 from .retry import RetryPolicy
 
-GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1   # FindCoordinator key types
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1  # FindCoordinator key types
 
 
 class Coordinators:
@@ -37,20 +38,32 @@ class Coordinators:
         client = self.client
         node = self._nodes.get((key_type, key))
         if node is None:
-            response = client.any_connection().request(m.FIND_COORDINATOR, m.FIND_COORDINATOR.body(
-                key=key, key_type=key_type, coordinator_keys=[key]))
+            response = client.any_connection().request(
+                m.FIND_COORDINATOR,
+                m.FIND_COORDINATOR.body(key=key, key_type=key_type, coordinator_keys=[key]),
+            )
             # v0-3 answer at the top level, v4+ in a list of coordinators.
             entry = response["coordinators"][0] if response.get("coordinators") else response
             if entry["error_code"]:
-                kind = " (transaction)" if key_type == TRANSACTION_KEY_TYPE else ""
-                raise error_for_code(entry["error_code"])(f"FindCoordinator{kind} {key!r}")
+                kind = "transactional id" if key_type == TRANSACTION_KEY_TYPE else "group"
+                code = entry["error_code"]
+                raise error_for_code(code)(
+                    f"FindCoordinator of {kind} {key!r}{acl_hint(code, 'FindCoordinator', key)}"
+                )
             node = entry["node_id"]
             client.brokers.setdefault(node, (entry["host"], entry["port"]))
             self._nodes[(key_type, key)] = node
         return client.connection(node)
 
-    def call(self, key: str, call, what: str, *, key_type: int = GROUP_KEY_TYPE,
-             policy: RetryPolicy | None = None):
+    def call(
+        self,
+        key: str,
+        call,
+        what: str,
+        *,
+        key_type: int = GROUP_KEY_TYPE,
+        policy: RetryPolicy | None = None,
+    ):
         """``call(connection)`` at the coordinator of ``key``, under ``policy`` (default:
         the client's). A coordinator that went away, moved or is still loading is looked
         up again before the next attempt."""
@@ -59,8 +72,13 @@ class Coordinators:
         def attempt():
             try:
                 return call(self.find(key, key_type))
-            except (KafkaConnectionError, KafkaTimeoutError, CoordinatorLoadInProgress,
-                    CoordinatorNotAvailable, NotCoordinator):
+            except (
+                KafkaConnectionError,
+                KafkaTimeoutError,
+                CoordinatorLoadInProgress,
+                CoordinatorNotAvailable,
+                NotCoordinator,
+            ):
                 self._nodes.pop((key_type, key), None)
                 raise
 
@@ -71,26 +89,37 @@ class Coordinators:
             client.retry_stats_add(policy)
 
 
-def commit_offsets(client, group_id: str, offsets: dict[tuple[str, int], int],
-                   metadata: str = "") -> None:
+def commit_offsets(
+    client, group_id: str, offsets: dict[tuple[str, int], int], metadata: str = ""
+) -> None:
     """OffsetCommit outside any group generation (generation -1, empty member id),
     the way standalone consumers and Spark-managed offsets commit."""
     by_topic = defaultdict(list)
     for (topic, partition), offset in sorted(offsets.items()):
-        by_topic[topic].append({"partition_index": partition, "committed_offset": offset,
-                                "committed_metadata": metadata})
+        by_topic[topic].append(
+            {
+                "partition_index": partition,
+                "committed_offset": offset,
+                "committed_metadata": metadata,
+            }
+        )
     # Generation -1, no member, no leader epoch, broker-side retention: the defaults.
     body = m.OFFSET_COMMIT.body(
-        group_id=group_id,
-        topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()])
+        group_id=group_id, topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+    )
 
     def call(conn):
         response = conn.request(m.OFFSET_COMMIT, body)
         for topic in response["topics"]:
             for part in topic["partitions"]:
-                if part["error_code"]:
-                    raise error_for_code(part["error_code"])(
-                        f"OffsetCommit {group_id!r} {topic['name']}-{part['partition_index']}")
+                code = part["error_code"]
+                if code:
+                    name = group_id if code == 30 else topic["name"]
+                    raise error_for_code(code)(
+                        f"OffsetCommit of group {group_id!r}, "
+                        f"{topic['name']}-{part['partition_index']}"
+                        f"{acl_hint(code, 'OffsetCommit', name)}"
+                    )
 
     client.coordinators.call(group_id, call, "OffsetCommit")
 
@@ -103,8 +132,9 @@ def fetch_committed(client, group_id: str, topic_partitions) -> dict[tuple[str, 
     topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
     # v0-7 name the group at the top, v8+ in a list of groups; the codec sends
     # whichever the negotiated version has.
-    body = m.OFFSET_FETCH.body(group_id=group_id, topics=topics,
-                               groups=[{"group_id": group_id, "topics": topics}])
+    body = m.OFFSET_FETCH.body(
+        group_id=group_id, topics=topics, groups=[{"group_id": group_id, "topics": topics}]
+    )
 
     def call(conn):
         response = conn.request(m.OFFSET_FETCH, body)
@@ -114,13 +144,20 @@ def fetch_committed(client, group_id: str, topic_partitions) -> dict[tuple[str, 
         else:
             code, topic_list = response.get("error_code", 0), response["topics"]
         if code:
-            raise error_for_code(code)(f"OffsetFetch {group_id!r}")
+            raise error_for_code(code)(
+                f"OffsetFetch of group {group_id!r}{acl_hint(code, 'OffsetFetch', group_id)}"
+            )
         result = {}
         for topic in topic_list:
             for part in topic["partitions"]:
-                if part["error_code"]:
-                    raise error_for_code(part["error_code"])(
-                        f"OffsetFetch {group_id!r} {topic['name']}-{part['partition_index']}")
+                code = part["error_code"]
+                if code:
+                    name = group_id if code == 30 else topic["name"]
+                    raise error_for_code(code)(
+                        f"OffsetFetch of group {group_id!r}, "
+                        f"{topic['name']}-{part['partition_index']}"
+                        f"{acl_hint(code, 'OffsetFetch', name)}"
+                    )
                 if part["committed_offset"] >= 0:
                     result[(topic["name"], part["partition_index"])] = part["committed_offset"]
         return result

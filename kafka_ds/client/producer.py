@@ -17,6 +17,7 @@ Here is the send pump (requests out, answers in, connection losses). The per-par
 queues and sequence numbers are in :mod:`.producer_batches`; what an answer or an error
 means for a batch (acknowledge, retry, fail) in :mod:`.producer_outcomes`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..protocol import messages as m
 from ..errors import (
     KafkaConnectionError,
     KafkaError,
@@ -35,7 +35,9 @@ from ..errors import (
     ProduceError,
     RetriableError,
 )
+from ..protocol import messages as m
 from .config import ProducerConfig
+from .connection import BrokerConnection, Pending
 from .producer_batches import PartitionQueues, PartitionResult, PartitionState, ProducerBatch
 from .producer_outcomes import BatchOutcomes, ProducerStats
 
@@ -45,9 +47,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class _InFlight:
     leader: int
-    conn: object
-    pending: object
-    batches: dict           # (topic, partition) -> ProducerBatch
+    conn: BrokerConnection
+    pending: Pending
+    batches: dict  # (topic, partition) -> ProducerBatch
     sent_at: float
 
 
@@ -62,7 +64,7 @@ class Producer:
         self.stats = ProducerStats()
         self._partitions = PartitionQueues()
         self._in_flight: dict[int, deque[_InFlight]] = {}
-        self._acks0_leaders: set[int] = set()   # brokers sent acks=0 requests since flush
+        self._acks0_leaders: set[int] = set()  # brokers sent acks=0 requests since flush
         self._rotation = 0
         self._outcomes = BatchOutcomes(self.config, self._partitions, self.stats)
 
@@ -93,8 +95,17 @@ class Producer:
 
     # --- public API ------------------------------------------------------------------
 
-    def send(self, topic: str, partition: int, data: bytes, record_count: int, *,
-             base_sequence: int = -1, rows: np.ndarray | None = None, describe_rows=None) -> None:
+    def send(
+        self,
+        topic: str,
+        partition: int,
+        data: bytes | memoryview,
+        record_count: int,
+        *,
+        base_sequence: int = -1,
+        rows: np.ndarray | None = None,
+        describe_rows=None,
+    ) -> None:
         """Queue one encoded batch and send what can be sent without waiting (blocks only
         when a broker already has ``max_in_flight`` requests outstanding)."""
         if len(data) > self.config.max_request_size:
@@ -102,11 +113,20 @@ class Producer:
             raise ProduceError(
                 f"record batch of {len(data)} bytes for topic '{topic}' partition {partition} "
                 f"is larger than 'kafka.max.request.size' ({self.config.max_request_size})",
-                topic=topic, partition=partition)
-        self._partitions.add(topic, partition, data, record_count, base_sequence,
-                             idempotent=self.config.idempotent,
-                             delivery_timeout_ms=self.config.delivery_timeout_ms,
-                             rows=rows, describe_rows=describe_rows)
+                topic=topic,
+                partition=partition,
+            )
+        self._partitions.add(
+            topic,
+            partition,
+            data,
+            record_count,
+            base_sequence,
+            idempotent=self.config.idempotent,
+            delivery_timeout_ms=self.config.delivery_timeout_ms,
+            rows=rows,
+            describe_rows=describe_rows,
+        )
         self._pump(drain=False)
 
     def flush(self) -> None:
@@ -124,8 +144,9 @@ class Producer:
             try:
                 self.client.connection(leader).request(m.METADATA, {"topics": []})
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                log.warning("acks=0: could not confirm broker %d handled the writes: %s",
-                            leader, exc)
+                log.warning(
+                    "acks=0: could not confirm broker %d handled the writes: %s", leader, exc
+                )
         self._acks0_leaders.clear()
 
     def results(self) -> dict[tuple[str, int], PartitionResult]:
@@ -176,8 +197,12 @@ class Producer:
                 self._outcomes.retry_head(state, exc)
                 continue
             except KafkaError as exc:
-                raise ProduceError(f"cannot produce to {head.where()}: {exc}",
-                                   topic=topic, partition=partition, cause=exc) from exc
+                raise ProduceError(
+                    f"cannot produce to {head.where()}: {exc}",
+                    topic=topic,
+                    partition=partition,
+                    cause=exc,
+                ) from exc
             by_leader.setdefault(leader, []).append(state)
         blocked = []
         self._rotation += 1
@@ -194,7 +219,7 @@ class Producer:
                     blocked.append(leader)
                     break
                 if not self._send_request(leader, ready):
-                    break   # the connection failed; its batches were requeued
+                    break  # the connection failed; its batches were requeued
         return blocked
 
     def _send_request(self, leader: int, ready: list[PartitionState]) -> bool:
@@ -212,8 +237,10 @@ class Producer:
             by_topic.setdefault(topic, []).append({"index": partition, "records": batch.data})
         body = m.PRODUCE.body(
             transactional_id=self.config.transactional_id,
-            acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
-            topic_data=[{"name": t, "partition_data": parts} for t, parts in by_topic.items()])
+            acks=self.config.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topic_data=[{"name": t, "partition_data": parts} for t, parts in by_topic.items()],
+        )
         expects_response = self.config.acks != 0
         try:
             conn = self.client.connection(leader)
@@ -241,8 +268,9 @@ class Producer:
         request = queue.popleft()
         if not request.conn.is_waiting(request.pending):
             # Closed (or closed and reopened) since: the answer is lost.
-            exc = KafkaConnectionError(f"connection to broker {leader} was reset before its "
-                                       "Produce response arrived")
+            exc = KafkaConnectionError(
+                f"connection to broker {leader} was reset before its Produce response arrived"
+            )
             self._requeue_request(request, exc)
             return
         try:
@@ -254,8 +282,10 @@ class Producer:
             self._requeue_request(request, exc)
             self._lose_in_flight(leader, exc)
             return
-        self._outcomes.handle_response(request.leader, request.batches, response,
-                                       self.producer_id, self.producer_epoch)
+        assert response is not None  # in flight: sent expecting an answer
+        self._outcomes.handle_response(
+            request.leader, request.batches, response, self.producer_id, self.producer_epoch
+        )
 
     def _lose_in_flight(self, leader: int, exc: Exception) -> None:
         queue = self._in_flight.get(leader)

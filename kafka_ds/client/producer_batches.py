@@ -4,6 +4,7 @@ what each partition received. Bookkeeping only, no I/O: the
 :class:`~kafka_ds.client.producer.Producer` sends, :mod:`.producer_outcomes` decides
 what an answer means.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -12,30 +13,53 @@ from dataclasses import dataclass
 
 from ..errors import KafkaProtocolError
 
-SEQUENCE_MODULUS = 1 << 31   # sequences wrap from Int32.MAX to 0, as in the Java client
+SEQUENCE_MODULUS = 1 << 31  # sequences wrap from Int32.MAX to 0, as in the Java client
 
 
 class ProducerBatch:
     """One encoded record batch on its way to one partition."""
 
-    __slots__ = ("topic", "partition", "data", "record_count", "base_sequence", "ordinal",
-                 "created", "deadline", "attempts", "retry_at", "last_error", "rows",
-                 "describe_rows")
+    __slots__ = (
+        "topic",
+        "partition",
+        "data",
+        "record_count",
+        "base_sequence",
+        "ordinal",
+        "created",
+        "deadline",
+        "attempts",
+        "retry_at",
+        "last_error",
+        "rows",
+        "describe_rows",
+    )
 
-    def __init__(self, topic, partition, data, record_count, base_sequence, ordinal, created,
-                 deadline, rows, describe_rows):
+    def __init__(
+        self,
+        topic,
+        partition,
+        data,
+        record_count,
+        base_sequence,
+        ordinal,
+        created,
+        deadline,
+        rows,
+        describe_rows,
+    ):
         self.topic = topic
         self.partition = partition
         self.data = data
         self.record_count = record_count
         self.base_sequence = base_sequence
-        self.ordinal = ordinal           # send order within the partition
+        self.ordinal = ordinal  # send order within the partition
         self.created = created
         self.deadline = deadline
-        self.attempts = 0                # failed attempts so far
+        self.attempts = 0  # failed attempts so far
         self.retry_at = 0.0
         self.last_error: Exception | None = None
-        self.rows = rows                 # input row positions of the records, or None
+        self.rows = rows  # input row positions of the records, or None
         self.describe_rows = describe_rows
 
     def where(self, index: int | None = None) -> str:
@@ -43,7 +67,7 @@ class ProducerBatch:
         text = f"topic '{self.topic}' partition {self.partition}"
         if self.rows is not None and len(self.rows):
             if index is not None and 0 <= index < len(self.rows):
-                rows = self.rows[index:index + 1]
+                rows = self.rows[index : index + 1]
             else:
                 rows = self.rows
             text += ", " + self.describe_rows(rows)
@@ -56,7 +80,7 @@ class PartitionResult:
 
     records: int = 0
     batches: int = 0
-    first_offset: int = -1      # -1: unknown (acks=0, or only duplicates acknowledged)
+    first_offset: int = -1  # -1: unknown (acks=0, or only duplicates acknowledged)
     last_offset: int = -1
     records_without_offset: int = 0
 
@@ -77,8 +101,8 @@ class PartitionState:
     __slots__ = ("queue", "unacked", "next_sequence", "next_ordinal", "result")
 
     def __init__(self):
-        self.queue: list = []          # heap of (ordinal, batch) waiting to be sent
-        self.unacked: set = set()      # ordinals sent or queued, not yet acknowledged
+        self.queue: list = []  # heap of (ordinal, batch) waiting to be sent
+        self.unacked: set = set()  # ordinals sent or queued, not yet acknowledged
         self.next_sequence = 0
         self.next_ordinal = 0
         self.result = PartitionResult()
@@ -112,21 +136,41 @@ class PartitionQueues:
         """``((topic, partition), state)`` pairs."""
         return self._states.items()
 
-    def add(self, topic: str, partition: int, data: bytes, record_count: int,
-            base_sequence: int, *, idempotent: bool, delivery_timeout_ms: int,
-            rows=None, describe_rows=None) -> ProducerBatch:
+    def add(
+        self,
+        topic: str,
+        partition: int,
+        data: bytes | memoryview,
+        record_count: int,
+        base_sequence: int,
+        *,
+        idempotent: bool,
+        delivery_timeout_ms: int,
+        rows=None,
+        describe_rows=None,
+    ) -> ProducerBatch:
         """Queue a new batch as the partition's next (its sequence must be the next)."""
         state = self.state(topic, partition)
         if idempotent:
             if base_sequence != state.next_sequence:
                 raise KafkaProtocolError(
                     f"batch for topic '{topic}' partition {partition} has base sequence "
-                    f"{base_sequence}, the partition's next sequence is {state.next_sequence}")
+                    f"{base_sequence}, the partition's next sequence is {state.next_sequence}"
+                )
             state.next_sequence = (base_sequence + record_count) % SEQUENCE_MODULUS
         now = time.monotonic()
-        batch = ProducerBatch(topic, partition, data, record_count, base_sequence,
-                              state.next_ordinal, now, now + delivery_timeout_ms / 1000.0,
-                              rows, describe_rows or _no_rows)
+        batch = ProducerBatch(
+            topic,
+            partition,
+            data,
+            record_count,
+            base_sequence,
+            state.next_ordinal,
+            now,
+            now + delivery_timeout_ms / 1000.0,
+            rows,
+            describe_rows or _no_rows,
+        )
         state.next_ordinal += 1
         state.unacked.add(batch.ordinal)
         heapq.heappush(state.queue, (batch.ordinal, batch))
@@ -140,7 +184,7 @@ class PartitionQueues:
         state = self._states[(batch.topic, batch.partition)]
         state.unacked.discard(batch.ordinal)
         state.result.add(base_offset, batch.record_count)
-        batch.data = b""   # the bytes are no longer needed
+        batch.data = b""  # the bytes are no longer needed
 
     def has_earlier_unacked(self, batch: ProducerBatch) -> bool:
         """Whether a batch sent before ``batch`` to its partition is not acknowledged."""

@@ -7,6 +7,7 @@ limits (``kafka.retries`` and its ``kafka.delivery.timeout.ms`` deadline), and a
 a metadata refresh when the leader may have moved; anything else raises
 :class:`ProduceError` naming the partition and input rows.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,7 +36,7 @@ class ProducerStats:
     connection_losses: int = 0
     duplicates: int = 0
     metadata_refreshes: int = 0
-    errors: dict = field(default_factory=dict)   # error name -> count of retried batches
+    errors: dict = field(default_factory=dict)  # error name -> count of retried batches
 
 
 class BatchOutcomes:
@@ -45,15 +46,18 @@ class BatchOutcomes:
         self.config = config
         self.queues = queues
         self.stats = stats
-        self.refresh_needed = False   # a retried batch's leader may have moved
+        self.refresh_needed = False  # a retried batch's leader may have moved
         # The shared policy's back-off (exponential, jittered); the limits are per batch:
         # its delivery deadline and kafka.retries, checked in retry().
-        self._policy = RetryPolicy(config.delivery_timeout_ms,
-                                   backoff_ms=config.retry_backoff_ms,
-                                   backoff_max_ms=config.retry_backoff_max_ms)
+        self._policy = RetryPolicy(
+            config.delivery_timeout_ms,
+            backoff_ms=config.retry_backoff_ms,
+            backoff_max_ms=config.retry_backoff_max_ms,
+        )
 
-    def handle_response(self, leader: int, batches: dict, response: dict,
-                        producer_id: int, producer_epoch: int) -> None:
+    def handle_response(
+        self, leader: int, batches: dict, response: dict, producer_id: int, producer_epoch: int
+    ) -> None:
         """The Produce ``response`` of ``leader`` to ``batches`` ((topic, partition) ->
         batch); ``producer_id`` and ``producer_epoch`` are only for error messages."""
         answered = set()
@@ -69,11 +73,14 @@ class BatchOutcomes:
         missing = [b for k, b in batches.items() if k not in answered]
         for batch in missing:
             raise ProduceError(
-                f"the Produce response from broker {leader} has no answer for "
-                f"{batch.where()}", topic=batch.topic, partition=batch.partition)
+                f"the Produce response from broker {leader} has no answer for {batch.where()}",
+                topic=batch.topic,
+                partition=batch.partition,
+            )
 
-    def _handle_partition(self, batch: ProducerBatch, part: dict, producer_id: int,
-                          producer_epoch: int) -> None:
+    def _handle_partition(
+        self, batch: ProducerBatch, part: dict, producer_id: int, producer_epoch: int
+    ) -> None:
         code = part["error_code"]
         if code == 0:
             self.queues.acknowledge(batch, part["base_offset"])
@@ -91,13 +98,18 @@ class BatchOutcomes:
                     f"{producer_id}, epoch {producer_epoch}, base sequence "
                     f"{batch.base_sequence}): it claims to hold records this writer never "
                     "sent before, so they are not counted as written. Another producer may be "
-                    "using the same producer id.", topic=batch.topic, partition=batch.partition)
+                    "using the same producer id.",
+                    topic=batch.topic,
+                    partition=batch.partition,
+                )
             # The broker has this batch already (an earlier attempt got through).
             self.stats.duplicates += 1
             self.queues.acknowledge(batch, part.get("base_offset", -1))
             return
         detail = part.get("error_message") or ""
-        exc = error_for_code(code)(f"Produce to {batch.where()}" + (f": {detail}" if detail else ""))
+        exc = error_for_code(code)(
+            f"Produce to {batch.where()}" + (f": {detail}" if detail else "")
+        )
         if code == OutOfOrderSequenceNumber.code and idempotent:
             if self.queues.has_earlier_unacked(batch):
                 # An earlier batch of this partition failed and is being resent: this one
@@ -126,16 +138,27 @@ class BatchOutcomes:
             raise ProduceError(
                 f"gave up producing {batch.record_count} records to {batch.where()} after "
                 f"{batch.attempts} failed attempts ('kafka.retries' is {self.config.retries}); "
-                f"last error: {exc}", topic=batch.topic, partition=batch.partition,
-                cause=exc) from exc
+                f"last error: {exc}",
+                topic=batch.topic,
+                partition=batch.partition,
+                cause=exc,
+            ) from exc
         if now + backoff >= batch.deadline:
             raise ProduceError(
                 f"{batch.record_count} records for {batch.where()} were not acknowledged within "
                 f"'kafka.delivery.timeout.ms' ({self.config.delivery_timeout_ms} ms, "
                 f"{batch.attempts} attempts); last error: {exc}",
-                topic=batch.topic, partition=batch.partition, cause=exc) from exc
-        log.info("retrying %d records for %s (attempt %d): %s", batch.record_count,
-                 batch.where(), batch.attempts + 1, exc)
+                topic=batch.topic,
+                partition=batch.partition,
+                cause=exc,
+            ) from exc
+        log.info(
+            "retrying %d records for %s (attempt %d): %s",
+            batch.record_count,
+            batch.where(),
+            batch.attempts + 1,
+            exc,
+        )
         self.stats.retries += 1
         batch.retry_at = now + backoff
         self.queues.requeue(batch)
@@ -154,18 +177,24 @@ class BatchOutcomes:
         if code in (MessageTooLarge.code, RecordListTooLarge.code):
             # The broker names no number: its limit is the topic's max.message.bytes
             # (MESSAGE_TOO_LARGE) or its segment size (RECORD_LIST_TOO_LARGE).
-            limit = ("the topic's max.message.bytes (the broker's message.max.bytes unless "
-                     "the topic sets it; 1048588 by default)"
-                     if code == MessageTooLarge.code else
-                     "the topic's segment.bytes (the broker's log.segment.bytes)")
+            limit = (
+                "the topic's max.message.bytes (the broker's message.max.bytes unless "
+                "the topic sets it; 1048588 by default)"
+                if code == MessageTooLarge.code
+                else "the topic's segment.bytes (the broker's log.segment.bytes)"
+            )
             if batch.record_count == 1:
-                hints.append(f"the record is {len(batch.data)} bytes as a record batch, more "
-                             f"than the broker accepts: {limit}; write a smaller record or "
-                             "raise that limit")
+                hints.append(
+                    f"the record is {len(batch.data)} bytes as a record batch, more "
+                    f"than the broker accepts: {limit}; write a smaller record or "
+                    "raise that limit"
+                )
             else:
-                hints.append(f"the batch is {len(batch.data)} bytes with "
-                             f"{batch.record_count} records, more than the broker accepts: "
-                             f"{limit}; lower 'kafka.batch.size' or raise that limit")
+                hints.append(
+                    f"the batch is {len(batch.data)} bytes with "
+                    f"{batch.record_count} records, more than the broker accepts: "
+                    f"{limit}; lower 'kafka.batch.size' or raise that limit"
+                )
         text = f"producing {batch.record_count} records failed: {exc}"
         if hints:
             text += "; " + "; ".join(hints)

@@ -5,6 +5,7 @@ methods too: ``client.list_offsets(...)``). They use only the client's routing
 (``leader_for``, ``group_by_leader``, ``connection``), its metadata cache and its retry
 policy (``retrying``), so the client itself stays the cluster view.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,9 +22,13 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
 
-def list_offsets(client, requests: dict[tuple[str, int], int],
-                 isolation_level: int = READ_UNCOMMITTED, *,
-                 missing_ok: bool = False) -> dict[tuple[str, int], tuple[int, int]]:
+def list_offsets(
+    client,
+    requests: dict[tuple[str, int], int],
+    isolation_level: int = READ_UNCOMMITTED,
+    *,
+    missing_ok: bool = False,
+) -> dict[tuple[str, int], tuple[int, int]]:
     """{(topic, partition): timestamp | EARLIEST | LATEST} -> {(t, p): (offset, timestamp)}.
 
     For a timestamp with no record at or after it, Kafka answers offset -1.
@@ -35,24 +40,23 @@ def list_offsets(client, requests: dict[tuple[str, int], int],
 
     def attempt():
         if missing_ok:
-            unknown = sorted({t for t, p in remaining if t not in client.topics
-                              or p not in client.topics[t].partitions})
-            if unknown:
-                client.refresh_metadata(unknown)
-                for t, p in list(remaining):
-                    if t not in client.topics or p not in client.topics[t].partitions:
-                        log.info("ListOffsets: %s-%d is not in the metadata any more", t, p)
-                        remaining.pop((t, p))
+            _drop_missing(client, remaining, "ListOffsets")
         failures = []
         for leader, tps in client.group_by_leader(list(remaining)).items():
             conn = client.connection(leader)
             by_topic = defaultdict(list)
             for topic, partition in tps:
-                by_topic[topic].append({
-                    "partition_index": partition, "timestamp": remaining[(topic, partition)]})
-            response = conn.request(m.LIST_OFFSETS, m.LIST_OFFSETS.body(
-                replica_id=-1, isolation_level=isolation_level,
-                topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()]))
+                by_topic[topic].append(
+                    {"partition_index": partition, "timestamp": remaining[(topic, partition)]}
+                )
+            response = conn.request(
+                m.LIST_OFFSETS,
+                m.LIST_OFFSETS.body(
+                    replica_id=-1,
+                    isolation_level=isolation_level,
+                    topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                ),
+            )
             for topic in response["topics"]:
                 for part in topic["partitions"]:
                     key = (topic["name"], part["partition_index"])
@@ -69,16 +73,40 @@ def list_offsets(client, requests: dict[tuple[str, int], int],
         _raise_for_unanswered(remaining, failures, "ListOffsets")
 
     if remaining:
-        client.retrying(attempt, "ListOffsets",
-                      topics=lambda: {topic for topic, _p in remaining})
+        client.retrying(attempt, "ListOffsets", topics=lambda: {topic for topic, _p in remaining})
     return results
+
+
+def _drop_missing(client, remaining: dict, api: str) -> None:
+    """Leave out of ``remaining`` the partitions the metadata does not list (refreshed
+    first for those): a topic deleted, a partition gone. Retries refresh the metadata of
+    partitions whose leader answered UNKNOWN_TOPIC_OR_PARTITION, so a deletion the
+    broker reported is seen here at the next attempt."""
+    unknown = sorted(
+        {t for t, p in remaining if t not in client.topics or p not in client.topics[t].partitions}
+    )
+    if unknown:
+        client.refresh_metadata(unknown)
+        for t, p in list(remaining):
+            if t not in client.topics or p not in client.topics[t].partitions:
+                log.info("%s: %s-%d is not in the metadata any more", api, t, p)
+                remaining.pop((t, p))
+
 
 # --- fetch -------------------------------------------------------------------
 
 
-def fetch(client, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
-          max_wait_ms: int = 500, min_bytes: int = 1,
-          isolation_level: int = READ_UNCOMMITTED) -> dict:
+def fetch(
+    client,
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    max_bytes: int = 1 << 20,
+    max_wait_ms: int = 500,
+    min_bytes: int = 1,
+    isolation_level: int = READ_UNCOMMITTED,
+) -> dict:
     """One Fetch for one partition from its leader; returns the partition's response dict.
 
     Broker error codes are returned in ``error_code`` (not raised) so the caller can
@@ -87,15 +115,31 @@ def fetch(client, topic: str, partition: int, offset: int, *, max_bytes: int = 1
     leader = client.leader_for(topic, partition)
     conn = client.connection(leader)
     # A sessionless full fetch: session id 0 and epoch -1 are the message's defaults.
-    response = conn.request(m.FETCH, m.FETCH.body(
-        max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max(max_bytes, 1),
-        isolation_level=isolation_level,
-        topics=[{"topic": topic, "partitions": [{
-            "partition": partition, "fetch_offset": offset,
-            "partition_max_bytes": max_bytes}]}]))
+    response = conn.request(
+        m.FETCH,
+        m.FETCH.body(
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max(max_bytes, 1),
+            isolation_level=isolation_level,
+            topics=[
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "fetch_offset": offset,
+                            "partition_max_bytes": max_bytes,
+                        }
+                    ],
+                }
+            ],
+        ),
+    )
     if response.get("error_code"):
         raise error_for_code(response["error_code"])(
-            f"Fetch {topic}-{partition} at offset {offset}")
+            f"Fetch {topic}-{partition} at offset {offset}"
+        )
     for topic_response in response["responses"]:
         for part in topic_response["partitions"]:
             if part["partition_index"] == partition:
@@ -103,9 +147,13 @@ def fetch(client, topic: str, partition: int, offset: int, *, max_bytes: int = 1
     raise UnknownTopicOrPartition(f"Fetch response had no {topic}-{partition}")
 
 
-def fetch_watermarks(client, offsets: dict[tuple[str, int], int],
-                     isolation_level: int = READ_UNCOMMITTED
-                     ) -> dict[tuple[str, int], tuple[int, int, int]]:
+def fetch_watermarks(
+    client,
+    offsets: dict[tuple[str, int], int],
+    isolation_level: int = READ_UNCOMMITTED,
+    *,
+    missing_ok: bool = False,
+) -> dict[tuple[str, int], tuple[int, int, int]]:
     """{(topic, partition): fetch_offset} ->
     {(t, p): (high_watermark, last_stable_offset, log_start_offset)} from one Fetch per
     leader carrying all its partitions (-1 for what the Fetch version does not carry).
@@ -115,22 +163,36 @@ def fetch_watermarks(client, offsets: dict[tuple[str, int], int],
     anyway send at most that one). min_bytes=0 answers at once; max_wait_ms=1 since
     Tansu answers a 0 ms wait with no partitions at all. A partition missing from an
     answer, or answered with an error, raises: callers must not guess an end.
+    ``missing_ok``: partitions that fresh metadata no longer lists (topic deleted) are left
+    out of the answer instead of retried, as in :func:`list_offsets`.
     """
     results: dict[tuple[str, int], tuple[int, int, int]] = {}
     remaining = dict(offsets)
 
     def attempt():
+        if missing_ok:
+            _drop_missing(client, remaining, "Fetch")
         failures = []
         for leader, tps in client.group_by_leader(list(remaining)).items():
             by_topic = defaultdict(list)
             for topic, partition in tps:
-                by_topic[topic].append({
-                    "partition": partition,
-                    "fetch_offset": max(remaining[(topic, partition)], 0),
-                    "partition_max_bytes": 1})
-            response = client.connection(leader).request(m.FETCH, m.FETCH.body(
-                max_wait_ms=1, min_bytes=0, max_bytes=1, isolation_level=isolation_level,
-                topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()]))
+                by_topic[topic].append(
+                    {
+                        "partition": partition,
+                        "fetch_offset": max(remaining[(topic, partition)], 0),
+                        "partition_max_bytes": 1,
+                    }
+                )
+            response = client.connection(leader).request(
+                m.FETCH,
+                m.FETCH.body(
+                    max_wait_ms=1,
+                    min_bytes=0,
+                    max_bytes=1,
+                    isolation_level=isolation_level,
+                    topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                ),
+            )
             if response.get("error_code"):
                 raise error_for_code(response["error_code"])(f"Fetch from broker {leader}")
             for topic_response in response["responses"]:
@@ -138,19 +200,23 @@ def fetch_watermarks(client, offsets: dict[tuple[str, int], int],
                     key = (topic_response["topic"], part["partition_index"])
                     # OFFSET_OUT_OF_RANGE still carries the high watermark.
                     if part["error_code"] and part["error_code"] != OffsetOutOfRange.code:
-                        failures.append(error_for_code(part["error_code"])(
-                            f"Fetch {key[0]}-{key[1]}"))
+                        failures.append(
+                            error_for_code(part["error_code"])(f"Fetch {key[0]}-{key[1]}")
+                        )
                         continue
                     if key in remaining:
-                        results[key] = (part["high_watermark"],
-                                        part.get("last_stable_offset", -1),
-                                        part.get("log_start_offset", -1))
+                        results[key] = (
+                            part["high_watermark"],
+                            part.get("last_stable_offset", -1),
+                            part.get("log_start_offset", -1),
+                        )
                         remaining.pop(key)
         _raise_for_unanswered(remaining, failures, "Fetch")
 
     if remaining:
-        client.retrying(attempt, "Fetch (high watermarks)",
-                      topics=lambda: {topic for topic, _p in remaining})
+        client.retrying(
+            attempt, "Fetch (high watermarks)", topics=lambda: {topic for topic, _p in remaining}
+        )
     return results
 
 
@@ -162,6 +228,9 @@ def _raise_for_unanswered(remaining: dict, failures: list, api: str) -> None:
         return
     retriable = [f for f in failures if f.retriable]
     if retriable or not failures:
-        raise retriable[0] if retriable else UnknownTopicOrPartition(
-            f"no {api} answer for {sorted(remaining)}")
+        raise (
+            retriable[0]
+            if retriable
+            else UnknownTopicOrPartition(f"no {api} answer for {sorted(remaining)}")
+        )
     raise failures[0]

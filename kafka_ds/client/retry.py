@@ -20,13 +20,14 @@ fail it.
 
 Clock, sleep and randomness are injectable so tests are deterministic.
 """
+
 from __future__ import annotations
 
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import ConfigurationError, KafkaConnectionError, KafkaTimeoutError
 from ..protocol.errors import ERROR_TABLE
@@ -55,7 +56,7 @@ def needs_metadata_refresh(exc: BaseException) -> bool:
     code = getattr(exc, "code", None)
     flag = getattr(type(exc), "invalid_metadata", None)
     if code is not None and isinstance(flag, bool):
-        return flag   # the error table's flag (Java's InvalidMetadataException family)
+        return flag  # the error table's flag (Java's InvalidMetadataException family)
     return code in INVALID_METADATA_CODES
 
 
@@ -67,7 +68,7 @@ class RetryStats:
     retries: int = 0
     slept_s: float = 0.0
     refreshes: int = 0
-    errors: dict = field(default_factory=dict)   # error name -> count
+    errors: dict = field(default_factory=dict)  # error name -> count
 
 
 def error_name(exc: BaseException) -> str:
@@ -83,12 +84,20 @@ class RetryPolicy:
     so the final error tells the user which one to raise.
     """
 
-    def __init__(self, budget_ms: float, *, max_attempts: int | None = None,
-                 backoff_ms: float = 100, backoff_max_ms: float = 1000, jitter: float = 0.2,
-                 budget_option: str = "", attempts_option: str = "",
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep,
-                 rng: Callable[[], float] = random.random):
+    def __init__(
+        self,
+        budget_ms: float,
+        *,
+        max_attempts: int | None = None,
+        backoff_ms: float = 100,
+        backoff_max_ms: float = 1000,
+        jitter: float = 0.2,
+        budget_option: str = "",
+        attempts_option: str = "",
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: Callable[[], float] = random.random,
+    ):
         if budget_ms < 0:
             raise ValueError("budget_ms must be >= 0")
         if max_attempts is not None and max_attempts < 1:
@@ -114,8 +123,13 @@ class RetryPolicy:
     def deadline(self, start: float | None = None) -> float:
         return (self.clock() if start is None else start) + self.budget_ms / 1000.0
 
-    def run(self, operation: Callable[[], object], what: str, *,
-            refresh: Callable[[BaseException], None] | None = None):
+    def run(
+        self,
+        operation: Callable[[], object],
+        what: str,
+        *,
+        refresh: Callable[[BaseException], None] | None = None,
+    ):
         """``operation()`` until it succeeds, a non-retriable error, or the limits.
 
         ``refresh(exc)`` is called before the next attempt when ``exc`` means stale
@@ -138,18 +152,36 @@ class RetryPolicy:
                 pause = self.backoff(failures)
                 now = self.clock()
                 if self.max_attempts is not None and failures >= self.max_attempts:
-                    self._give_up(exc, what, failures, now - start,
-                                  f"after {failures} attempts", self.attempts_option)
+                    self._give_up(
+                        exc,
+                        what,
+                        failures,
+                        now - start,
+                        f"after {failures} attempts",
+                        self.attempts_option,
+                    )
                 if now >= deadline:
-                    self._give_up(exc, what, failures, now - start,
-                                  f"within {self.budget_ms / 1000.0:g} s", self.budget_option)
+                    self._give_up(
+                        exc,
+                        what,
+                        failures,
+                        now - start,
+                        f"within {self.budget_ms / 1000.0:g} s",
+                        self.budget_option,
+                    )
                 # The last attempt comes at the deadline, not a back-off before it.
                 pause = min(pause, deadline - now)
                 if failures == 1:
                     # Said once at WARNING, so a wait for brokers that are down is not silent.
-                    log.warning("%s failed (%s); retry %d in %.2f s, retrying for up to %g s%s",
-                                what, exc, failures, pause, self.budget_ms / 1000.0,
-                                f" ('{self.budget_option}')" if self.budget_option else "")
+                    log.warning(
+                        "%s failed (%s); retry %d in %.2f s, retrying for up to %g s%s",
+                        what,
+                        exc,
+                        failures,
+                        pause,
+                        self.budget_ms / 1000.0,
+                        f" ('{self.budget_option}')" if self.budget_option else "",
+                    )
                 else:
                     log.info("%s failed (%s); retry %d in %.2f s", what, exc, failures, pause)
                 self.stats.retries += 1
@@ -159,22 +191,25 @@ class RetryPolicy:
                     self.stats.refreshes += 1
                     try:
                         refresh(exc)
-                    except Exception as refresh_exc:   # noqa: BLE001
+                    except Exception as refresh_exc:  # noqa: BLE001
                         if not is_retriable(refresh_exc):
                             raise
                         log.info("metadata refresh for %s failed: %s", what, refresh_exc)
 
     @staticmethod
-    def _give_up(exc: Exception, what: str, failures: int, elapsed: float, limit: str,
-                 option: str):
+    def _give_up(exc: Exception, what: str, failures: int, elapsed: float, limit: str, option: str):
         """Re-raise ``exc`` itself (callers test its type and code), its message saying
         that retrying did not help and which option set the limit."""
-        note = (f"{what} still failing {limit}" + (f" ('{option}')" if option else "")
-                + f"; {failures} failed attempts over {elapsed:.1f} s")
+        note = (
+            f"{what} still failing {limit}"
+            + (f" ('{option}')" if option else "")
+            + f"; {failures} failed attempts over {elapsed:.1f} s"
+        )
         if isinstance(exc, KafkaConnectionError):
-            note += (". Check that the brokers are up and reachable from Spark's driver and "
-                     "executors" + (f", or set '{option}' lower to fail sooner" if option
-                                    else ""))
+            note += (
+                ". Check that the brokers are up and reachable from Spark's driver and "
+                "executors" + (f", or set '{option}' lower to fail sooner" if option else "")
+            )
         if exc.args and isinstance(exc.args[0], str):
             exc.args = (f"{exc.args[0]} -- {note}",) + tuple(exc.args[1:])
         else:
@@ -182,5 +217,11 @@ class RetryPolicy:
         raise exc
 
 
-__all__ = ["RetryPolicy", "RetryStats", "is_retriable", "needs_metadata_refresh",
-           "INVALID_METADATA_CODES", "error_name"]
+__all__ = [
+    "RetryPolicy",
+    "RetryStats",
+    "is_retriable",
+    "needs_metadata_refresh",
+    "INVALID_METADATA_CODES",
+    "error_name",
+]

@@ -24,12 +24,14 @@ response's ``records``), so the search is tested on crafted batch sequences. Bot
 empty ``records`` to mean nothing at or after the offset; :func:`partition_fetcher` asks
 again when a broker answers an offset below the partition's end with no records.
 """
+
 from __future__ import annotations
 
+import functools
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import KafkaProtocolError
 from ..protocol.errors import error_for_code
@@ -42,7 +44,7 @@ _HEADER = struct.Struct(">qiibIhiqq")
 # Every format has its magic byte at 16: after baseOffset and length, the v2 leader epoch
 # or the v0/v1 message crc.
 _PREFIX = struct.Struct(">qiib")
-_LEGACY_V1_TS = struct.Struct(">q")      # v1: timestamp after crc, magic and attributes
+_LEGACY_V1_TS = struct.Struct(">q")  # v1: timestamp after crc, magic and attributes
 #: Bytes asked for when only a batch header is needed: more than a v2 header (61), and
 #: above Tansu's request max_bytes = 1 answer (no partition at all).
 HEADER_BYTES = 128
@@ -55,7 +57,7 @@ class BatchHeader:
     base: int
     last: int
     max_timestamp: int
-    size: int          # bytes of the whole batch, log overhead included
+    size: int  # bytes of the whole batch, log overhead included
 
 
 def first_header(records: bytes) -> BatchHeader | None:
@@ -66,8 +68,9 @@ def first_header(records: bytes) -> BatchHeader | None:
     if magic >= 2:
         if len(records) < _HEADER.size:
             return None
-        (base, length, _epoch, _magic, _crc, _attrs, last_delta, _first_ts,
-         max_ts) = _HEADER.unpack_from(records, 0)
+        (base, length, _epoch, _magic, _crc, _attrs, last_delta, _first_ts, max_ts) = (
+            _HEADER.unpack_from(records, 0)
+        )
         return BatchHeader(base, base + last_delta, max_ts, length + 12)
     # v0 has no timestamps (-1: never at or after a timestamp); a v1 message (or a
     # compressed wrapper, whose offset is its last inner offset) carries one.
@@ -83,17 +86,22 @@ def _header_at(fetch_batch: FetchBatch, offset: int) -> BatchHeader | None:
 
 def _records_of(fetch_batch: FetchBatch, header: BatchHeader) -> list[tuple[int, int]]:
     """(offset, timestamp ms) of every record of the batch ``header`` describes."""
-    from ..protocol.records import decode_records   # (pyarrow: only when searching)
+    from ..protocol.records import decode_records  # (pyarrow: only when searching)
+
     size = header.size
     for _ in range(8):
         records = fetch_batch(header.base, size)
-        result = decode_records(records, topic="", partition=0, fetch_offset=header.base,
-                                include_headers=False)
+        result = decode_records(
+            records, topic="", partition=0, fetch_offset=header.base, include_headers=False
+        )
         if result.batch is not None and result.batch.num_rows:
             offsets = result.batch.column("offset").to_pylist()
             micros = result.batch.column("timestamp").cast("int64").to_pylist()
-            return [(o, us // 1000) for o, us in zip(offsets, micros)
-                    if header.base <= o <= header.last]
+            return [
+                (o, us // 1000)
+                for o, us in zip(offsets, micros, strict=True)
+                if header.base <= o <= header.last
+            ]
         if not result.truncated:
             return []
         size *= 2
@@ -132,8 +140,9 @@ def search_offset(fetch_batch: FetchBatch, timestamp: int, earliest: int, latest
     return offset if offset < latest else -1
 
 
-def check_answer(fetch_batch: FetchBatch, timestamp: int, answer: int, earliest: int,
-                 latest: int) -> bool:
+def check_answer(
+    fetch_batch: FetchBatch, timestamp: int, answer: int, earliest: int, latest: int
+) -> bool:
     """Whether ListOffsets' ``answer`` for ``timestamp`` is Kafka's: the record at
     ``answer`` is the batch's first at or after it, and the batch before has none (or
     ``answer`` is -1 and the last batch has none)."""
@@ -145,8 +154,11 @@ def check_answer(fetch_batch: FetchBatch, timestamp: int, answer: int, earliest:
     if not earliest <= answer < latest:
         return False
     header = _header_at(fetch_batch, answer)
-    if header is None or not header.base <= answer <= header.last \
-            or header.max_timestamp < timestamp:
+    if (
+        header is None
+        or not header.base <= answer <= header.last
+        or header.max_timestamp < timestamp
+    ):
         return False
     if _first_in_batch(fetch_batch, header, timestamp) != answer:
         return False
@@ -179,20 +191,31 @@ def partition_fetcher(client, topic: str, partition: int, isolation_level: int) 
     longer wait costs nothing below the end), and after the last one the lookup fails,
     naming the partition and offset: an offset taken from such an answer would silently
     start or end the read at the wrong record."""
+
     def fetch_batch(offset: int, max_bytes: int) -> bytes:
         def attempt(wait_ms):
-            part = client.fetch(topic, partition, offset, max_bytes=max_bytes,
-                                max_wait_ms=wait_ms, min_bytes=0,
-                                isolation_level=isolation_level)
+            part = client.fetch(
+                topic,
+                partition,
+                offset,
+                max_bytes=max_bytes,
+                max_wait_ms=wait_ms,
+                min_bytes=0,
+                isolation_level=isolation_level,
+            )
             if part["error_code"]:
                 raise error_for_code(part["error_code"])(
-                    f"Fetch {topic}-{partition} at offset {offset}")
+                    f"Fetch {topic}-{partition} at offset {offset}"
+                )
             return part
 
         records = b""
         for tries, wait_ms in enumerate(EMPTY_ANSWER_WAITS_MS, 1):
-            part = client.retrying(lambda: attempt(wait_ms),
-                                   f"Fetch {topic}-{partition} at offset {offset}", topics=[topic])
+            part = client.retrying(
+                functools.partial(attempt, wait_ms),
+                f"Fetch {topic}-{partition} at offset {offset}",
+                topics=[topic],
+            )
             records = bytes(part["records"] or b"")
             end = part.get("high_watermark", -1)
             stable = part.get("last_stable_offset", -1)
@@ -200,12 +223,21 @@ def partition_fetcher(client, topic: str, partition: int, isolation_level: int) 
                 end = stable
             if records or end is None or offset >= end:
                 return records
-            log.debug("Fetch %s-%d at offset %d (end %d) answered no records (%d of %d)",
-                      topic, partition, offset, end, tries, EMPTY_ANSWER_ATTEMPTS)
+            log.debug(
+                "Fetch %s-%d at offset %d (end %d) answered no records (%d of %d)",
+                topic,
+                partition,
+                offset,
+                end,
+                tries,
+                EMPTY_ANSWER_ATTEMPTS,
+            )
         raise KafkaProtocolError(
             f"Fetch {topic}-{partition} at offset {offset} was answered with no records "
             f"{EMPTY_ANSWER_ATTEMPTS} times, below the partition's end ({end}): the broker "
             "holds records there but does not return them, so no offset can be found by "
             "timestamp. Retry the query, or set timestampOffsetsVia=listOffsets to trust the "
-            "broker's ListOffsets answer.")
+            "broker's ListOffsets answer."
+        )
+
     return fetch_batch

@@ -8,6 +8,7 @@ nothing here is needed to use the connector.
     python -m kafka_ds.demo.broker [--port 9092]    # until Ctrl-C
     with LocalBroker() as bootstrap_servers: ...     # in Python
 """
+
 from __future__ import annotations
 
 import os
@@ -57,10 +58,23 @@ class LocalBroker:
         log = tempfile.NamedTemporaryFile(prefix="tansu-", suffix=".log", delete=False)
         self.log_path = log.name
         self.process = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/", "--cluster-id", "kafka_ds_local"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")})
+            [
+                tansu_binary(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+                "--cluster-id",
+                "kafka_ds_local",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+        )
         log.close()
         self.bootstrap_servers = f"127.0.0.1:{port}"
         deadline = time.monotonic() + self.start_timeout
@@ -77,7 +91,9 @@ class LocalBroker:
         self.stop()
         with open(self.log_path, errors="replace") as f:
             tail = f.read()[-2000:]
-        raise RuntimeError(f"Tansu did not start on {self.bootstrap_servers} ({last_error}):\n{tail}")
+        raise RuntimeError(
+            f"Tansu did not start on {self.bootstrap_servers} ({last_error}):\n{tail}"
+        )
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -103,11 +119,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m kafka_ds.demo.broker",
         description="Start a throw-away Kafka-compatible broker (Tansu, in-memory storage) on "
-                    "127.0.0.1 and keep it running until Ctrl-C (or SIGTERM). Topics are "
-                    "created on first use with 4 partitions, or with kafka-topics.sh / an admin "
-                    "client.")
-    parser.add_argument("--port", type=int, default=None,
-                        help="port to listen on (default: a free one)")
+        "127.0.0.1 and keep it running until Ctrl-C (or SIGTERM). Topics are "
+        "created on first use with 4 partitions, or with kafka-topics.sh / an admin "
+        "client.",
+    )
+    parser.add_argument(
+        "--port", type=int, default=None, help="port to listen on (default: a free one)"
+    )
     args = parser.parse_args(argv)
 
     def stop_on_sigterm(signum, frame):
@@ -116,9 +134,12 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     broker = LocalBroker(port=args.port)
     bootstrap = broker.start()
-    print(f"Tansu is listening on {bootstrap}: "
-          f'.option("kafka.bootstrap.servers", "{bootstrap}"). Its log: {broker.log_path}. '
-          "Ctrl-C stops it (and drops every record it holds).", flush=True)
+    print(
+        f"Tansu is listening on {bootstrap}: "
+        f'.option("kafka.bootstrap.servers", "{bootstrap}"). Its log: {broker.log_path}. '
+        "Ctrl-C stops it (and drops every record it holds).",
+        flush=True,
+    )
     try:
         while broker.process is not None and broker.process.poll() is None:
             time.sleep(1)

@@ -2,7 +2,7 @@
 column-wise. The contract every codec keeps is below; which codec a column gets:
 :func:`.codecs.make_codec`.
 
-What every codec keeps (``avro.py``, ``protobuf.py``, ``json_format.py``; for reads also
+What every codec keeps (``avro/codec.py``, ``protobuf/codec.py``, ``json/codec.py``; for reads also
 ``record_subjects.SubjectsCodec``, several Protobuf/JSON subjects in one column):
 
 * A codec is built on the driver from a *reader schema* (:class:`kafka_ds.registry.
@@ -23,6 +23,7 @@ What every codec keeps (``avro.py``, ``protobuf.py``, ``json_format.py``; for re
 * ``encode(array: pa.Array) -> pa.BinaryArray`` writes the other way, framed with the
   codec's schema id when it has one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -13,6 +13,7 @@ naming the bad rows.
 * :func:`frame` prefixes every non-null payload with the magic byte and a schema id;
   :func:`frame_header` is that header alone.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,9 +61,12 @@ def binary_buffers(values: pa.Array):
     if offsets_buf is None:  # an empty array may come without buffers
         offsets = np.zeros(n + 1, dtype=np.int64)
     else:
-        offsets = np.frombuffer(offsets_buf, dtype=offset_type)[values.offset:values.offset + n + 1]
-        offsets = offsets.astype(np.int64)
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+        offsets = np.frombuffer(offsets_buf, dtype=offset_type)[
+            values.offset : values.offset + n + 1
+        ].astype(np.int64)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    )
     if values.null_count:
         nulls = values.is_null().to_numpy(zero_copy_only=False)
     else:
@@ -85,7 +89,7 @@ def slice_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def split_frames(values: pa.Array, framed: bool = True) -> Frames:
     """Find the Confluent frame of every row of ``values`` (a binary array); with
     ``framed=False`` the rows are plain payloads and only nulls are told apart."""
-    if pa.types.is_null(values.type):          # an all-null column arrives untyped
+    if pa.types.is_null(values.type):  # an all-null column arrives untyped
         values = values.cast(pa.binary())
     nulls, offsets, data = binary_buffers(values)
     n = len(values)
@@ -93,8 +97,7 @@ def split_frames(values: pa.Array, framed: bool = True) -> Frames:
     ends = offsets[1:].copy()
     schema_ids = np.full(n, -1, dtype=np.int32)
     if not framed:
-        return Frames(data, nulls, ~nulls, schema_ids, starts, ends,
-                      np.zeros(0, np.int64), [])
+        return Frames(data, nulls, ~nulls, schema_ids, starts, ends, np.zeros(0, np.int64), [])
     lengths = ends - starts
     long_enough = lengths >= HEADER_SIZE
     # Reads below are clipped, then masked by long_enough, so short rows read nothing real.
@@ -103,7 +106,7 @@ def split_frames(values: pa.Array, framed: bool = True) -> Frames:
     rows = np.flatnonzero(readable)
     too_large = np.zeros(n, dtype=bool)
     if rows.size:
-        header = data[starts[rows, None] + np.arange(1, HEADER_SIZE)]   # (k, 4) bytes
+        header = data[starts[rows, None] + np.arange(1, HEADER_SIZE)]  # (k, 4) bytes
         ids = header.copy().view(">u4").reshape(-1).astype(np.int64)
         too_large[rows[ids > MAX_SCHEMA_ID]] = True
         keep = ids <= MAX_SCHEMA_ID
@@ -114,18 +117,19 @@ def split_frames(values: pa.Array, framed: bool = True) -> Frames:
     bad_rows = np.flatnonzero(~nulls & ~readable)
     reasons = []
     if bad_rows.size:
-        for row, length, byte in zip(bad_rows.tolist(), lengths[bad_rows].tolist(),
-                                     first[bad_rows].tolist()):
+        for row, length, byte in zip(
+            bad_rows.tolist(), lengths[bad_rows].tolist(), first[bad_rows].tolist(), strict=True
+        ):
             if length < HEADER_SIZE:
-                reasons.append(f"not framed: {length} bytes, shorter than the 5-byte "
-                               "Confluent header")
+                reasons.append(
+                    f"not framed: {length} bytes, shorter than the 5-byte Confluent header"
+                )
             elif byte != MAGIC_BYTE:
                 reasons.append(f"not framed: magic byte {byte} (expected 0)")
             else:
                 at = int(starts[row])
-                schema_id = int.from_bytes(data[at + 1:at + HEADER_SIZE].tobytes(), "big")
-                reasons.append(f"unknown schema id {schema_id} (registry ids are at most "
-                               "2^31-1)")
+                schema_id = int.from_bytes(data[at + 1 : at + HEADER_SIZE].tobytes(), "big")
+                reasons.append(f"unknown schema id {schema_id} (registry ids are at most 2^31-1)")
     return Frames(data, nulls, readable, schema_ids, starts, ends, bad_rows, reasons)
 
 
@@ -142,7 +146,7 @@ def frame(schema_id: int, payloads: pa.Array) -> pa.BinaryArray:
     header = np.frombuffer(frame_header(schema_id), dtype=np.uint8)
     nulls, offsets, data = binary_buffers(payloads)
     n = len(payloads)
-    lengths = np.where(nulls, 0, np.diff(offsets))   # a null slot may still span bytes
+    lengths = np.where(nulls, 0, np.diff(offsets))  # a null slot may still span bytes
     header_sizes = np.where(nulls, 0, HEADER_SIZE)
     new_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths + header_sizes, out=new_offsets[1:])
@@ -157,5 +161,9 @@ def frame(schema_id: int, payloads: pa.Array) -> pa.BinaryArray:
     validity = None
     if nulls.any():
         validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
-    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(new_offsets.astype(np.int32)),
-                                                  pa.py_buffer(out)], null_count=int(nulls.sum()))
+    return pa.Array.from_buffers(
+        pa.binary(),
+        n,
+        [validity, pa.py_buffer(new_offsets.astype(np.int32)), pa.py_buffer(out)],
+        null_count=int(nulls.sum()),
+    )

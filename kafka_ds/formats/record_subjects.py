@@ -1,5 +1,5 @@
 """Several record types in one topic, one subject per type, for Protobuf and JSON Schema
-(``valueSubjects``/``keySubjects`` with ``protobuf``/``json``; Avro's: ``avro_subjects.py``).
+(``valueSubjects``/``keySubjects`` with ``protobuf``/``json``; Avro's: ``avro/subjects.py``).
 
 Avro reads the listed subjects as one union and its resolution picks each record's member.
 Protobuf and JSON Schema have no union, so :class:`SubjectsCodec` routes each record to
@@ -16,6 +16,7 @@ subject; the rows are grouped by member, each group decoded at once, and the mem
 columns placed in a ``struct<member0, member1, ...>`` (others null). A record of a type not
 listed is a bad record naming its type, never dropped.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,10 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from . import DecodedColumn
 from ..errors import ConfigurationError
-from .avro_subjects import SeveralSubjectsEncoder, listed_subjects
+from ..registry.schema import RegisteredSchema
+from . import DecodedColumn
+from .avro.subjects import SeveralSubjectsEncoder, listed_subjects
 from .framing import split_frames
 
 __all__ = ["SubjectsCodec", "SeveralSubjectsEncoder", "subject_types", "member_type_names"]
@@ -45,13 +47,15 @@ def _protobuf_type(subject: str, schema, client, option: str) -> str:
     """The message a Protobuf subject holds: the one the subject is named after
     (``<full name>`` or ``<topic>-<full name>``), else the file's first message (the one
     the single-subject read takes)."""
-    from .protobuf_schema import ProtobufSchemaError, build_pool
+    from .protobuf.schema import ProtobufSchemaError, build_pool
+
     try:
         _, file_desc = build_pool(schema, client, "kafka_ds_subject.proto")
     except ProtobufSchemaError as exc:
         raise ConfigurationError(
             f"Option '{option}': subject '{subject}' version {schema.version} is not a usable "
-            f"Protobuf schema: {exc}") from exc
+            f"Protobuf schema: {exc}"
+        ) from exc
     names = _protobuf_names(file_desc)
     named = [n for n in names if subject == n or subject.endswith("-" + n)]
     if named:
@@ -59,7 +63,8 @@ def _protobuf_type(subject: str, schema, client, option: str) -> str:
     if not names:
         raise ConfigurationError(
             f"Option '{option}': subject '{subject}' version {schema.version} defines no "
-            "message: each subject listed must hold one record type")
+            "message: each subject listed must hold one record type"
+        )
     return names[0]
 
 
@@ -69,8 +74,8 @@ def _json_type(subject: str, schema, option: str) -> str:
         document = json.loads(schema.schema_str)
     except ValueError as exc:
         raise ConfigurationError(
-            f"Option '{option}': subject '{subject}' version {schema.version} is not JSON: "
-            f"{exc}") from exc
+            f"Option '{option}': subject '{subject}' version {schema.version} is not JSON: {exc}"
+        ) from exc
     title = document.get("title") if isinstance(document, dict) else None
     if not isinstance(title, str) or not title:
         raise ConfigurationError(
@@ -78,26 +83,34 @@ def _json_type(subject: str, schema, option: str) -> str:
             "Schema without a 'title'. Records are matched to their subject by their schema's "
             "title (the record name Confluent's RecordNameStrategy names subjects by): give "
             "the schema a title, or read the subject alone with "
-            f"'{option[:-1]}'")
+            f"'{option[:-1]}'"
+        )
     return title
 
 
-def subject_types(client, spec) -> list[tuple[str, str, object]]:
+def subject_types(client, spec) -> list[tuple[str, str, RegisteredSchema]]:
     """``(subject, type name, latest RegisteredSchema)`` of every subject ``spec.subjects``
     lists (Protobuf schemas as serialized descriptors); at least two, types distinct."""
     from .codecs import SCHEMA_TYPES
+
     option = spec.option("Subjects")
     protobuf = spec.format == "protobuf"
 
     def type_name(subject, schema):
-        return (_protobuf_type(subject, schema, client, option) if protobuf
-                else _json_type(subject, schema, option))
-    out = listed_subjects(client, spec, SCHEMA_TYPES[spec.format], type_name,
-                          fmt="serialized" if protobuf else None)
+        return (
+            _protobuf_type(subject, schema, client, option)
+            if protobuf
+            else _json_type(subject, schema, option)
+        )
+
+    out = listed_subjects(
+        client, spec, SCHEMA_TYPES[spec.format], type_name, fmt="serialized" if protobuf else None
+    )
     if len(out) < 2:
         raise ConfigurationError(
             f"Option '{option}' names one subject ({out[0][0]}): use "
-            f"'{spec.option('Subject')}' for one type")
+            f"'{spec.option('Subject')}' for one type"
+        )
     return out
 
 
@@ -105,8 +118,10 @@ def member_type_names(type_names) -> tuple[str, ...]:
     """``valueMemberNames=type``: each type's short name, or its full name with ``_`` for
     dots where two share one (as for Avro)."""
     short = [name.rpartition(".")[2] for name in type_names]
-    return tuple(s if short.count(s) == 1 else name.replace(".", "_")
-                 for s, name in zip(short, type_names))
+    return tuple(
+        s if short.count(s) == 1 else name.replace(".", "_")
+        for s, name in zip(short, type_names, strict=True)
+    )
 
 
 class SubjectsCodec:
@@ -117,17 +132,24 @@ class SubjectsCodec:
     ``type_names``: each subject's type (Protobuf message full name / JSON Schema title);
     ``lookup``: the registry, to find the type of a writer schema id."""
 
-    def __init__(self, fmt: str, subjects, type_names, codecs, lookup, names=None,
-                 option: str = "valueSubjects"):
+    def __init__(
+        self,
+        fmt: str,
+        subjects,
+        type_names,
+        codecs,
+        lookup,
+        names=None,
+        option: str = "valueSubjects",
+    ):
         self.format = fmt
         self.option = option
         self.subjects = tuple(subjects)
         self.type_names = tuple(type_names)
         self.codecs = list(codecs)
         self.lookup = lookup
-        self.names = tuple(names) if names else tuple(f"member{i}"
-                                                      for i in range(len(self.codecs)))
-        self._types = {}
+        self.names = tuple(names) if names else tuple(f"member{i}" for i in range(len(self.codecs)))
+        self._types: dict = {}
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -136,17 +158,34 @@ class SubjectsCodec:
 
     @property
     def spark_type(self) -> str:
-        return "struct<" + ",".join(f"{name}:{codec.spark_type}"
-                                    for name, codec in zip(self.names, self.codecs)) + ">"
+        return (
+            "struct<"
+            + ",".join(
+                f"{name}:{codec.spark_type}"
+                for name, codec in zip(self.names, self.codecs, strict=True)
+            )
+            + ">"
+        )
 
     @property
     def arrow_type(self) -> pa.StructType:
-        return pa.struct([pa.field(name, codec.arrow_type)
-                          for name, codec in zip(self.names, self.codecs)])
+        return pa.struct(
+            [
+                pa.field(name, codec.arrow_type)
+                for name, codec in zip(self.names, self.codecs, strict=True)
+            ]
+        )
 
     def renamed(self, names) -> SubjectsCodec:
-        return SubjectsCodec(self.format, self.subjects, self.type_names, self.codecs,
-                             self.lookup, names, self.option)
+        return SubjectsCodec(
+            self.format,
+            self.subjects,
+            self.type_names,
+            self.codecs,
+            self.lookup,
+            names,
+            self.option,
+        )
 
     # -- which type a record is -------------------------------------------------------------
 
@@ -160,9 +199,11 @@ class SubjectsCodec:
 
     def _find_type(self, schema_id, indexes):
         from ..registry.errors import RegistryUnavailableError
+
         try:
             if self.format == "protobuf":
-                from .protobuf_schema import ProtobufSchemaError, build_pool, message_at
+                from .protobuf.schema import ProtobufSchemaError, build_pool, message_at
+
                 schema = self.lookup.schema_by_id(schema_id, fmt="serialized")
                 if schema.schema_type != "PROTOBUF":
                     return None, f"schema id {schema_id} is {schema.schema_type}, not PROTOBUF"
@@ -177,23 +218,29 @@ class SubjectsCodec:
             document = json.loads(schema.schema_str)
             title = document.get("title") if isinstance(document, dict) else None
             if not isinstance(title, str) or not title:
-                return None, (f"the writer schema (id {schema_id}) has no title, so its type "
-                              f"is none of the types read ({', '.join(self.type_names)})")
+                return None, (
+                    f"the writer schema (id {schema_id}) has no title, so its type "
+                    f"is none of the types read ({', '.join(self.type_names)})"
+                )
             return title, None
         except RegistryUnavailableError:
-            raise   # the registry, not the record: the task fails, nothing cached
+            raise  # the registry, not the record: the task fails, nothing cached
         except Exception as exc:  # the registry said no
             return None, f"unknown schema id {schema_id}: {exc}"
 
     def _index_paths(self, frames, rows, bad):
         """``(code per row of rows, paths)``: each row's Protobuf message indexes as an index
         into ``paths`` (tuples), -1 where they do not read (the row is then in ``bad``)."""
-        from .protobuf_schema import read_message_indexes
+        from .protobuf.schema import read_message_indexes
+
         code, paths, _after, errors = read_message_indexes(
-            frames.data, frames.starts[rows], frames.ends[rows], frames.data.tobytes)
+            frames.data, frames.starts[rows], frames.ends[rows], frames.data.tobytes
+        )
         for i, reason in errors.items():
-            bad[int(rows[i])] = (f"invalid message indexes: {reason}",
-                                 int(frames.schema_ids[rows[i]]))
+            bad[int(rows[i])] = (
+                f"invalid message indexes: {reason}",
+                int(frames.schema_ids[rows[i]]),
+            )
         return code, paths
 
     # -- decode -------------------------------------------------------------------------------
@@ -203,8 +250,8 @@ class SubjectsCodec:
             values = values.combine_chunks()
         frames = split_frames(values, True)
         n = len(values)
-        bad = {}   # row -> (reason, schema id)
-        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+        bad = {}  # row -> (reason, schema id)
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons, strict=True):
             bad[row] = (reason, -1)
         member = np.full(n, -1, np.int64)
         rows = np.flatnonzero(frames.readable)
@@ -214,20 +261,22 @@ class SubjectsCodec:
             groups = []
             for c in np.unique(code[code >= 0]).tolist():
                 for schema_id in np.unique(ids[code == c]).tolist():
-                    groups.append(((schema_id, paths[c]),
-                                   rows[(code == c) & (ids == schema_id)]))
+                    groups.append(((schema_id, paths[c]), rows[(code == c) & (ids == schema_id)]))
         else:
-            groups = [((schema_id, ()), rows[ids == schema_id])
-                      for schema_id in np.unique(ids).tolist()]
+            groups = [
+                ((schema_id, ()), rows[ids == schema_id]) for schema_id in np.unique(ids).tolist()
+            ]
         by_name = {name: k for k, name in enumerate(self.type_names)}
         for (schema_id, index_path), group in groups:
             name, error = self._type_of(schema_id, index_path)
             k = by_name.get(name) if error is None else None
             if k is None:
                 if error is None:
-                    error = (f"its type {name} (schema id {schema_id}) is none of the types "
-                             f"read ({', '.join(self.type_names)}), the types of the "
-                             f"subjects '{self.option}' lists")
+                    error = (
+                        f"its type {name} (schema id {schema_id}) is none of the types "
+                        f"read ({', '.join(self.type_names)}), the types of the "
+                        f"subjects '{self.option}' lists"
+                    )
                 for row in group.tolist():
                     bad[row] = (error, schema_id)
                 continue
@@ -239,17 +288,21 @@ class SubjectsCodec:
             if not taken.size:
                 children.append(pa.nulls(n, arrow_type))
                 continue
-            whole = taken.size == n             # every row of the batch is of this type
+            whole = taken.size == n  # every row of the batch is of this type
             result = codec.decode(values if whole else values.take(pa.array(taken)))
             array = result.array
             if isinstance(array, pa.ChunkedArray):
                 array = array.combine_chunks()
             if result.bad_rows is not None and len(result.bad_rows):
                 local = np.asarray(result.bad_rows, np.int64)
-                sub_ids = (np.asarray(result.schema_ids, np.int32)
-                           if result.schema_ids is not None else np.full(len(local), -1))
-                for row, reason, schema_id in zip(taken[local].tolist(), result.reasons,
-                                                  sub_ids.tolist()):
+                sub_ids = (
+                    np.asarray(result.schema_ids, np.int32)
+                    if result.schema_ids is not None
+                    else np.full(len(local), -1)
+                )
+                for row, reason, schema_id in zip(
+                    taken[local].tolist(), result.reasons, sub_ids.tolist(), strict=True
+                ):
                     bad[row] = (reason, schema_id)
                 member[taken[local]] = -1
             if whole:
@@ -260,34 +313,50 @@ class SubjectsCodec:
             children.append(array.take(pa.array(position, mask=position < 0)))
         bad_rows = np.asarray(sorted(bad), np.int64)
         member[bad_rows] = -1
-        struct = pa.StructArray.from_arrays(children, fields=list(self.arrow_type),
-                                            mask=pa.array(member < 0))
-        return DecodedColumn(array=struct, bad_rows=bad_rows,
-                             reasons=[bad[r][0] for r in bad_rows.tolist()],
-                             schema_ids=np.asarray([bad[r][1] for r in bad_rows.tolist()],
-                                                   np.int32))
+        struct = pa.StructArray.from_arrays(
+            children, fields=list(self.arrow_type), mask=pa.array(member < 0)
+        )
+        return DecodedColumn(
+            array=struct,
+            bad_rows=bad_rows,
+            reasons=[bad[r][0] for r in bad_rows.tolist()],
+            schema_ids=np.asarray([bad[r][1] for r in bad_rows.tolist()], np.int32),
+        )
 
     def encode(self, array):
-        raise ValueError("a column read with several subjects is written through "
-                         "SeveralSubjectsEncoder (write/typed_writes.py)")
+        raise ValueError(
+            "a column read with several subjects is written through "
+            "SeveralSubjectsEncoder (write/typed_writes.py)"
+        )
 
 
 def subjects_codec(spec, client) -> SubjectsCodec:
     """The read codec of ``spec`` (format protobuf or json, ``spec.subjects`` set)."""
     listed = subject_types(client, spec)
-    codecs = [member_codec(spec, schema, name, client, lookup=client)
-              for _subject, name, schema in listed]
-    return SubjectsCodec(spec.format, [s for s, _, _ in listed], [n for _, n, _ in listed],
-                         codecs, client, option=spec.option("Subjects"))
+    codecs = [
+        member_codec(spec, schema, name, client, lookup=client) for _subject, name, schema in listed
+    ]
+    return SubjectsCodec(
+        spec.format,
+        [s for s, _, _ in listed],
+        [n for _, n, _ in listed],
+        codecs,
+        client,
+        option=spec.option("Subjects"),
+    )
 
 
 def member_codec(spec, schema, type_name, client, *, lookup):
     """One subject's codec (reader and writer: its latest version, framed with its id)."""
     if spec.format == "protobuf":
-        from .protobuf import ProtobufCodec
-        return ProtobufCodec(schema, framed=True, lookup=lookup, schema_id=schema.schema_id,
-                             message_name=type_name)
-    from .json_format import JsonCodec
-    from .json_references import self_contained
-    return JsonCodec(self_contained(schema, client), framed=True, lookup=lookup,
-                     schema_id=schema.schema_id)
+        from .protobuf.codec import ProtobufCodec
+
+        return ProtobufCodec(
+            schema, framed=True, lookup=lookup, schema_id=schema.schema_id, message_name=type_name
+        )
+    from .json.codec import JsonCodec
+    from .json.references import self_contained
+
+    return JsonCodec(
+        self_contained(schema, client), framed=True, lookup=lookup, schema_id=schema.schema_id
+    )

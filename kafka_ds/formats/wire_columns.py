@@ -1,7 +1,7 @@
 """Every row's bytes built column-wise: the slot matrix, and one take over pieces.
 
-Used by the column-wise encoders (:mod:`kafka_ds.formats.avro_encode`,
-:mod:`kafka_ds.formats.protobuf_encode`). Small parts of every row (headers, tags, union
+Used by the column-wise encoders (:mod:`kafka_ds.formats.avro.encode`,
+:mod:`kafka_ds.formats.protobuf.encode`). Small parts of every row (headers, tags, union
 branch indexes, varints, fixed-width numbers) go a byte plane at a time into a
 (rows, width) uint8 slot matrix, one block of columns per part, as wide as that part's
 longest encoding; a boolean mask of the same shape marks the bytes each row really uses,
@@ -11,6 +11,7 @@ into "runs", and one Arrow take over the interleaved pieces (run 0 of row 0, val
 row 0, run 1 of row 0, ..., run 0 of row 1, ...) concatenates everything, as
 :mod:`kafka_ds.protocol.records_encode` assembles record batches.
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,7 +40,7 @@ def fixed_values(column: pa.Array) -> np.ndarray:
     buffer = column.buffers()[1]
     if buffer is None:
         return np.zeros(len(column), dtype)
-    return np.frombuffer(buffer, dtype, count=column.offset + len(column))[column.offset:]
+    return np.frombuffer(buffer, dtype, count=column.offset + len(column))[column.offset :]
 
 
 def boolean_values(column: pa.Array) -> np.ndarray:
@@ -48,7 +49,7 @@ def boolean_values(column: pa.Array) -> np.ndarray:
     if not n:
         return np.zeros(0, np.uint8)
     bits = np.frombuffer(column.buffers()[1], np.uint8)
-    return np.unpackbits(bits, bitorder="little", count=column.offset + n)[column.offset:]
+    return np.unpackbits(bits, bitorder="little", count=column.offset + n)[column.offset :]
 
 
 def as_binary(column: pa.Array) -> pa.Array:
@@ -75,24 +76,25 @@ class RowBytes:
 
     def __init__(self, present: np.ndarray):
         self.n = len(present)
-        self.present = present            # rows that get bytes (the others stay null)
+        self.present = present  # rows that get bytes (the others stay null)
         self.present_rows = int(np.count_nonzero(present))
         # (uint8 (n, w), bool (n, w) mask or None, int64 (n,) bytes per row or None);
         # None, None: every present row uses all w bytes
-        self.blocks = []
-        self.parts = []                   # binary arrays of n rows, in row order of bytes
+        self.blocks: list[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]] = []
+        self.parts: list[pa.Array] = []  # binary arrays of n rows, in row order of bytes
 
     def _full(self, used: np.ndarray | None) -> bool:
         return used is None or int(np.count_nonzero(used)) == self.present_rows
 
     def _add(self, block: np.ndarray, used: np.ndarray | None):
         """A block every ``used`` row takes whole."""
-        if self._full(used):
+        if used is None or self._full(used):
             self.blocks.append((block, None, None))
         else:
             width = block.shape[1]
-            self.blocks.append((block, np.broadcast_to(used[:, None], block.shape),
-                                used.astype(np.int64) * width))
+            self.blocks.append(
+                (block, np.broadcast_to(used[:, None], block.shape), used.astype(np.int64) * width)
+            )
 
     def constant(self, data: bytes, used: np.ndarray | None = None):
         """The same bytes in every row ``used`` (None: every present row)."""
@@ -119,7 +121,7 @@ class RowBytes:
             # as long in every row: every byte but the last has its continuation bit
             block = np.empty((self.n, width), np.uint8)
             for k in range(width - 1):
-                block[:, k] = (u >> np.uint64(7 * k)) | np.uint64(0x80)   # low byte kept
+                block[:, k] = (u >> np.uint64(7 * k)) | np.uint64(0x80)  # low byte kept
             block[:, width - 1] = u >> np.uint64(7 * (width - 1))
             self.blocks.append((block, None, None))
             return
@@ -153,8 +155,13 @@ class RowBytes:
             data = matrix.reshape(-1)
             offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
         else:
-            mask = np.concatenate([np.broadcast_to(present[:, None], b.shape) if m is None
-                                   else m for b, m, _ in blocks], axis=1)
+            mask = np.concatenate(
+                [
+                    np.broadcast_to(present[:, None], b.shape) if m is None else m
+                    for b, m, _ in blocks
+                ],
+                axis=1,
+            )
             data = matrix[mask]
             full_width = sum(b.shape[1] for b, m, _ in blocks if m is None)
             lengths = present.astype(np.int64) * full_width
@@ -165,25 +172,27 @@ class RowBytes:
             np.cumsum(lengths, out=offsets[1:])
         if offsets[-1] >= 1 << 31:
             raise OverflowError("a run of more than 2 GiB")
-        self.parts.append(pa.Array.from_buffers(
-            pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]))
+        self.parts.append(
+            pa.Array.from_buffers(
+                pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+            )
+        )
 
     def finish(self) -> pa.BinaryArray:
         """Every row's bytes; rows not ``present`` are null."""
         self._cut()
         n, present, parts = self.n, self.present, self.parts
-        if not parts:                                   # nothing written: empty rows
+        if not parts:  # nothing written: empty rows
             return _binary(n, present, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b""))
         if len(parts) == 1 and parts[0].null_count == 0:
-            run = parts[0]                              # one run: already every row's bytes
+            run = parts[0]  # one run: already every row's bytes
             return _binary(n, present, run.buffers()[1], run.buffers()[2])
         count = len(parts)
         combined = pa.concat_arrays(parts)
         if self.present_rows == n:
             order = _interleaving(count, n)
-        else:       # absent rows take nothing: a value column may hold bytes under a null row
-            order = pa.array(_interleaving(count, n).to_numpy(),
-                             mask=np.repeat(~present, count))
+        else:  # absent rows take nothing: a value column may hold bytes under a null row
+            order = pa.array(_interleaving(count, n).to_numpy(), mask=np.repeat(~present, count))
         taken = pc.take(combined, order, boundscheck=False)
         offsets = np.frombuffer(taken.buffers()[1], np.int32, count=len(taken) + 1)
         row_offsets = np.ascontiguousarray(offsets[::count])
@@ -215,8 +224,7 @@ def in_row_order(n: int, groups: list[tuple[np.ndarray, pa.Array]]) -> pa.Binary
 def _interleaving(count: int, n: int) -> pa.Array:
     """The take order of ``count`` parts of ``n`` rows concatenated: part 0 of row 0, part
     1 of row 0, ..., part 0 of row 1, ... (kept: a task's batches are mostly of one size)."""
-    return pa.array((np.arange(count, dtype=np.int64)[None, :] * n
-                     + np.arange(n)[:, None]).ravel())
+    return pa.array((np.arange(count, dtype=np.int64)[None, :] * n + np.arange(n)[:, None]).ravel())
 
 
 def _binary(n, present, offsets, data) -> pa.BinaryArray:

@@ -12,9 +12,15 @@ By concern: ``core`` (the machinery: parsers, modes, ``Option``/``Forbidden``),
 concern (its ``field`` is the attribute it fills on ``ReadOptions``, ``WriteOptions``,
 ``ClientConfig`` or ``ProducerConfig``), then run ``python docs/generate.py``.
 """
+
 from .read import ReadOptions, parse_read_options
 from .registry import check_option_names
 from .write import WriteOptions, parse_write_options
 
-__all__ = ["ReadOptions", "WriteOptions", "check_option_names", "parse_read_options",
-           "parse_write_options"]
+__all__ = [
+    "ReadOptions",
+    "WriteOptions",
+    "check_option_names",
+    "parse_read_options",
+    "parse_write_options",
+]

@@ -2,12 +2,14 @@
 and :class:`Forbidden` declaration types, and the helpers every parser of options shares.
 Nothing here knows which options exist (that is :mod:`kafka_ds.options.registry`).
 """
+
 from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ConfigurationError
 
@@ -27,14 +29,23 @@ def integer(raw) -> int:
         raise ValueError("an integer") from None
 
 
-def boolean(raw) -> bool:
-    value = str(raw).strip().lower()
-    if value in ("true", "false"):
-        return value == "true"
-    raise ValueError("'true' or 'false'")
+class Choice:
+    """A parser of one of a few named values (any case) -> its value. ``choices``: the
+    names an error names, the candidates of its "did you mean"."""
+
+    def __init__(self, mapping: dict, expected: str, choices: tuple[str, ...]):
+        self.lowered = {key.lower(): value for key, value in mapping.items()}
+        self.expected = expected
+        self.choices = choices
+
+    def __call__(self, raw: Any) -> Any:
+        key = str(raw).strip().lower()
+        if key not in self.lowered:
+            raise ValueError(self.expected)
+        return self.lowered[key]
 
 
-boolean.choices = ("true", "false")
+boolean = Choice({"true": True, "false": False}, "'true' or 'false'", ("true", "false"))
 
 
 _DURATION_UNITS = (("ms", 1), ("s", 1000), ("m", 60000), ("h", 3600000), ("d", 86400000))
@@ -44,7 +55,7 @@ def duration_ms(raw) -> int:
     """'15m', '30s', '500ms', '2h' or plain milliseconds."""
     value = str(raw).strip().lower()
     for suffix, factor in _DURATION_UNITS:
-        number = value[:-len(suffix)].strip()
+        number = value[: -len(suffix)].strip()
         if value.endswith(suffix) and number.replace(".", "", 1).isdigit():
             return int(float(number) * factor)
     if value.isdigit():
@@ -52,22 +63,15 @@ def duration_ms(raw) -> int:
     raise ValueError("a duration like '15m', '30s' or '500ms'")
 
 
-def choice(mapping: dict, expected: str = "", hidden: tuple = ()) -> Callable[[Any], Any]:
+def choice(mapping: dict, expected: str = "", hidden: tuple = ()) -> Choice:
     """One of ``mapping``'s keys (any case) -> its value. ``parse.choices``: the keys an
     error names (all but the ``hidden`` aliases), the candidates of its "did you mean"."""
-    lowered = {key.lower(): value for key, value in mapping.items()}
     choices = tuple(key for key in mapping if key not in hidden)
     names = [f"'{key}'" for key in choices]
-    expected = expected or (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1
-                            else names[0])
-
-    def parse(raw):
-        key = str(raw).strip().lower()
-        if key not in lowered:
-            raise ValueError(expected)
-        return lowered[key]
-    parse.choices = choices
-    return parse
+    expected = expected or (
+        ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+    )
+    return Choice(mapping, expected, choices)
 
 
 def closest(word, candidates, n: int = 1) -> list[str]:
@@ -76,20 +80,28 @@ def closest(word, candidates, n: int = 1) -> list[str]:
     gets 'startingOffsets' alone, not 'startingOffsetsFallback'); none when nothing is
     close."""
     word = str(word).strip().lower()
-    scored = sorted(((difflib.SequenceMatcher(None, word, str(c).lower()).ratio(), i, c)
-                     for i, c in enumerate(candidates)), key=lambda t: (-t[0], t[1]))
+    scored = sorted(
+        (
+            (difflib.SequenceMatcher(None, word, str(c).lower()).ratio(), i, c)
+            for i, c in enumerate(candidates)
+        ),
+        key=lambda t: (-t[0], t[1]),
+    )
     if not scored or scored[0][0] < 0.6:
         return []
     return [c for ratio, _, c in scored[:n] if ratio >= scored[0][0] - 0.05]
 
 
 def did_you_mean(names: list[str]) -> str:
-    """"; did you mean 'a'?" / "; did you mean 'a' or 'b'?" ("" for no names)."""
+    """ "; did you mean 'a'?" / "; did you mean 'a' or 'b'?" ("" for no names)."""
     if not names:
         return ""
     quoted = [f"'{name}'" for name in names]
-    return "; did you mean " + (", ".join(quoted[:-1]) + " or " + quoted[-1]
-                                if len(quoted) > 1 else quoted[0]) + "?"
+    return (
+        "; did you mean "
+        + (", ".join(quoted[:-1]) + " or " + quoted[-1] if len(quoted) > 1 else quoted[0])
+        + "?"
+    )
 
 
 # --- modes and declaration types ------------------------------------------------------
@@ -125,8 +137,8 @@ class Option:
     field: str | None = None
     minimum: int | None = None
     maximum: int | None = None
-    example: str | None = None         # a valid value, shown in errors
-    shown_default: str | None = None   # the docs' default when not simply `default`
+    example: str | None = None  # a valid value, shown in errors
+    shown_default: str | None = None  # the docs' default when not simply `default`
 
     def __post_init__(self):
         if self.parse is integer and self.name.startswith("kafka.") and self.maximum is None:
@@ -147,27 +159,35 @@ class Option:
         return self.default_for(modes) if raw is None else self.check(raw)
 
     def check(self, raw):
+        if self.parse is None:
+            raise TypeError(f"option {self.name!r} is parsed by a function of its own")
         try:
             value = self.parse(raw)
         except ValueError as exc:
             # An enumerated value names the nearest allowed one (and writes the option with it).
             near = closest(raw, getattr(self.parse, "choices", ()))
-            fix = (f"{did_you_mean(near)} (.option(\"{self.name}\", \"{near[0]}\"))" if near
-                   else self._fix())
+            fix = (
+                f'{did_you_mean(near)} (.option("{self.name}", "{near[0]}"))'
+                if near
+                else self._fix()
+            )
             raise ConfigurationError(
-                f"Option '{self.name}' must be {exc}, got {raw!r}{fix}") from None
+                f"Option '{self.name}' must be {exc}, got {raw!r}{fix}"
+            ) from None
         if self.minimum is not None and value < self.minimum:
             raise ConfigurationError(
-                f"Option '{self.name}' must be at least {self.minimum}, got {value}{self._fix()}")
+                f"Option '{self.name}' must be at least {self.minimum}, got {value}{self._fix()}"
+            )
         if self.maximum is not None and value > self.maximum:
             raise ConfigurationError(
-                f"Option '{self.name}' must be at most {self.maximum}, got {value}{self._fix()}")
+                f"Option '{self.name}' must be at most {self.maximum}, got {value}{self._fix()}"
+            )
         return value
 
     def _fix(self) -> str:
         default = self.default.read if isinstance(self.default, ByMode) else self.default
         example = self.example or _plain(default)
-        return f"; e.g. .option(\"{self.name}\", \"{example}\")" if example else ""
+        return f'; e.g. .option("{self.name}", "{example}")' if example else ""
 
     def markdown_default(self) -> str:
         if self.shown_default is not None:
@@ -194,18 +214,20 @@ class Forbidden:
 
     name: str
     applies: frozenset
-    reason: str    # Spark's words where Spark rejects it
+    reason: str  # Spark's words where Spark rejects it
     fix: str
 
     def error(self) -> ConfigurationError:
         # Spark names the Kafka setting without the source's "kafka." prefix.
-        short = self.name[len("kafka."):] if self.name.startswith("kafka.") else self.name
+        short = self.name[len("kafka.") :] if self.name.startswith("kafka.") else self.name
         return ConfigurationError(
             f"Kafka option '{short}' is not supported{self.reason} (option '{self.name}'): "
-            f"{self.fix}.")
+            f"{self.fix}."
+        )
 
 
 # --- helpers shared by the parsers of options -----------------------------------------
+
 
 def lower_keys(options) -> dict[str, str]:
     """Spark option keys are case-insensitive: normalise to lower case."""
@@ -214,7 +236,7 @@ def lower_keys(options) -> dict[str, str]:
 
 def kafka_params(options: dict[str, str]) -> dict[str, str]:
     """The ``kafka.*`` options with the prefix removed (keys lower-cased)."""
-    return {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
+    return {k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")}
 
 
 def fields_of(cls, values: dict, **overrides) -> dict:
@@ -250,4 +272,3 @@ def parse_json(options, key):
         return json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ConfigurationError(f"Option '{key}' is not valid JSON ({exc}): {raw!r}") from None
-

@@ -1,14 +1,19 @@
 """The typed key/value options gathered into one :class:`TypedColumnsSpec` (driver side,
 pure parsing: the registry is asked nothing here; :mod:`kafka_ds.read.typed_columns` resolves
 the schemas)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
 from .core import WRITE
 from .format_declarations import SCHEMA_FORMATS
 from .registry import BY_NAME
+
+if TYPE_CHECKING:
+    from ..registry.settings import RegistrySettings
 
 COLUMNS = ("value", "key")
 #: the registry's options with a typed value (RegistrySettings reads them all)
@@ -17,9 +22,9 @@ REGISTRY_OPTIONS = ("schema.registry.request.timeout.ms", "schema.registry.retry
 
 @dataclass(frozen=True)
 class ColumnFormatSpec:
-    column: str                      # "key" or "value"
-    format: str = "binary"           # binary | string | avro | protobuf | json
-    subject: str | None = None       # None: TopicNameStrategy, "<topic>-<column>"
+    column: str  # "key" or "value"
+    format: str = "binary"  # binary | string | avro | protobuf | json
+    subject: str | None = None  # None: TopicNameStrategy, "<topic>-<column>"
     #: several record types, one subject per type (or ``prefix*``)
     subjects: tuple | None = None
     #: "position" (member0, ...) or "type": the field names of a union of several types
@@ -42,8 +47,8 @@ class TypedColumnsSpec:
     value: ColumnFormatSpec
     key: ColumnFormatSpec
     mode: str = "FAILFAST"
-    #: kafka_ds.registry.client.RegistrySettings, or None without schema.registry.url
-    registry: object = None
+    #: None without schema.registry.url
+    registry: RegistrySettings | None = None
     auto_register: bool = True
 
     @property
@@ -74,31 +79,38 @@ def parse_typed_columns(options: dict, modes: frozenset) -> TypedColumnsSpec | N
             member_names=_value(options, f"{column}MemberNames", modes),
             version=_value(options, f"{column}SchemaVersion", modes),
             inline_schema=_value(options, f"{column}Schema", modes),
-            message_name=_value(options, f"{column}MessageName", modes))
+            message_name=_value(options, f"{column}MessageName", modes),
+        )
         _check_column(spec, options, modes)
         specs[column] = spec
     url = options.get("schema.registry.url")
     registry = None
     if url is not None and str(url).strip():
         from ..registry.settings import RegistrySettings
+
         registry = RegistrySettings.from_options(options)
     for spec in specs.values():
         if spec.has_schema and registry is None and spec.inline_schema is None:
             raise ConfigurationError(
                 f"Option '{spec.option('Format')}'='{spec.format}' needs a schema: set "
                 "'schema.registry.url' (.option(\"schema.registry.url\", "
-                f"\"http://registry:8081\")) or an inline schema in '{spec.option('Schema')}'")
+                f"\"http://registry:8081\")) or an inline schema in '{spec.option('Schema')}'"
+            )
         if spec.format == "protobuf" and registry is None:
             raise ConfigurationError(
                 f"Option '{spec.option('Format')}'='protobuf' needs 'schema.registry.url': "
                 "Protobuf schemas are read from the registry as compiled descriptors "
-                f"('{spec.option('Schema')}' takes Avro or JSON Schema text only)")
+                f"('{spec.option('Schema')}' takes Avro or JSON Schema text only)"
+            )
     if all(spec.format == "binary" for spec in specs.values()):
         return None
     return TypedColumnsSpec(
-        value=specs["value"], key=specs["key"], mode=mode,
+        value=specs["value"],
+        key=specs["key"],
+        mode=mode,
         registry=registry,
-        auto_register=auto_register if WRITE in modes else False)
+        auto_register=auto_register if WRITE in modes else False,
+    )
 
 
 def _check_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
@@ -107,28 +119,34 @@ def _check_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
         if spec.message_name is not None and spec.format != "protobuf":
             raise ConfigurationError(
                 f"Option '{spec.option('MessageName')}' applies to "
-                f"{spec.option('Format')}=protobuf only (it is '{spec.format}'): remove it")
+                f"{spec.option('Format')}=protobuf only (it is '{spec.format}'): remove it"
+            )
         if spec.inline_schema is not None and spec.subject is not None and WRITE not in modes:
             # (a write registers the inline schema under the subject)
             raise ConfigurationError(
                 f"Options '{spec.option('Schema')}' and '{spec.option('Subject')}' both name "
-                f"the {spec.column} schema: keep one")
+                f"the {spec.column} schema: keep one"
+            )
         if spec.subjects is not None:
             _check_several_subjects(spec, options)
-        if spec.option("MemberNames").lower() in options and spec.format != "avro" \
-                and spec.subjects is None:
+        if (
+            spec.option("MemberNames").lower() in options
+            and spec.format != "avro"
+            and spec.subjects is None
+        ):
             raise ConfigurationError(
                 f"Option '{spec.option('MemberNames')}' applies to {spec.option('Format')}=avro "
                 f"and to '{spec.option('Subjects')}' only (it is '{spec.format}' with one "
-                "subject): remove it")
+                "subject): remove it"
+            )
         return
-    for stem in ("Subject", "Subjects", "SchemaVersion", "Schema", "MessageName",
-                 "MemberNames"):
+    for stem in ("Subject", "Subjects", "SchemaVersion", "Schema", "MessageName", "MemberNames"):
         if spec.option(stem).lower() in options:
             raise ConfigurationError(
                 f"Option '{spec.option(stem)}' has no effect while '{spec.option('Format')}' "
                 f"is '{spec.format}': set {spec.option('Format')} to avro, protobuf or json, "
-                "or remove the option")
+                "or remove the option"
+            )
 
 
 def _check_several_subjects(spec: ColumnFormatSpec, options: dict) -> None:
@@ -138,5 +156,10 @@ def _check_several_subjects(spec: ColumnFormatSpec, options: dict) -> None:
             raise ConfigurationError(
                 f"Options '{option}' and '{spec.option(stem)}' both choose the "
                 f"{spec.column} schema ('{option}' reads each subject's latest version"
-                + (", its message the one the subject is named after, else the first"
-                   if stem == "MessageName" else "") + "): keep one")
+                + (
+                    ", its message the one the subject is named after, else the first"
+                    if stem == "MessageName"
+                    else ""
+                )
+                + "): keep one"
+            )

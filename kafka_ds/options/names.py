@@ -5,6 +5,7 @@ strictness comes from (the option, else ``$KAFKA_DS_STRICT_OPTIONS``).
 A mistyped name (``startingOffset``) would otherwise be ignored without a word and the query
 run on the default. The check itself is :func:`kafka_ds.options.registry.check_option_names`.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,12 +18,15 @@ from .core import READ_WRITE, Option, boolean
 STRICT_ENV = "KAFKA_DS_STRICT_OPTIONS"
 
 STRICT = Option(
-    "strictOptions", READ_WRITE,
+    "strictOptions",
+    READ_WRITE,
     "An option name kafka_ds does not know (e.g. `startingOffset`) fails the query at "
     "planning instead of being ignored with a warning naming the closest known options. "
     f"Unset: `${STRICT_ENV}` of the planning Python worker (e.g. "
     f"`spark.executorEnv.{STRICT_ENV}=true`), else `false`.",
-    boolean, False)
+    boolean,
+    False,
+)
 
 # Options Spark itself puts into a data source's options (lower case, as they arrive):
 # load(path)/save(path)/start(path) add 'path'; writeStream adds 'checkpointLocation', and
@@ -43,5 +47,6 @@ def strictness(options: dict) -> str:
         strict = boolean(env)
     except ValueError as exc:
         raise ConfigurationError(
-            f"Environment variable {STRICT_ENV} must be {exc}, got {env!r}") from None
+            f"Environment variable {STRICT_ENV} must be {exc}, got {env!r}"
+        ) from None
     return f"environment variable {STRICT_ENV} is true" if strict else ""

@@ -2,12 +2,13 @@
 Spark's precedence, parsed into an :class:`OffsetSpec`, and Spark's check that explicit
 start and end offsets agree.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ConfigurationError
 from ..client.reads import EARLIEST, LATEST
+from ..errors import ConfigurationError
 from .core import closest, did_you_mean, parse_int, parse_json
 
 
@@ -24,9 +25,9 @@ class OffsetSpec:
 
     kind: str
     option: str
-    offsets: tuple = ()   # ((topic, partition), value) pairs
+    offsets: tuple = ()  # ((topic, partition), value) pairs
     timestamp: int = 0
-    topic_offsets: tuple = ()   # ((topic, -2 | -1), ...), kind "specific" only
+    topic_offsets: tuple = ()  # ((topic, -2 | -1), ...), kind "specific" only
 
     def as_dict(self) -> dict:
         return dict(self.offsets)
@@ -63,11 +64,13 @@ def _partition_json(options, key, allow_earliest, allow_latest) -> tuple:
         if offset == EARLIEST and not allow_earliest:
             raise ConfigurationError(
                 f"ending offset for {where} can't be earliest for batch queries on Kafka "
-                f"(option '{key}'); use an explicit offset or -1 / \"latest\"")
+                f"(option '{key}'); use an explicit offset or -1 / \"latest\""
+            )
         if offset == LATEST and not allow_latest:
             raise ConfigurationError(
                 f"startingOffsets for {where} can't be latest for batch queries on Kafka "
-                f"(option '{key}'); use -2 / \"earliest\" or an explicit offset")
+                f"(option '{key}'); use -2 / \"earliest\" or an explicit offset"
+            )
 
     for topic, parts in value.items():
         if isinstance(parts, str):
@@ -75,7 +78,8 @@ def _partition_json(options, key, allow_earliest, allow_latest) -> tuple:
             if word not in ("earliest", "latest"):
                 raise ConfigurationError(
                     f"Option '{key}': topic {topic!r} maps to {parts!r}; a topic-level value must "
-                    f"be \"earliest\" or \"latest\", like {example}")
+                    f'be "earliest" or "latest", like {example}'
+                )
             offset = EARLIEST if word == "earliest" else LATEST
             check(offset, f"topic {topic}")
             topic_pairs.append((topic, offset))
@@ -83,15 +87,23 @@ def _partition_json(options, key, allow_earliest, allow_latest) -> tuple:
         if not isinstance(parts, dict):
             raise ConfigurationError(
                 f"Option '{key}': topic {topic!r} must map partitions to offsets, or be "
-                f"\"earliest\" / \"latest\", like {example}")
+                f'"earliest" / "latest", like {example}'
+            )
         for part, offset in parts.items():
-            if not str(part).lstrip("-").isdigit() or not isinstance(offset, int) or isinstance(offset, bool):
+            if (
+                not str(part).lstrip("-").isdigit()
+                or not isinstance(offset, int)
+                or isinstance(offset, bool)
+            ):
                 raise ConfigurationError(
                     f"Option '{key}': partition {part!r} of topic {topic!r} must map to an "
-                    f"integer, like {example}")
+                    f"integer, like {example}"
+                )
             check(offset, f"{topic}-{part}")
             if offset < -2:
-                raise ConfigurationError(f"Option '{key}': invalid offset {offset} for {topic}-{part}")
+                raise ConfigurationError(
+                    f"Option '{key}': invalid offset {offset} for {topic}-{part}"
+                )
             pairs.append(((topic, int(part)), offset))
     return tuple(sorted(pairs)), tuple(sorted(topic_pairs))
 
@@ -114,7 +126,8 @@ def parse_offset_spec(options, *, start: bool, streaming: bool | None) -> Offset
                 raise ConfigurationError(
                     f"{what} not valid in streaming queries: Option '{key}' is for batch queries "
                     "only; a streaming query has no end. Remove it, or use spark.read for a "
-                    "bounded read.")
+                    "bounded read."
+                )
         return OffsetSpec("latest", "endingOffsets")
     global_key = f"{prefix}Timestamp"
     by_ts_key = f"{prefix}OffsetsByTimestamp"
@@ -122,22 +135,28 @@ def parse_offset_spec(options, *, start: bool, streaming: bool | None) -> Offset
     if global_key.lower() in options:
         ts = parse_int(options, global_key)
         if ts < 0:
-            raise ConfigurationError(f"Option '{global_key}' must be epoch milliseconds >= 0, got {ts}")
+            raise ConfigurationError(
+                f"Option '{global_key}' must be epoch milliseconds >= 0, got {ts}"
+            )
         return OffsetSpec("global_timestamp", global_key, timestamp=ts)
     if by_ts_key.lower() in options:
         value = parse_json(options, by_ts_key)
         pairs = []
         if not isinstance(value, dict):
             raise ConfigurationError(
-                f"Option '{by_ts_key}' must be JSON like {{\"topicA\":{{\"0\":1700000000000}}}}")
+                f'Option \'{by_ts_key}\' must be JSON like {{"topicA":{{"0":1700000000000}}}}'
+            )
         for topic, parts in value.items():
             if not isinstance(parts, dict):
-                raise ConfigurationError(f"Option '{by_ts_key}': topic {topic!r} must map partitions "
-                                         "to epoch milliseconds")
+                raise ConfigurationError(
+                    f"Option '{by_ts_key}': topic {topic!r} must map partitions "
+                    "to epoch milliseconds"
+                )
             for part, ts in parts.items():
                 if not str(part).isdigit() or not isinstance(ts, int) or ts < 0:
                     raise ConfigurationError(
-                        f"Option '{by_ts_key}': {topic}-{part} must map to epoch milliseconds >= 0")
+                        f"Option '{by_ts_key}': {topic}-{part} must map to epoch milliseconds >= 0"
+                    )
                 pairs.append(((topic, int(part)), ts))
         return OffsetSpec("timestamp", by_ts_key, offsets=tuple(sorted(pairs)))
     raw = options.get(offsets_key.lower())
@@ -152,29 +171,35 @@ def parse_offset_spec(options, *, start: bool, streaming: bool | None) -> Offset
             raise ConfigurationError(
                 "ending offset can't be earliest for batch queries on Kafka: Option "
                 "'endingOffsets' cannot be 'earliest' (that reads nothing); use 'latest' or a JSON "
-                "of offsets")
+                "of offsets"
+            )
         return OffsetSpec("earliest", offsets_key)
     if lowered == "latest":
         if start and not streaming:
             raise ConfigurationError(
                 "starting offset can't be latest for batch queries on Kafka: Option "
                 "'startingOffsets' cannot be 'latest' for a batch query (that reads nothing); use "
-                "'earliest' or a JSON of offsets")
+                "'earliest' or a JSON of offsets"
+            )
         return OffsetSpec("latest", offsets_key)
     if lowered == "group":
         if not start or not streaming:
             raise ConfigurationError(
-                f"Option '{offsets_key}'='group' is only for streaming starting offsets")
+                f"Option '{offsets_key}'='group' is only for streaming starting offsets"
+            )
         return OffsetSpec("group", offsets_key)
     if not text.startswith("{"):
         allowed = "'earliest', 'latest', 'group' or JSON" if streaming else "'earliest' or JSON"
         words = ("earliest", "latest", "group") if streaming else ("earliest",)
         if not start:
             allowed, words = "'latest' or JSON", ("latest",)
-        raise ConfigurationError(f"Option '{offsets_key}' must be {allowed}, got {raw!r}"
-                                 f"{did_you_mean(closest(text, words))}")
-    pairs, topic_pairs = _partition_json(options, offsets_key, allow_earliest=start,
-                                         allow_latest=(not start) or streaming)
+        raise ConfigurationError(
+            f"Option '{offsets_key}' must be {allowed}, got {raw!r}"
+            f"{did_you_mean(closest(text, words))}"
+        )
+    pairs, topic_pairs = _partition_json(
+        options, offsets_key, allow_earliest=start, allow_latest=(not start) or streaming
+    )
     return OffsetSpec("specific", offsets_key, offsets=pairs, topic_offsets=topic_pairs)
 
 
@@ -188,23 +213,30 @@ def check_offset_consistency(starting: OffsetSpec, ending: OffsetSpec) -> None:
     what = "offset" if starting.kind == "specific" else "timestamp"
     start, end = starting.as_dict(), ending.as_dict()
     start_topics, end_topics = starting.topic_dict(), ending.topic_dict()
-    unmatched = ([tp for tp in start if tp not in end and tp[0] not in end_topics]
-                 + [tp for tp in end if tp not in start and tp[0] not in start_topics])
+    unmatched = [tp for tp in start if tp not in end and tp[0] not in end_topics] + [
+        tp for tp in end if tp not in start and tp[0] not in start_topics
+    ]
     named_start = {tp[0] for tp in start} | set(start_topics)
     named_end = {tp[0] for tp in end} | set(end_topics)
     if unmatched or set(start_topics) - named_end or set(end_topics) - named_start:
+
         def names(partitions, topics):
-            return ", ".join([f"{t}-{p}" for t, p in sorted(partitions)]
-                             + [f"{t} (all partitions)" for t in sorted(topics)])
+            return ", ".join(
+                [f"{t}-{p}" for t, p in sorted(partitions)]
+                + [f"{t} (all partitions)" for t in sorted(topics)]
+            )
+
         raise ConfigurationError(
             f"The specified start {what} and end {what} should have the same topic-partitions. "
             f"Topic-partitions for start {what} ('{starting.option}'): "
             f"[{names(start, start_topics)}], topic-partitions for end {what} "
-            f"('{ending.option}'): [{names(end, end_topics)}].")
+            f"('{ending.option}'): [{names(end, end_topics)}]."
+        )
     for tp, first in sorted(start.items()):
         last = end.get(tp)
         if last is not None and first >= 0 and last >= 0 and first > last:
             raise ConfigurationError(
                 f"The specified start {what} {first} is greater than the end {what} {last} for "
                 f"topic {tp[0]} partition {tp[1]} (options '{starting.option}' and "
-                f"'{ending.option}').")
+                f"'{ending.option}')."
+            )

@@ -1,10 +1,12 @@
 """The whole read configuration: every read option parsed, checked against the others and
 gathered into one frozen :class:`ReadOptions`, built on the driver.
 """
+
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from ..client.config import DEFAULT_CLIENT_CONFIG as CLIENT
 from ..client.config import ClientConfig
@@ -14,11 +16,16 @@ from .core import BATCH, READ, STREAM, fields_of, lower_keys
 from .formats import TypedColumnsSpec, parse_typed_columns
 from .offset_spec import OffsetSpec, check_offset_consistency, parse_offset_spec
 from .registry import (
-    check_kafka_settings, check_option_names, declared_values, default_of, warn_ignored,
+    check_kafka_settings,
+    check_option_names,
+    declared_values,
+    default_of,
+    warn_ignored,
 )
 from .subscription import Subscription, parse_subscription
 
-log = logging.getLogger(__package__)   # the package's logger (see .registry)
+log = logging.getLogger(__package__)  # the package's logger (see .registry)
+
 
 @dataclass(frozen=True)
 class ReadOptions:
@@ -37,11 +44,11 @@ class ReadOptions:
     max_partition_fetch_bytes: int = default_of("kafka.max.partition.fetch.bytes")
     fetch_max_bytes: int = default_of("kafka.fetch.max.bytes")
     fetch_max_wait_ms: int = default_of("kafka.fetch.max.wait.ms")
-    poll_timeout_ms: int = default_of("kafkaConsumer.pollTimeoutMs")   # budget of one Fetch
+    poll_timeout_ms: int = default_of("kafkaConsumer.pollTimeoutMs")  # budget of one Fetch
     latest_via_fetch: bool = default_of("latestOffsetsVia")
     timestamp_offsets_via: str = default_of("timestampOffsetsVia")
     push_filters: bool = default_of("pushFilters")
-    client: ClientConfig = CLIENT    # built on the driver; executors use it as is
+    client: ClientConfig = CLIENT  # built on the driver; executors use it as is
     # streaming
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
@@ -54,7 +61,7 @@ class ReadOptions:
     # typed key/value (valueFormat, keyFormat): the options, and on the driver the resolved
     # schemas and codecs (kafka_ds.read.typed_columns.TypedColumns) that the tasks decode with
     typed_spec: TypedColumnsSpec | None = None
-    typed: object = None
+    typed: Any = None  # Any: options/ cannot import read/ (it sits below it)
 
     def subscribed_topics(self) -> list | None:
         """The topics a read names explicitly (None for a pattern)."""
@@ -65,8 +72,9 @@ class ReadOptions:
         return None
 
 
-def parse_read_options(raw_options, *, streaming: bool | None,
-                       report_unknown: bool = True) -> ReadOptions:
+def parse_read_options(
+    raw_options, *, streaming: bool | None, report_unknown: bool = True
+) -> ReadOptions:
     """Validate every read option. ``streaming=None``: the checks common to both modes.
     ``report_unknown=False``: unknown option names were warned about already."""
     options = lower_keys(raw_options)
@@ -83,25 +91,34 @@ def parse_read_options(raw_options, *, streaming: bool | None,
         raise ConfigurationError(
             f"The value of minOffsetPerTrigger({min_offsets}) is higher than the "
             f"maxOffsetsPerTrigger({max_offsets}): option 'minOffsetsPerTrigger' must not "
-            "exceed 'maxOffsetsPerTrigger'")
+            "exceed 'maxOffsetsPerTrigger'"
+        )
     if streaming is False:
         check_offset_consistency(starting, ending)
     if subscription.kind == "assign" and starting.kind == "specific":
-        missing = set(subscription.assignment) - set(starting.for_partitions(subscription.assignment))
+        missing = set(subscription.assignment) - set(
+            starting.for_partitions(subscription.assignment)
+        )
         if missing:
             raise ConfigurationError(
                 f"Option 'startingOffsets' must give an offset for every assigned partition; "
-                f"missing {sorted(missing)} (use -2 for earliest, -1 for latest)")
+                f"missing {sorted(missing)} (use -2 for earliest, -1 for latest)"
+            )
     if starting.kind == "group" and not values["group_id"]:
         raise ConfigurationError(
             "Option 'startingOffsets'='group' needs option 'kafka.group.id': the group whose "
-            "committed offsets the query starts from")
+            "committed offsets the query starts from"
+        )
     if streaming is not None:
         warn_ignored(options, modes)
     if streaming and values["group_id"] and "groupidprefix" in options:
         log.warning("Option groupIdPrefix will be ignored as option kafka.group.id has been set.")
     return ReadOptions(
-        bootstrap_servers=bootstrap, subscription=subscription, starting=starting,
-        ending=ending, typed_spec=parse_typed_columns(options, modes),
+        bootstrap_servers=bootstrap,
+        subscription=subscription,
+        starting=starting,
+        ending=ending,
+        typed_spec=parse_typed_columns(options, modes),
         client=ClientConfig(**fields_of(ClientConfig, values, security=parse_security(options))),
-        **fields_of(ReadOptions, values))
+        **fields_of(ReadOptions, values),
+    )

@@ -3,6 +3,7 @@ table's; the security options, ``SECURITY_OPTIONS``, have a table of their own),
 one looked up by lower-cased name in ``BY_NAME``; the Kafka settings rejected outright,
 ``FORBIDDEN``; and the checks and look-ups that go through them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,8 +22,14 @@ from .write_declarations import WRITE_OPTIONS
 # 'kafka_ds.options' sees the same records.
 log = logging.getLogger(__package__)
 
-OPTIONS: tuple[Option, ...] = (BOOTSTRAP, *READ_OPTIONS, *CLIENT_OPTIONS, *WRITE_OPTIONS,
-                               *FORMAT_OPTIONS, STRICT)
+OPTIONS: tuple[Option, ...] = (
+    BOOTSTRAP,
+    *READ_OPTIONS,
+    *CLIENT_OPTIONS,
+    *WRITE_OPTIONS,
+    *FORMAT_OPTIONS,
+    STRICT,
+)
 
 # The security options have a table of their own (docs/security.md), so they are not in
 # OPTIONS; BY_NAME knows every declared option.
@@ -31,45 +38,80 @@ BY_NAME = {option.name.lower(): option for option in (*OPTIONS, *SECURITY_OPTION
 
 FORBIDDEN: tuple[Forbidden, ...] = (
     # Spark's KafkaSourceProvider rejects these for every source.
-    Forbidden("kafka.auto.offset.reset", READ,
-              "; Structured Streaming manages which offsets are consumed",
-              "set the source option 'startingOffsets' to 'earliest' or 'latest' "
-              "(or 'group') instead"),
-    Forbidden("kafka.key.deserializer", READ,
-              " as keys are deserialized as byte arrays",
-              "keys are read as binary unless 'keyFormat' says how to decode them (string, avro, "
-              "protobuf or json)"),
-    Forbidden("kafka.value.deserializer", READ,
-              " as values are deserialized as byte arrays",
-              "values are read as binary unless 'valueFormat' says how to decode them (string, "
-              "avro, protobuf or json)"),
-    Forbidden("kafka.enable.auto.commit", READ, "",
-              "the source does not commit through the consumer; set 'kafka.group.id' and it "
-              "commits each finished streaming batch itself"),
+    Forbidden(
+        "kafka.auto.offset.reset",
+        READ,
+        "; Structured Streaming manages which offsets are consumed",
+        "set the source option 'startingOffsets' to 'earliest' or 'latest' (or 'group') instead",
+    ),
+    Forbidden(
+        "kafka.key.deserializer",
+        READ,
+        " as keys are deserialized as byte arrays",
+        "keys are read as binary unless 'keyFormat' says how to decode them (string, avro, "
+        "protobuf or json)",
+    ),
+    Forbidden(
+        "kafka.value.deserializer",
+        READ,
+        " as values are deserialized as byte arrays",
+        "values are read as binary unless 'valueFormat' says how to decode them (string, "
+        "avro, protobuf or json)",
+    ),
+    Forbidden(
+        "kafka.enable.auto.commit",
+        READ,
+        "",
+        "the source does not commit through the consumer; set 'kafka.group.id' and it "
+        "commits each finished streaming batch itself",
+    ),
     # (Spark's sink hands this one to its Java producer; there is no JVM here.)
-    Forbidden("kafka.interceptor.classes", READ_WRITE, "",
-              "interceptors are not supported; transform the DataFrame instead"),
+    Forbidden(
+        "kafka.interceptor.classes",
+        READ_WRITE,
+        "",
+        "interceptors are not supported; transform the DataFrame instead",
+    ),
     # Spark's sink rejects these.
-    Forbidden("kafka.key.serializer", frozenset({WRITE}), " as keys are serialized as bytes",
-              "the key column must be binary or string, or 'keyFormat' names how to encode it "
-              "(avro, protobuf or json)"),
-    Forbidden("kafka.value.serializer", frozenset({WRITE}), " as values are serialized as bytes",
-              "the value column must be binary or string, or 'valueFormat' names how to encode "
-              "it (avro, protobuf or json)"),
+    Forbidden(
+        "kafka.key.serializer",
+        frozenset({WRITE}),
+        " as keys are serialized as bytes",
+        "the key column must be binary or string, or 'keyFormat' names how to encode it "
+        "(avro, protobuf or json)",
+    ),
+    Forbidden(
+        "kafka.value.serializer",
+        frozenset({WRITE}),
+        " as values are serialized as bytes",
+        "the value column must be binary or string, or 'valueFormat' names how to encode "
+        "it (avro, protobuf or json)",
+    ),
     # Spark hands these Java classes to its producer; there is no JVM here.
-    Forbidden("kafka.partitioner.class", frozenset({WRITE}), "",
-              "custom partitioners are not supported; compute a 'partition' column instead "
-              "(rows with a null partition use the Java default partitioner)"),
-    Forbidden("kafka.transactional.id", frozenset({WRITE}), "",
-              "set .option('deliveryGuarantee', 'exactly-once') for transactional writes (each "
-              "task then uses the id '<transactionalIdPrefix>-<task>'; set "
-              "'transactionalIdPrefix' to choose the prefix)"),
+    Forbidden(
+        "kafka.partitioner.class",
+        frozenset({WRITE}),
+        "",
+        "custom partitioners are not supported; compute a 'partition' column instead "
+        "(rows with a null partition use the Java default partitioner)",
+    ),
+    Forbidden(
+        "kafka.transactional.id",
+        frozenset({WRITE}),
+        "",
+        "set .option('deliveryGuarantee', 'exactly-once') for transactional writes (each "
+        "task then uses the id '<transactionalIdPrefix>-<task>'; set "
+        "'transactionalIdPrefix' to choose the prefix)",
+    ),
 )
 
 
 def _modes_text(modes: frozenset) -> str:
-    return {frozenset({BATCH}): "batch queries", frozenset({STREAM}): "streaming queries",
-            frozenset({WRITE}): "writes"}.get(modes, "reads")
+    return {
+        frozenset({BATCH}): "batch queries",
+        frozenset({STREAM}): "streaming queries",
+        frozenset({WRITE}): "writes",
+    }.get(modes, "reads")
 
 
 def check_kafka_settings(options: dict, modes: frozenset, *, log_unused: bool = True) -> None:
@@ -88,16 +130,22 @@ def check_kafka_settings(options: dict, modes: frozenset, *, log_unused: bool = 
         if key.startswith("kafka.") and not (option and option.applies & modes):
             unused.append(key)
     if unused and log_unused:
-        log.warning("kafka_ds does not use these Kafka settings in %s; they have no effect: %s",
-                    _modes_text(modes), ", ".join(unused))
+        log.warning(
+            "kafka_ds does not use these Kafka settings in %s; they have no effect: %s",
+            _modes_text(modes),
+            ", ".join(unused),
+        )
 
 
 def unknown_option_names(options: dict) -> list[str]:
     """The keys of ``options`` (lower-cased) that nothing knows: no declaration (of any
     mode: those of another mode are :func:`warn_ignored`), not ``kafka.*`` (see
     :func:`check_kafka_settings`), not put there by Spark."""
-    return sorted(key for key in options if key not in BY_NAME and key not in SPARK_INJECTED
-                  and not key.startswith("kafka."))
+    return sorted(
+        key
+        for key in options
+        if key not in BY_NAME and key not in SPARK_INJECTED and not key.startswith("kafka.")
+    )
 
 
 def check_option_names(options: dict, *, report: bool = True) -> None:
@@ -109,19 +157,25 @@ def check_option_names(options: dict, *, report: bool = True) -> None:
     if not unknown:
         return
     names = [option.name for option in OPTIONS]
-    found = [f"Option '{key}' is not a pykafka option{did_you_mean(closest(key, names, 3)) or '.'}"
-             for key in unknown]
+    found = [
+        f"Option '{key}' is not a pykafka option{did_you_mean(closest(key, names, 3)) or '.'}"
+        for key in unknown
+    ]
     if why:
         raise ConfigurationError(
             " ".join(found) + f" Unknown options fail the query as {why}: correct the "
-            "name (see kafka_ds's option table, docs/options.md), or remove the option.")
+            "name (see kafka_ds's option table, docs/options.md), or remove the option."
+        )
     if report:
         for message in found:
             # Spark's Python worker logs: the console of local mode, the driver's log, and
             # spark.tvf.python_worker_logs() with spark.sql.pyspark.worker.logging.enabled.
-            log.warning("%s It is ignored, as Spark ignores options it does not know; "
-                        ".option(\"strictOptions\", \"true\") makes unknown options fail the "
-                        "query.", message)
+            log.warning(
+                "%s It is ignored, as Spark ignores options it does not know; "
+                '.option("strictOptions", "true") makes unknown options fail the '
+                "query.",
+                message,
+            )
 
 
 def warn_ignored(options: dict, modes: frozenset) -> None:
@@ -129,8 +183,12 @@ def warn_ignored(options: dict, modes: frozenset) -> None:
     for key in options:
         option = BY_NAME.get(key)
         if option and not key.startswith("kafka.") and not option.applies & modes:
-            log.warning("%s option ignored in %s (it applies to %s)", option.name,
-                        _modes_text(modes), option.markdown_applies())
+            log.warning(
+                "%s option ignored in %s (it applies to %s)",
+                option.name,
+                _modes_text(modes),
+                option.markdown_applies(),
+            )
 
 
 def declared_values(options: dict, modes: frozenset) -> dict[str, Any]:
@@ -140,12 +198,12 @@ def declared_values(options: dict, modes: frozenset) -> dict[str, Any]:
     for option in OPTIONS:
         if option.field is None:
             continue
-        values[option.field] = (option.value(options, modes) if option.applies & modes
-                                else option.default_for(modes))
+        values[option.field] = (
+            option.value(options, modes) if option.applies & modes else option.default_for(modes)
+        )
     return values
 
 
 def default_of(name: str, modes: frozenset = READ):
     """The parsed default of option ``name`` in ``modes`` (the dataclasses' field defaults)."""
     return BY_NAME[name.lower()].default_for(modes)
-

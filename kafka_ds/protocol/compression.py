@@ -24,6 +24,7 @@ without an intermediate ``bytes`` per batch.  The into-buffer fast paths use
 ``lz4.frame`` / ``zstandard`` / ``python-snappy`` packages are used otherwise
 and for compression.
 """
+
 from __future__ import annotations
 
 import struct
@@ -36,7 +37,7 @@ from ..errors import KafkaProtocolError
 try:  # pragma: no cover - exercised implicitly
     import cramjam as _cramjam
 except ImportError:  # pragma: no cover
-    _cramjam = None
+    _cramjam = None  # type: ignore[assignment]
 
 try:
     import lz4.frame as _lz4f
@@ -46,7 +47,7 @@ except ImportError:  # pragma: no cover
 try:
     import zstandard as _zstd
 except ImportError:  # pragma: no cover
-    _zstd = None
+    _zstd = None  # type: ignore[assignment]
 
 try:
     import snappy as _snappy
@@ -54,10 +55,22 @@ except ImportError:  # pragma: no cover
     _snappy = None
 
 __all__ = [
-    "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CODEC_NAMES",
-    "DEFAULT_MAX_DECOMPRESSED_SIZE", "codec_name", "codec_id",
-    "compress", "decompress", "decompress_into", "OutputBuffer",
-    "DecompressedSizeExceeded", "fix_legacy_lz4_header", "xxh32",
+    "NONE",
+    "GZIP",
+    "SNAPPY",
+    "LZ4",
+    "ZSTD",
+    "CODEC_NAMES",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "codec_name",
+    "codec_id",
+    "compress",
+    "decompress",
+    "decompress_into",
+    "OutputBuffer",
+    "DecompressedSizeExceeded",
+    "fix_legacy_lz4_header",
+    "xxh32",
     "XERIAL_MAGIC",
 ]
 
@@ -99,10 +112,12 @@ def codec_id(name) -> int:
         if key in _IDS:
             return _IDS[key]
     raise KafkaProtocolError(
-        f"unknown compression codec {name!r}; expected one of {', '.join(CODEC_NAMES)}")
+        f"unknown compression codec {name!r}; expected one of {', '.join(CODEC_NAMES)}"
+    )
 
 
 # --- growable output buffer -----------------------------------------------------
+
 
 class OutputBuffer:
     """A growable ``uint8`` numpy buffer that decompressions append to.
@@ -134,31 +149,32 @@ class OutputBuffer:
             new_cap = max(need, 2 * self.capacity, 1 << 16)
             new = np.empty(new_cap + self.SLACK, dtype=np.uint8)
             if self.size:
-                new[:self.size] = self.array[:self.size]
+                new[: self.size] = self.array[: self.size]
             self.array = new
 
     def free_view(self, limit: int):
         """A writable numpy view of at most ``limit`` free bytes after ``size``."""
-        return self.array[self.size:self.size + limit]
+        return self.array[self.size : self.size + limit]
 
     def append(self, data) -> None:
         n = len(data)
         self.reserve(n)
-        self.array[self.size:self.size + n] = np.frombuffer(data, dtype=np.uint8)
+        self.array[self.size : self.size + n] = np.frombuffer(data, dtype=np.uint8)
         self.size += n
 
     def pad(self) -> None:
         """Zero the slack bytes after ``size`` (for readers that over-read)."""
-        self.array[self.size:self.size + self.SLACK] = 0
+        self.array[self.size : self.size + self.SLACK] = 0
 
     def view(self):
-        return self.array[:self.size]
+        return self.array[: self.size]
 
     def tobytes(self) -> bytes:
-        return self.array[:self.size].tobytes()
+        return self.array[: self.size].tobytes()
 
 
 # --- helpers --------------------------------------------------------------------
+
 
 class DecompressedSizeExceeded(KafkaProtocolError):
     """Decompressed output would exceed ``max_size`` (likely a decompression bomb)."""
@@ -167,7 +183,8 @@ class DecompressedSizeExceeded(KafkaProtocolError):
 def _too_large(codec: int, max_size: int) -> KafkaProtocolError:
     return DecompressedSizeExceeded(
         f"{CODEC_NAMES[codec]} data decompresses to more than max_size={max_size} bytes "
-        "(decompression bomb or max size too small)")
+        "(decompression bomb or max size too small)"
+    )
 
 
 def _corrupt(codec: int, exc) -> KafkaProtocolError:
@@ -181,7 +198,7 @@ def _is_output_full(exc) -> bool:
 
 def _bytes_view(data):
     if isinstance(data, np.ndarray):
-        return memoryview(data).cast("B")
+        return data.data.cast("B")
     mv = memoryview(data)
     if mv.format != "B" or mv.ndim != 1:
         mv = mv.cast("B")
@@ -251,10 +268,11 @@ def fix_legacy_lz4_header(data) -> bytes:
     if len(data) <= desc_end:
         return data
     hc = (xxh32(data[4:desc_end]) >> 8) & 0xFF
-    return data[:desc_end] + bytes([hc]) + data[desc_end + 1:]
+    return data[:desc_end] + bytes([hc]) + data[desc_end + 1 :]
 
 
 # --- per-codec decompression into an OutputBuffer -------------------------------
+
 
 def _gzip_into(data, out: OutputBuffer, max_size: int) -> int:
     start = out.size
@@ -335,7 +353,7 @@ def _snappy_into(data, out: OutputBuffer, max_size: int) -> int:
             pos += 4
             if blen < 0 or pos + blen > end:
                 raise _corrupt(SNAPPY, f"xerial block length {blen} exceeds the data")
-            total += _snappy_raw_into(mv[pos:pos + blen], out, max_size - total)
+            total += _snappy_raw_into(mv[pos : pos + blen], out, max_size - total)
             pos += blen
     except DecompressedSizeExceeded:
         out.size = start
@@ -373,7 +391,7 @@ def _zstd_into(data, out: OutputBuffer, max_size: int) -> int:
         raw = bytearray()
         mv = _bytes_view(data)
         for i in range(0, len(mv), 4096):
-            raw += dobj.decompress(mv[i:i + 4096])
+            raw += dobj.decompress(mv[i : i + 4096])
             if len(raw) > max_size:
                 raise _too_large(ZSTD, max_size)
         if not dobj.eof:
@@ -412,9 +430,14 @@ def _cramjam_into(fn, codec: int, data, out: OutputBuffer, max_size: int) -> int
         return got
 
 
-def decompress_into(codec: int, data, out: OutputBuffer, *,
-                    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-                    legacy_lz4: bool = False) -> int:
+def decompress_into(
+    codec: int,
+    data,
+    out: OutputBuffer,
+    *,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    legacy_lz4: bool = False,
+) -> int:
     """Append the decompressed ``data`` to ``out``; return the byte count.
 
     On error ``out.size`` is left where it was.
@@ -445,8 +468,9 @@ def decompress_into(codec: int, data, out: OutputBuffer, *,
     raise KafkaProtocolError(f"unknown compression codec id {codec!r}")
 
 
-def decompress(codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE, *,
-               legacy_lz4: bool = False) -> bytes:
+def decompress(
+    codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE, *, legacy_lz4: bool = False
+) -> bytes:
     """Decompress ``data`` (bytes-like) compressed with ``codec``; capped at ``max_size``."""
     if codec == NONE:
         if len(data) > max_size:
@@ -458,6 +482,7 @@ def decompress(codec: int, data, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE, 
 
 
 # --- compression ------------------------------------------------------------------
+
 
 def _snappy_raw(data) -> bytes:
     if _cramjam is not None:
@@ -483,15 +508,19 @@ def compress(codec: int, data, level: int | None = None, *, xerial: bool = True)
             return _snappy_raw(mv)
         parts = [_XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1)]
         for i in range(0, len(mv), _XERIAL_BLOCK_SIZE):
-            block = _snappy_raw(mv[i:i + _XERIAL_BLOCK_SIZE])
+            block = _snappy_raw(mv[i : i + _XERIAL_BLOCK_SIZE])
             parts.append(_INT32.pack(len(block)))
             parts.append(block)
         return b"".join(parts)
     if codec == LZ4:
         return _lz4f.compress(
-            mv, compression_level=0 if level is None else level,
-            block_size=_lz4f.BLOCKSIZE_MAX64KB, block_linked=False,
-            content_checksum=False, store_size=False)
+            mv,
+            compression_level=0 if level is None else level,
+            block_size=_lz4f.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
     if codec == ZSTD:
         return _zstd.ZstdCompressor(level=3 if level is None else level).compress(mv)
     raise KafkaProtocolError(f"unknown compression codec id {codec!r}")

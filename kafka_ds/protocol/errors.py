@@ -23,6 +23,7 @@ The exception hierarchy (:class:`~kafka_ds.errors.KafkaError`,
 :class:`~kafka_ds.errors.BrokerError`, ...) is defined in :mod:`kafka_ds.errors`, the one
 public module; this module adds one class per code below :class:`BrokerError`.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -39,6 +40,7 @@ class ErrorSpec(NamedTuple):
 
 
 # (code, name, retriable, invalid_metadata, description)
+# fmt: off
 _ROWS = [
     (-1, "UNKNOWN_SERVER_ERROR", False, False, "The server experienced an unexpected error when processing the request."),
     (0, "NONE", False, False, "No error."),
@@ -178,6 +180,7 @@ _ROWS = [
     (132, "STREAMS_TOPOLOGY_FENCED", False, False, "The supplied topology epoch is outdated."),
     (133, "SHARE_SESSION_LIMIT_REACHED", True, False, "The limit of share sessions has been reached."),
 ]
+# fmt: on
 ERROR_TABLE: tuple[ErrorSpec, ...] = tuple(ErrorSpec(*row) for row in _ROWS)
 del _ROWS
 
@@ -189,27 +192,54 @@ def class_name(name: str) -> str:
 
 def _make_class(spec: ErrorSpec, base: type[BrokerError] = BrokerError) -> type[BrokerError]:
     bases = (base, RetriableError) if spec.retriable else (base,)
-    return type(class_name(spec.name), bases, {
-        "code": spec.code, "name": spec.name, "retriable": spec.retriable,
-        "invalid_metadata": spec.invalid_metadata, "description": spec.description,
-        "__doc__": f"Kafka error {spec.code} {spec.name}: {spec.description}",
-        "__module__": __name__,
-    })
+    return type(
+        class_name(spec.name),
+        bases,
+        {
+            "code": spec.code,
+            "name": spec.name,
+            "retriable": spec.retriable,
+            "invalid_metadata": spec.invalid_metadata,
+            "description": spec.description,
+            "__doc__": f"Kafka error {spec.code} {spec.name}: {spec.description}",
+            "__module__": __name__,
+        },
+    )
 
 
 _BY_CODE: dict[int, type[BrokerError]] = {}
 _BY_NAME: dict[str, type[BrokerError]] = {}
 
 for _spec in ERROR_TABLE:
-    if _spec.code == 0:   # NONE is the absence of an error, not an exception
+    if _spec.code == 0:  # NONE is the absence of an error, not an exception
         continue
     _cls = _make_class(_spec)
     _BY_CODE[_spec.code] = _BY_NAME[_spec.name] = _cls
     globals()[_cls.__name__] = _cls
 del _spec, _cls
 
+# The classes kafka_ds imports by name, spelled out for the type checker (the loop above made
+# them all; these lines only name them).
+CoordinatorLoadInProgress = _BY_NAME["COORDINATOR_LOAD_IN_PROGRESS"]
+CoordinatorNotAvailable = _BY_NAME["COORDINATOR_NOT_AVAILABLE"]
+DuplicateSequenceNumber = _BY_NAME["DUPLICATE_SEQUENCE_NUMBER"]
+LeaderNotAvailable = _BY_NAME["LEADER_NOT_AVAILABLE"]
+MessageTooLarge = _BY_NAME["MESSAGE_TOO_LARGE"]
+NotCoordinator = _BY_NAME["NOT_COORDINATOR"]
+OffsetOutOfRange = _BY_NAME["OFFSET_OUT_OF_RANGE"]
+OutOfOrderSequenceNumber = _BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"]
+RecordListTooLarge = _BY_NAME["RECORD_LIST_TOO_LARGE"]
+UnknownTopicId = _BY_NAME["UNKNOWN_TOPIC_ID"]
+UnknownTopicOrPartition = _BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]
+UnsupportedSaslMechanism = _BY_NAME["UNSUPPORTED_SASL_MECHANISM"]
+UnsupportedVersion = _BY_NAME["UNSUPPORTED_VERSION"]
+
 __all__ = [
-    "ERROR_TABLE", "ErrorSpec", "error_for_code", "error_by_name", "raise_for_code",
+    "ERROR_TABLE",
+    "ErrorSpec",
+    "error_for_code",
+    "error_by_name",
+    "raise_for_code",
     "class_name",
     *(cls.__name__ for cls in _BY_CODE.values()),
 ]
@@ -221,9 +251,16 @@ def error_for_code(code: int) -> type[BrokerError]:
     if cls is None:
         if code == 0:
             raise ValueError("error code 0 (NONE) is not an error")
-        cls = _make_class(ErrorSpec(code, f"UNKNOWN_ERROR_CODE_{code}", False, False,
-                                    "Error code not in this client's table."),
-                          base=_BY_CODE[-1])
+        cls = _make_class(
+            ErrorSpec(
+                code,
+                f"UNKNOWN_ERROR_CODE_{code}",
+                False,
+                False,
+                "Error code not in this client's table.",
+            ),
+            base=_BY_CODE[-1],
+        )
         cls.__name__ = cls.__qualname__ = f"UnknownErrorCode{code}"
         _BY_CODE[code] = cls
     return cls
@@ -238,4 +275,3 @@ def raise_for_code(code: int, context: str = "") -> None:
     """Raise the error for ``code`` (with ``context`` in its message) unless it is 0."""
     if code:
         raise error_for_code(code)(context)
-

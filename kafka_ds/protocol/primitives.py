@@ -6,6 +6,7 @@ Every decoder raises :class:`KafkaProtocolError` (never ``IndexError`` or
 ``struct.error``) when the buffer is too short or a length is absurd, so that
 callers can wrap the error with context (topic, partition, offset).
 """
+
 from __future__ import annotations
 
 import struct
@@ -28,7 +29,8 @@ MAX_FIELD_LENGTH = 1 << 30
 def _need(buf, pos: int, size: int, what: str) -> None:
     if pos + size > len(buf):
         raise KafkaProtocolError(
-            f"truncated {what}: need {size} bytes at position {pos}, buffer has {len(buf)}")
+            f"truncated {what}: need {size} bytes at position {pos}, buffer has {len(buf)}"
+        )
 
 
 def _fixed(st: struct.Struct, what: str):
@@ -69,6 +71,7 @@ def write_bool(out: bytearray, value) -> None:
 
 
 # --- variable-length integers -------------------------------------------------
+
 
 def read_uvarint(buf, pos):
     """Unsigned LEB128 varint (at most 10 bytes, enough for 64 bits)."""
@@ -127,6 +130,7 @@ def varint_size(value: int) -> int:
 
 # --- strings and bytes ---------------------------------------------------------
 
+
 def _read_len_prefixed(buf, pos, length, what, nullable):
     if length < 0:
         if nullable and length == -1:
@@ -134,8 +138,9 @@ def _read_len_prefixed(buf, pos, length, what, nullable):
         raise KafkaProtocolError(f"invalid {what} length {length} at position {pos}")
     if length > MAX_FIELD_LENGTH or pos + length > len(buf):
         raise KafkaProtocolError(
-            f"{what} length {length} at position {pos} exceeds buffer of {len(buf)} bytes")
-    return buf[pos:pos + length], pos + length
+            f"{what} length {length} at position {pos} exceeds buffer of {len(buf)} bytes"
+        )
+    return buf[pos : pos + length], pos + length
 
 
 def _decode_utf8(raw, pos):
@@ -258,7 +263,7 @@ ZERO_UUID = _uuid.UUID(int=0)
 def read_uuid(buf, pos):
     if pos + 16 > len(buf):
         _need(buf, pos, 16, "uuid")
-    return _uuid.UUID(bytes=bytes(buf[pos:pos + 16])), pos + 16
+    return _uuid.UUID(bytes=bytes(buf[pos : pos + 16])), pos + 16
 
 
 def write_uuid(out: bytearray, value) -> None:
@@ -273,6 +278,7 @@ def write_uuid(out: bytearray, value) -> None:
 
 
 # --- array lengths ---------------------------------------------------------------
+
 
 def read_array_length(buf, pos, compact: bool, nullable: bool = False):
     """Returns (count or None, pos). Compact arrays store count+1 as uvarint."""
@@ -291,7 +297,8 @@ def read_array_length(buf, pos, compact: bool, nullable: bool = False):
     # Each element takes at least one byte: a larger count cannot be honest.
     if count > len(buf) - pos:
         raise KafkaProtocolError(
-            f"array length {count} at position {pos} exceeds remaining {len(buf) - pos} bytes")
+            f"array length {count} at position {pos} exceeds remaining {len(buf) - pos} bytes"
+        )
     return count, pos
 
 

@@ -1,5 +1,6 @@
 """numpy/Arrow helpers for binary columns and varints, shared by the decoders, the encoder,
 the writer and the partitioner.  No Python object per value."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +12,7 @@ from .primitives import uvarint_size
 from .records_layout import HEADER_STRUCT_TYPE, HEADERS_TYPE, record_schema
 
 # --- Arrow helpers ------------------------------------------------------------------------
+
 
 def _take_binary(pabuf, starts, lengths, nulls_possible=True):
     """Binary array of ``buffer[starts[i] : starts[i] + lengths[i]]`` (null if length < 0).
@@ -26,16 +28,19 @@ def _take_binary(pabuf, starts, lengths, nulls_possible=True):
     offs[0::2] = starts
     offs[1::2] = starts + ln
     inter = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(offs), pabuf])
-    out = pc.take(inter, int_array(np.arange(0, 2 * n, 2, dtype=np.int64), pa.int64()),
-                  boundscheck=False)
+    out = pc.take(
+        inter, int_array(np.arange(0, 2 * n, 2, dtype=np.int64), pa.int64()), boundscheck=False
+    )
     if nulls_possible:
         valid = lengths >= 0
         if not valid.all():
             bufs = out.buffers()
             out = pa.Array.from_buffers(
-                pa.binary(), n,
+                pa.binary(),
+                n,
                 [pa.py_buffer(np.packbits(valid, bitorder="little")), bufs[1], bufs[2]],
-                offset=out.offset)
+                offset=out.offset,
+            )
     return out
 
 
@@ -43,13 +48,16 @@ def _binary_to_string(arr):
     try:
         return arr.cast(pa.string())
     except (pa.ArrowInvalid, pa.ArrowException):
-        return pa.array([None if v is None else v.decode("utf-8", "replace")
-                         for v in arr.to_pylist()], type=pa.string())
+        return pa.array(
+            [None if v is None else v.decode("utf-8", "replace") for v in arr.to_pylist()],
+            type=pa.string(),
+        )
 
 
 # pyarrow imports pandas the first time it converts between numpy and Arrow (pa.array of a
 # numpy array, np.asarray/to_numpy of an Arrow array, pa.scalar): 0.3-0.8 s of a Python
 # worker's first task. The read path converts through the two helpers below instead.
+
 
 def int_array(values, typ):
     """A fixed-width Arrow array of ``typ`` over numpy ``values`` (no nulls), zero-copy when
@@ -64,8 +72,9 @@ def numpy_values(arr, dtype) -> np.ndarray:
     if arr.null_count:
         return arr.to_numpy(zero_copy_only=False)
     dtype = np.dtype(dtype)
-    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr),
-                         offset=arr.offset * dtype.itemsize)
+    return np.frombuffer(
+        arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize
+    )
 
 
 def _headers_array(counts, hkeys, hvalues):
@@ -76,8 +85,9 @@ def _headers_array(counts, hkeys, hvalues):
     struct_arr = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADER_STRUCT_TYPE))
     has = counts > 0
     validity = None if has.all() else pa.py_buffer(np.packbits(has, bitorder="little"))
-    return pa.Array.from_buffers(HEADERS_TYPE, n, [validity, pa.py_buffer(offsets)],
-                                 children=[struct_arr])
+    return pa.Array.from_buffers(
+        HEADERS_TYPE, n, [validity, pa.py_buffer(offsets)], children=[struct_arr]
+    )
 
 
 def _empty_columns(include_headers):
@@ -96,9 +106,15 @@ def as_binary_array(values, what):
     t = values.type
     if pa.types.is_binary(t):
         return values
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t) \
-            or pa.types.is_binary_view(t) or pa.types.is_string_view(t) \
-            or pa.types.is_fixed_size_binary(t) or pa.types.is_null(t):
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_string_view(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_null(t)
+    ):
         return values.cast(pa.binary())
     raise KafkaProtocolError(f"{what} must be a binary or string array, got {t}")
 
@@ -107,11 +123,12 @@ def binary_lengths(arr, dtype=np.int64):
     """Lengths (``dtype``) of a binary or string array (large ones too), -1 for nulls."""
     large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
     buffer = arr.buffers()[1]
-    if buffer is None:                       # an empty (or all-null) array may have none
+    if buffer is None:  # an empty (or all-null) array may have none
         return np.full(len(arr), -1 if arr.null_count else 0, dtype)
-    offs = np.frombuffer(buffer, dtype=np.int64 if large else np.int32,
-                         count=len(arr) + 1 + arr.offset)
-    offs = offs[arr.offset:]
+    offs = np.frombuffer(
+        buffer, dtype=np.int64 if large else np.int32, count=len(arr) + 1 + arr.offset
+    )
+    offs = offs[arr.offset :]
     ln = (offs[1:] - offs[:-1]).astype(dtype, copy=False)
     if arr.null_count:
         ln[np.asarray(arr.is_null())] = -1
@@ -181,7 +198,7 @@ def varint_sizes(values, *, zigzag: bool):
     if zigzag and low < -1:
         values, zigzag = zigzag_encode(values), False
         low, top = int(values.min()), int(values.max())
-    shift = 1 if zigzag else 0      # a byte boundary of 2x is one of x, a bit lower
+    shift = 1 if zigzag else 0  # a byte boundary of 2x is one of x, a bit lower
     low = max(low, 0)
     narrow, width = uvarint_size(low << shift), uvarint_size(top << shift)
     sizes = narrow

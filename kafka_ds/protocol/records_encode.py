@@ -8,6 +8,7 @@ offset deltas come from a table kept across batches.  One Arrow take then copies
 batch header's space, the meta pieces, keys, values (and header bytes) into the buffer
 that is sent: a record's headerCount and the next record's first varints are one piece.
 """
+
 from __future__ import annotations
 
 import struct
@@ -19,15 +20,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from crc32c import crc32c as _crc32c
 
-from . import compression as _comp
 from ..errors import KafkaProtocolError
+from . import compression as _comp
 from .primitives import uvarint_size
 from .records_arrays import (
-    as_binary_array, binary_lengths, sum_terms, varint_sizes, zigzag_encode,
+    as_binary_array,
+    binary_lengths,
+    sum_terms,
+    varint_sizes,
+    zigzag_encode,
 )
 from .records_layout import (
-    _V2_ATTRIBUTES_OFFSET, _V2_CRC_OFFSET, _V2_HEADER, ATTR_TRANSACTIONAL, HEADERS_TYPE,
-    LOG_OVERHEAD, V2_HEADER_SIZE,
+    _V2_ATTRIBUTES_OFFSET,
+    _V2_CRC_OFFSET,
+    _V2_HEADER,
+    ATTR_TRANSACTIONAL,
+    HEADERS_TYPE,
+    LOG_OVERHEAD,
+    V2_HEADER_SIZE,
 )
 
 
@@ -38,9 +48,11 @@ def _assemble(pieces_meta, meta_buf, sources, order):
     further binary arrays (or lists of arrays, taken as their concatenation) appended
     after the meta pieces.
     """
-    meta = pa.Array.from_buffers(pa.binary(), len(pieces_meta) - 1,
-                                 [None, pa.py_buffer(np.asarray(pieces_meta, dtype=np.int32)),
-                                  pa.py_buffer(meta_buf)])
+    meta = pa.Array.from_buffers(
+        pa.binary(),
+        len(pieces_meta) - 1,
+        [None, pa.py_buffer(np.asarray(pieces_meta, dtype=np.int32)), pa.py_buffer(meta_buf)],
+    )
     arrays = [meta]
     for source in sources:
         arrays.extend(source if isinstance(source, list) else [source])
@@ -73,10 +85,10 @@ class _Varints:
         for j in range(self.width):
             byte = self.values >> (7 * j) if j else self.values
             if j + 1 < self.narrow:
-                byte = byte | 0x80          # every record's varint goes on: continuation bit
+                byte = byte | 0x80  # every record's varint goes on: continuation bit
             elif j + 1 < self.width:
                 byte = byte | (self.longer[j + 1 - self.narrow].view(np.uint8) << 7)
-            slots[:, col + j] = byte        # the uint8 cast keeps the low 7 bits and bit 7
+            slots[:, col + j] = byte  # the uint8 cast keeps the low 7 bits and bit 7
         for k, has_byte in enumerate(self.longer):
             used[:, col + self.narrow + k] = has_byte
 
@@ -85,7 +97,7 @@ class _OffsetDeltas:
     """The offset delta varints of records 0..n-1 (zigzag: 2i), sliced from a table built
     for the largest batch yet: the same in every batch, so written once."""
 
-    _table = None    # (rows, bytes, used, sizes) of the varints of 0..rows-1
+    _table = None  # (rows, bytes, used, sizes) of the varints of 0..rows-1
 
     def __init__(self, n):
         table = _OffsetDeltas._table
@@ -96,8 +108,12 @@ class _OffsetDeltas:
             used = np.ones((rows, field.width), dtype=bool)
             field.write(slots, used, 0)
             # byte j of every record's varint contiguous: copied a column at a time
-            table = _OffsetDeltas._table = (rows, np.ascontiguousarray(slots.T),
-                                            np.ascontiguousarray(used.T), field.sizes)
+            table = _OffsetDeltas._table = (
+                rows,
+                np.ascontiguousarray(slots.T),
+                np.ascontiguousarray(used.T),
+                field.sizes,
+            )
         _, self.bytes, self.used, sizes = table
         self.narrow = 1
         self.width = uvarint_size(2 * (n - 1))
@@ -106,9 +122,9 @@ class _OffsetDeltas:
 
     def write(self, slots, used, col):
         for j in range(self.width):
-            slots[:, col + j] = self.bytes[j, :self.n]
+            slots[:, col + j] = self.bytes[j, : self.n]
         for j in range(1, self.width):
-            used[:, col + j] = self.used[j, :self.n]
+            used[:, col + j] = self.used[j, : self.n]
 
 
 def _record_meta(fields, n):
@@ -148,8 +164,9 @@ def _binary_chunks(values, what):
     into one: the encoder's take reads them where they are."""
     if isinstance(values, pa.ChunkedArray):
         if not pa.types.is_binary(values.type):
-            values = pa.chunked_array([as_binary_array(chunk, what) for chunk in values.chunks],
-                                      pa.binary())
+            values = pa.chunked_array(
+                [as_binary_array(chunk, what) for chunk in values.chunks], pa.binary()
+            )
         return values.chunks or [pa.array([], pa.binary())]
     return [as_binary_array(values, what)]
 
@@ -174,16 +191,16 @@ def _order_merged(n, first):
     pieces are [first 0, valueLen 0, headerCount 0 + first 1, valueLen 1, ...,
     headerCount n-1] (2n + 1), then come the keys and the values."""
     global _TAKE_BASE
-    base = _TAKE_BASE      # read once: another thread may replace it
+    base = _TAKE_BASE  # read once: another thread may replace it
     if len(base) < 4 * n:
         i = np.arange(max(n, 1 << 13, len(base) // 2), dtype=np.int32)
         base = _TAKE_BASE = np.stack([2 * i, i + 1, 2 * i + 1, i + 1], axis=1).reshape(-1)
     order = np.empty(4 * n + 2, dtype=np.int32)
     order[0] = first
     pieces = order[1:-1]
-    pieces[:] = base[:4 * n]
-    pieces[1::4] += 2 * n      # keys and values follow the 2n + 1 meta pieces (1-D passes:
-    pieces[3::4] += 3 * n      # numpy is slow at broadcasting over rows of 4)
+    pieces[:] = base[: 4 * n]
+    pieces[1::4] += 2 * n  # keys and values follow the 2n + 1 meta pieces (1-D passes:
+    pieces[3::4] += 3 * n  # numpy is slow at broadcasting over rows of 4)
     order[-1] = 2 * n
     return order
 
@@ -226,26 +243,33 @@ def _order_with_headers(n, first):
     order = np.empty(6 * n + 1, dtype=np.int32)
     order[0] = first
     order[1:].reshape(n, 6)[:] = np.stack(
-        [3 * i, 3 * n + i, 3 * i + 1, 4 * n + i, 3 * i + 2, 5 * n + i], axis=1)
+        [3 * i, 3 * n + i, 3 * i + 1, 4 * n + i, 3 * i + 2, 5 * n + i], axis=1
+    )
     return order
 
 
 # The batch header's place at the start of the take's output: uncompressed records are
 # copied once, into the buffer that is sent. Built from buffers: ``pa.array`` of a Python
 # list would import pandas (pyarrow checks for pandas types), 0.3-0.8 s of a first query.
-_HEADER_SPACE = pa.Array.from_buffers(pa.binary(), 1, [
-    None, pa.py_buffer(np.array([0, V2_HEADER_SIZE], dtype=np.int32)),
-    pa.py_buffer(bytes(V2_HEADER_SIZE))])
+_HEADER_SPACE = pa.Array.from_buffers(
+    pa.binary(),
+    1,
+    [
+        None,
+        pa.py_buffer(np.array([0, V2_HEADER_SIZE], dtype=np.int32)),
+        pa.py_buffer(bytes(V2_HEADER_SIZE)),
+    ],
+)
 
 
 class HeaderSizes(NamedTuple):
     """Encoded sizes of flattened headers (see :func:`header_sizes`)."""
 
-    key_zigzag: np.ndarray       # per header: zigzag key length (uint64)
-    value_zigzag: np.ndarray     # per header: zigzag value length (null value: length -1)
-    key_len_size: object         # per header: bytes of the key length varint (int: all)
-    value_len_size: object       # per header: bytes of the value length varint (int: all)
-    record_offsets: np.ndarray   # per record (n + 1): where its encoded headers start, from 0
+    key_zigzag: np.ndarray  # per header: zigzag key length (uint64)
+    value_zigzag: np.ndarray  # per header: zigzag value length (null value: length -1)
+    key_len_size: object  # per header: bytes of the key length varint (int: all)
+    value_len_size: object  # per header: bytes of the value length varint (int: all)
+    record_offsets: np.ndarray  # per record (n + 1): where its encoded headers start, from 0
 
 
 def flatten_headers(headers) -> tuple[np.ndarray, pa.Array]:
@@ -279,8 +303,9 @@ def header_sizes(keys, values, record_offsets) -> HeaderSizes:
     per_header = key_len_size + np.maximum(key_len, 0) + value_len_size + np.maximum(value_len, 0)
     cumulative = np.zeros(len(per_header) + 1, dtype=np.int64)
     np.cumsum(per_header, out=cumulative[1:])
-    return HeaderSizes(key_zigzag, value_zigzag, key_len_size, value_len_size,
-                       cumulative[record_offsets])
+    return HeaderSizes(
+        key_zigzag, value_zigzag, key_len_size, value_len_size, cumulative[record_offsets]
+    )
 
 
 def _encode_headers(headers, n):
@@ -290,11 +315,14 @@ def _encode_headers(headers, n):
     if not isinstance(headers, pa.Array):
         headers = pa.array(
             [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers],
-            type=HEADERS_TYPE)
+            type=HEADERS_TYPE,
+        )
     if len(headers) != n:
         raise KafkaProtocolError(f"headers has {len(headers)} rows, values has {n}")
     if not (pa.types.is_list(headers.type) or pa.types.is_large_list(headers.type)):
-        raise KafkaProtocolError(f"headers must be a list<struct<key, value>> array, got {headers.type}")
+        raise KafkaProtocolError(
+            f"headers must be a list<struct<key, value>> array, got {headers.type}"
+        )
     record_offsets, flat = flatten_headers(headers)
     counts = np.diff(record_offsets)
     H = len(flat)
@@ -308,8 +336,10 @@ def _encode_headers(headers, n):
         raise KafkaProtocolError("header keys must not be null")
     sizes = header_sizes(hkeys, hvals, record_offsets)
     # meta pieces per header: [key length varint], [value length varint]
-    length_fields = [_Varints(sizes.key_zigzag, sizes.key_len_size),
-                     _Varints(sizes.value_zigzag, sizes.value_len_size)]
+    length_fields = [
+        _Varints(sizes.key_zigzag, sizes.key_len_size),
+        _Varints(sizes.value_zigzag, sizes.value_len_size),
+    ]
     meta = _record_meta(length_fields, H)
     moffs = _piece_offsets([field.sizes for field in length_fields], H)
     idx = np.arange(H, dtype=np.int64)
@@ -320,28 +350,62 @@ def _encode_headers(headers, n):
     order[3::4] = 3 * H + idx
     region, out = _assemble(moffs, meta, [hkeys, hvals], order)
     rec_offs = sizes.record_offsets
-    blob = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(rec_offs.astype(np.int32)),
-                                                  pa.py_buffer(region)])
+    blob = pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(rec_offs.astype(np.int32)), pa.py_buffer(region)]
+    )
     return counts, blob
 
 
-def encode_record_batch(*, keys, values, headers=None, timestamps_ms=None, base_offset=0,
-                        compression=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                        is_transactional=False, partition_leader_epoch=-1, now_ms=None) -> bytes:
+def encode_record_batch(
+    *,
+    keys,
+    values,
+    headers=None,
+    timestamps_ms=None,
+    base_offset=0,
+    compression=0,
+    producer_id=-1,
+    producer_epoch=-1,
+    base_sequence=-1,
+    is_transactional=False,
+    partition_leader_epoch=-1,
+    now_ms=None,
+) -> bytes:
     """Build one v2 record batch (magic 2) from Arrow arrays, as ``bytes``; the arguments
     are those of :func:`encode_record_batch_buffer`."""
-    return bytes(encode_record_batch_buffer(
-        keys=keys, values=values, headers=headers, timestamps_ms=timestamps_ms,
-        base_offset=base_offset, compression=compression, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence,
-        is_transactional=is_transactional, partition_leader_epoch=partition_leader_epoch,
-        now_ms=now_ms))
+    return bytes(
+        encode_record_batch_buffer(
+            keys=keys,
+            values=values,
+            headers=headers,
+            timestamps_ms=timestamps_ms,
+            base_offset=base_offset,
+            compression=compression,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            is_transactional=is_transactional,
+            partition_leader_epoch=partition_leader_epoch,
+            now_ms=now_ms,
+        )
+    )
 
 
-def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None,
-                               base_offset=0, compression=0, producer_id=-1, producer_epoch=-1,
-                               base_sequence=-1, is_transactional=False,
-                               partition_leader_epoch=-1, now_ms=None) -> memoryview:
+def encode_record_batch_buffer(
+    *,
+    keys,
+    values,
+    headers=None,
+    timestamps_ms=None,
+    base_offset=0,
+    compression=0,
+    producer_id=-1,
+    producer_epoch=-1,
+    base_sequence=-1,
+    is_transactional=False,
+    partition_leader_epoch=-1,
+    now_ms=None,
+) -> memoryview:
     """Build one v2 record batch (magic 2) from Arrow arrays, into a new writable buffer
     (a ``memoryview`` of bytes: the writer sends it as it is, no copy into ``bytes``).
 
@@ -372,7 +436,7 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
     value_field, value_bytes, _ = _binary_field(values, n, "values", value_len)
     ts_field = _Varints(0 if max_ts == int(ts.min()) else zigzag_encode(ts - first_ts))
     offset_field = _OffsetDeltas(n)
-    header_bytes = 0
+    header_bytes: int | np.ndarray = 0
     if headers is not None:
         header_counts, header_blob = _encode_headers(headers, n)
         count_field = _Varints((header_counts << 1).astype(np.uint32))
@@ -382,8 +446,19 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
     else:
         header_blob = None
         count_field = _Varints(0)
-    body = sum_terms([1, ts_field.sizes, offset_field.sizes, key_field.sizes, key_bytes,
-                 value_field.sizes, value_bytes, count_field.sizes, header_bytes])
+    body = sum_terms(
+        [
+            1,
+            ts_field.sizes,
+            offset_field.sizes,
+            key_field.sizes,
+            key_bytes,
+            value_field.sizes,
+            value_bytes,
+            count_field.sizes,
+            header_bytes,
+        ]
+    )
     length_field = _Varints((np.asarray(body, dtype=np.int32) << 1).view(np.uint32))
     attributes = _Varints(0)
 
@@ -396,8 +471,9 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
         order = _order_with_headers(n, first=6 * n)
     elif keys_absent:
         # No key bytes either: a record's first piece and its valueLen are one piece.
-        offsets = _merged_offsets([sum_terms([first_size, value_field.sizes])],
-                                  count_field.sizes, n)
+        offsets = _merged_offsets(
+            [sum_terms([first_size, value_field.sizes])], count_field.sizes, n
+        )
         sources = [values]
         order = _order_keyless(n, first=2 * n + 1)
     else:
@@ -413,11 +489,25 @@ def encode_record_batch_buffer(*, keys, values, headers=None, timestamps_ms=None
         # numpy's allocator, not bytearray's: a fresh large bytearray page-faults as it fills
         out = np.empty(V2_HEADER_SIZE + len(region), dtype=np.uint8)
         out[V2_HEADER_SIZE:] = np.frombuffer(region, dtype=np.uint8)
-        out = memoryview(out)
+        out = out.data  # a memoryview of the array, no copy
     attrs = codec | (ATTR_TRANSACTIONAL if is_transactional else 0)
-    _V2_HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch,
-                         2, 0, attrs, n - 1, first_ts, max_ts, producer_id, producer_epoch,
-                         base_sequence, n)
+    _V2_HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        2,
+        0,
+        attrs,
+        n - 1,
+        first_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        n,
+    )
     struct.pack_into(">I", out, _V2_CRC_OFFSET, _crc32c(out[_V2_ATTRIBUTES_OFFSET:]))
     return out
 
@@ -427,7 +517,7 @@ def _binary_field(column, n, what, lengths=None):
     (``lengths`` given: ``column`` is already its binary chunks); ``None`` keys are all
     null."""
     if column is None:
-        return _Varints(1), 0, [pa.nulls(n, pa.binary())]     # zigzag(-1): null
+        return _Varints(1), 0, [pa.nulls(n, pa.binary())]  # zigzag(-1): null
     chunks = column
     if lengths is None:
         chunks = _binary_chunks(column, what)

@@ -1,4 +1,5 @@
 """Wire layout of record batches and the constants every decoder and the encoder share."""
+
 from __future__ import annotations
 
 import struct
@@ -31,19 +32,19 @@ def record_schema(include_headers: bool = True) -> pa.Schema:
 
 # --- wire layout ---------------------------------------------------------------------
 
-LOG_OVERHEAD = 12                         # baseOffset int64 + length int32
+LOG_OVERHEAD = 12  # baseOffset int64 + length int32
 _OFFSET_LENGTH = struct.Struct(">qi")
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 # lastOffsetDelta, firstTimestamp, maxTimestamp, producerId, producerEpoch,
 # baseSequence, recordCount
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-V2_HEADER_SIZE = _V2_HEADER.size          # 61
+V2_HEADER_SIZE = _V2_HEADER.size  # 61
 V2_MIN_BATCH_LENGTH = V2_HEADER_SIZE - LOG_OVERHEAD  # 49
 _V2_CRC_OFFSET = 17
-_V2_ATTRIBUTES_OFFSET = 21                # the CRC covers attributes .. end
-_LEGACY_V0 = struct.Struct(">qiIbb")      # offset, size, crc, magic, attributes (18)
-_LEGACY_V1 = struct.Struct(">qiIbbq")     # + timestamp (26)
-_LEGACY_MIN_LENGTH = (14, 22)             # crc+magic+attr[+ts]+keylen+valuelen
+_V2_ATTRIBUTES_OFFSET = 21  # the CRC covers attributes .. end
+_LEGACY_V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes (18)
+_LEGACY_V1 = struct.Struct(">qiIbbq")  # + timestamp (26)
+_LEGACY_MIN_LENGTH = (14, 22)  # crc+magic+attr[+ts]+keylen+valuelen
 _INT32 = struct.Struct(">i")
 _INT16x2 = struct.Struct(">hh")
 
@@ -52,8 +53,8 @@ ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 
-_MIN_RECORD_BODY = 6    # attributes + 5 one-byte varints
-_MIN_RECORD_SIZE = 7    # + the length varint
+_MIN_RECORD_BODY = 6  # attributes + 5 one-byte varints
+_MIN_RECORD_SIZE = 7  # + the length varint
 
 
 @dataclass
@@ -75,4 +76,6 @@ class DecodeResult:
 
 def _corrupt(topic, partition, offset, message) -> CorruptRecordError:
     return CorruptRecordError(
-        f"corrupt record data in topic {topic!r} partition {partition} at offset {offset}: {message}")
+        f"corrupt record data in topic {topic!r} partition {partition} at offset {offset}: "
+        f"{message}"
+    )

@@ -1,4 +1,5 @@
 """Legacy message sets (magic 0 and 1, possibly compressed) -> columns, one message at a time."""
+
 from __future__ import annotations
 
 import struct
@@ -7,17 +8,30 @@ import zlib
 import numpy as np
 import pyarrow as pa
 
+from ..errors import KafkaProtocolError
 from . import compression as _comp
 from .compression import DecompressedSizeExceeded
-from ..errors import KafkaProtocolError
 from .records_arrays import int_array
 from .records_layout import (
-    _INT32, _LEGACY_MIN_LENGTH, _LEGACY_V0, _LEGACY_V1, _OFFSET_LENGTH, ATTR_CODEC_MASK,
-    ATTR_TIMESTAMP_TYPE, CREATE_TIME, HEADERS_TYPE, LOG_APPEND_TIME, LOG_OVERHEAD, NO_TIMESTAMP,
-    NO_TIMESTAMP_TYPE, TIMESTAMP_TYPE, _corrupt,
+    _INT32,
+    _LEGACY_MIN_LENGTH,
+    _LEGACY_V0,
+    _LEGACY_V1,
+    _OFFSET_LENGTH,
+    ATTR_CODEC_MASK,
+    ATTR_TIMESTAMP_TYPE,
+    CREATE_TIME,
+    HEADERS_TYPE,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    NO_TIMESTAMP_TYPE,
+    TIMESTAMP_TYPE,
+    _corrupt,
 )
 
 # --- legacy (magic 0/1) decode -------------------------------------------------------------
+
 
 class _LegacyRows:
     __slots__ = ("keys", "values", "offsets", "ts", "ts_types")
@@ -76,7 +90,7 @@ def _legacy_message(buf, pos, end):
     if klen >= 0:
         if p + klen + 4 > end:
             raise ValueError("key length exceeds the message")
-        key = bytes(buf[p:p + klen])
+        key = bytes(buf[p : p + klen])
         p += klen
     elif klen != -1:
         raise ValueError(f"invalid key length {klen}")
@@ -88,7 +102,7 @@ def _legacy_message(buf, pos, end):
     if vlen >= 0:
         if p + vlen > end:
             raise ValueError("value length exceeds the message")
-        value = bytes(buf[p:p + vlen])
+        value = bytes(buf[p : p + vlen])
         p += vlen
     elif vlen != -1:
         raise ValueError(f"invalid value length {vlen}")
@@ -104,7 +118,7 @@ def _decode_legacy(mv, pos, end, rows: _LegacyRows, topic, partition, fetch_offs
         offset, crc, magic, attrs, ts, key, value = _legacy_message(mv, pos, end)
     except ValueError as exc:
         raise _corrupt(topic, partition, offset0, str(exc)) from None
-    if zlib.crc32(mv[pos + 16:end]) != crc:
+    if zlib.crc32(mv[pos + 16 : end]) != crc:
         raise _corrupt(topic, partition, offset, "CRC32 mismatch in legacy message")
     codec = attrs & ATTR_CODEC_MASK
     log_append = magic == 1 and bool(attrs & ATTR_TIMESTAMP_TYPE)
@@ -119,7 +133,8 @@ def _decode_legacy(mv, pos, end, rows: _LegacyRows, topic, partition, fetch_offs
         inner = _comp.decompress(codec, value, max_size, legacy_lz4=(magic == 0))
     except DecompressedSizeExceeded as exc:
         raise DecompressedSizeExceeded(
-            f"topic {topic!r} partition {partition} offset {offset}: {exc}") from None
+            f"topic {topic!r} partition {partition} offset {offset}: {exc}"
+        ) from None
     except KafkaProtocolError as exc:
         raise _corrupt(topic, partition, offset, str(exc)) from None
     msgs = []
@@ -133,7 +148,7 @@ def _decode_legacy(mv, pos, end, rows: _LegacyRows, topic, partition, fetch_offs
             if size < _LEGACY_MIN_LENGTH[0] or p + LOG_OVERHEAD + size > n:
                 raise ValueError(f"invalid inner message size {size}")
             m = _legacy_message(inner, p, p + LOG_OVERHEAD + size)
-            if zlib.crc32(inner[p + 16:p + LOG_OVERHEAD + size]) != m[1]:
+            if zlib.crc32(inner[p + 16 : p + LOG_OVERHEAD + size]) != m[1]:
                 raise ValueError("CRC32 mismatch in an inner message")
             if m[3] & ATTR_CODEC_MASK:
                 raise ValueError("nested compression in an inner message")

@@ -2,6 +2,7 @@
 column-wise (zero-byte scans and chained length checks, a Python walk only where those
 cannot decide), plus the vectorised zigzag varint reader and the per-thread scratch
 buffers the decode shares (the steps: kafka_ds.protocol.records)."""
+
 from __future__ import annotations
 
 import threading
@@ -11,10 +12,11 @@ import numpy as np
 from .compression import OutputBuffer
 from .records_layout import _MIN_RECORD_BODY
 
-_ZERO_SCAN_MAX_AVG_RECORD = 640   # bytes; above this the Python walk is cheaper
+_ZERO_SCAN_MAX_AVG_RECORD = 640  # bytes; above this the Python walk is cheaper
 _BIG = 1 << 62
 
 # --- zigzag varint tables ------------------------------------------------------------
+
 
 def _zigzag(u):
     return (u >> 1) ^ -(u & 1)
@@ -58,7 +60,9 @@ def _zvarints(buf, pos, bad, lanes=None, max_bytes=5):
     if not sizes.all():
         slow = np.flatnonzero(sizes == 0)
         p = pos[slow]
-        u = (b0[slow] & 0x7F).astype(np.uint64) | ((b1[slow] & 0x7F).astype(np.uint64) << np.uint64(7))
+        u = (b0[slow] & 0x7F).astype(np.uint64) | (
+            (b1[slow] & 0x7F).astype(np.uint64) << np.uint64(7)
+        )
         n = np.full(slow.size, 2, dtype=np.int64)
         cont = np.arange(slow.size)
         k = 2
@@ -78,6 +82,7 @@ def _zvarints(buf, pos, bad, lanes=None, max_bytes=5):
 
 
 # --- record start discovery ------------------------------------------------------------
+
 
 def _walk_long(b, p):
     """Slow step of the walk: record at ``p`` has a length varint of 3+ bytes."""
@@ -105,7 +110,7 @@ def _walk_region(b, s, e):
     Returns ``(starts list, end position)``; the end position equals ``e``
     exactly when the region is consistent.
     """
-    out = []
+    out: list = []
     ap = out.append
     step1 = _STEP1
     step2 = _STEP2
@@ -133,7 +138,7 @@ def _zero_positions(buf, S, E):
     hi = int(E[-1])
     m = np.equal(buf[lo:hi], 0, out=_scratch_bool(hi - lo))
     # Bytes between regions (batch headers of in-place input) are not record bytes.
-    for a, b in zip((E[:-1] - lo).tolist(), (S[1:] - lo).tolist()):
+    for a, b in zip((E[:-1] - lo).tolist(), (S[1:] - lo).tolist(), strict=True):
         if b > a:
             m[a:b] = False
     z = np.flatnonzero(m)
@@ -158,10 +163,12 @@ def _check_chains(c, nx, S, E, counts):
     np.cumsum(nx[:-1] != c[1:], out=link_bad[1:])
     last = np.maximum(ib - 1, 0)
     head = np.minimum(ia, len(c) - 1)
-    ok = (((ib - ia) == counts)
-          & (c[head] == S)
-          & (link_bad[last] == link_bad[head])   # ia may be len(c): clamped (fuzzing)
-          & (nx[last] == E))
+    ok = (
+        ((ib - ia) == counts)
+        & (c[head] == S)
+        & (link_bad[last] == link_bad[head])  # ia may be len(c): clamped (fuzzing)
+        & (nx[last] == E)
+    )
     return ok, ia
 
 
@@ -226,10 +233,10 @@ def _chains_attr_zero(buf, z, S, E, counts):
         mark = np.zeros(span, dtype=bool)
         mark[c - lo] = True
         mark[E - lo] = True
-        alive = mark[nx - lo]                          # its successor exists
+        alive = mark[nx - lo]  # its successor exists
         pointed = np.zeros(span, dtype=bool)
         pointed[nx[alive] - lo] = True
-        alive &= pointed[c - lo] | head_mark[c - lo]   # something points to it
+        alive &= pointed[c - lo] | head_mark[c - lo]  # something points to it
         if alive.all():
             break
         c, nx = c[alive], nx[alive]
@@ -246,7 +253,7 @@ def _find_starts(buf, walk_bytes, S, E, counts, fail):
     """
     total = int(counts.sum())
     nreg = len(S)
-    proven = {}                       # region -> (candidates, first index)
+    proven = {}  # region -> (candidates, first index)
     region_bytes = int((E - S).sum())
     if total >= 16 and region_bytes <= _ZERO_SCAN_MAX_AVG_RECORD * total:
         z = _zero_positions(buf, S, E)
@@ -265,8 +272,8 @@ def _find_starts(buf, walk_bytes, S, E, counts, fail):
         got = proven.get(r)
         if got is not None:
             cc, i0 = got
-            piece = cc[i0:i0 + int(counts[r])]
-            if len(piece) == counts[r]:        # (always, by construction)
+            piece = cc[i0 : i0 + int(counts[r])]
+            if len(piece) == counts[r]:  # (always, by construction)
                 pieces.append(piece)
                 continue
         s = int(S[r])
@@ -274,8 +281,11 @@ def _find_starts(buf, walk_bytes, S, E, counts, fail):
         b, base = walk_bytes(s, e)
         starts, end = _walk_region(b, s - base, e - base)
         if end != e - base or len(starts) != counts[r]:
-            fail(r, f"record lengths do not add up to the batch ({len(starts)} records "
-                    f"parsed, {int(counts[r])} declared)")
+            fail(
+                r,
+                f"record lengths do not add up to the batch ({len(starts)} records "
+                f"parsed, {int(counts[r])} declared)",
+            )
         arr = np.array(starts, dtype=np.int64)
         if base:
             arr += base

@@ -1,5 +1,6 @@
 """v2 record batches -> columns: the column-wise field decode and control records; where
 records start is found by :mod:`.records_starts` (the steps: kafka_ds.protocol.records)."""
+
 from __future__ import annotations
 
 import struct
@@ -7,20 +8,25 @@ import struct
 import numpy as np
 import pyarrow as pa
 
+from ..errors import KafkaProtocolError
 from . import compression as _comp
 from .compression import DecompressedSizeExceeded
-from ..errors import KafkaProtocolError
-from .records_arrays import _binary_to_string, _headers_array, int_array, _take_binary
+from .records_arrays import _binary_to_string, _headers_array, _take_binary, int_array
 from .records_layout import (
-    _INT16x2, _MIN_RECORD_SIZE, HEADERS_TYPE, TIMESTAMP_TYPE, V2_HEADER_SIZE,
+    _MIN_RECORD_SIZE,
+    HEADERS_TYPE,
+    TIMESTAMP_TYPE,
+    V2_HEADER_SIZE,
     _corrupt,
+    _INT16x2,
 )
 from .records_starts import _find_starts, _release_work_buffer, _work_buffer, _zvarints
 
-_VECTOR_HEADER_ROUNDS = 32        # header slots decoded vectorised per record
+_VECTOR_HEADER_ROUNDS = 32  # header slots decoded vectorised per record
 
 
 # --- v2 decode ------------------------------------------------------------------------------
+
 
 class _Batch:
     __slots__ = ("pos", "end", "base", "count", "codec", "log_append", "first_ts", "max_ts")
@@ -43,7 +49,7 @@ class _Batch:
 # it with decompressing the whole response first).  Uncompressed input gains nothing
 # from it (not chunked).
 _CHUNK_RECORDS = 32768
-_CHUNK_BYTES = 4 << 20        # stored (possibly compressed) bytes per chunk
+_CHUNK_BYTES = 4 << 20  # stored (possibly compressed) bytes per chunk
 _MAX_BUFFER = (1 << 31) - 64  # int32 Arrow offsets
 
 
@@ -66,8 +72,34 @@ def _chunk_bounds(batches):
 class _Fields:
     """Per-record positions and values of one decode chunk (numpy arrays)."""
 
-    __slots__ = ("key_start", "key_len", "value_start", "value_len", "offsets", "ts",
-                 "ts_type", "hrec", "hcnt", "hks", "hkl", "hvs", "hvl")
+    __slots__ = (
+        "key_start",
+        "key_len",
+        "value_start",
+        "value_len",
+        "offsets",
+        "ts",
+        "ts_type",
+        "hrec",
+        "hcnt",
+        "hks",
+        "hkl",
+        "hvs",
+        "hvl",
+    )
+    key_start: np.ndarray
+    key_len: np.ndarray
+    value_start: np.ndarray
+    value_len: np.ndarray
+    offsets: np.ndarray
+    ts: np.ndarray
+    ts_type: np.ndarray | None  # None: every record CREATE_TIME (filled in on merge)
+    hrec: np.ndarray | None  # records with headers; None: no record has any
+    hcnt: np.ndarray
+    hks: np.ndarray
+    hkl: np.ndarray
+    hvs: np.ndarray
+    hvl: np.ndarray
 
 
 def _decode_chunk(buf, walk_view, batches, first, S, E, counts, bases, fail_batch) -> _Fields:
@@ -81,8 +113,11 @@ def _decode_chunk(buf, walk_view, batches, first, S, E, counts, bases, fail_batc
     # Every record takes at least 7 bytes: reject absurd counts before work.
     too_many = np.flatnonzero(counts * _MIN_RECORD_SIZE > (E - S))
     if too_many.size:
-        fail(int(too_many[0]), f"record count {int(counts[too_many[0]])} does not fit "
-                               f"in {int((E - S)[too_many[0]])} bytes")
+        fail(
+            int(too_many[0]),
+            f"record count {int(counts[too_many[0]])} does not fit "
+            f"in {int((E - S)[too_many[0]])} bytes",
+        )
 
     starts, length, n = _find_starts(buf, lambda s, e: (walk_view, 0), S, E, counts, fail)
     R = len(starts)
@@ -92,7 +127,7 @@ def _decode_chunk(buf, walk_view, batches, first, S, E, counts, bases, fail_batc
         length, n = _zvarints(buf, starts, bad)
     p = starts + n
     rec_end = p + length
-    p += 1                                    # attributes (unused)
+    p += 1  # attributes (unused)
     ts_delta, n = _zvarints(buf, p, bad, max_bytes=10)
     p += n
     off_delta, n = _zvarints(buf, p, bad)
@@ -117,30 +152,35 @@ def _decode_chunk(buf, walk_view, batches, first, S, E, counts, bases, fail_batc
         if over.any():
             bad[hrec[over]] = True
             hcnt = np.where(over, 0, hcnt)
-        hpos, f.hks, f.hkl, f.hvs, f.hvl = _decode_headers(buf, p[hrec], hcnt, rec_end[hrec],
-                                                           bad, hrec)
+        hpos, f.hks, f.hkl, f.hvs, f.hvl = _decode_headers(
+            buf, p[hrec], hcnt, rec_end[hrec], bad, hrec
+        )
         p[hrec] = hpos
         f.hrec, f.hcnt = hrec, hcnt
     bad |= p != rec_end
     if bad.any():
         where = int(np.flatnonzero(bad)[0])
         batch_of = int(np.searchsorted(np.cumsum(counts), where, side="right"))
-        fail(batch_of, f"inconsistent record structure (record "
-                       f"{where - int(counts[:batch_of].sum())} of the batch)")
+        fail(
+            batch_of,
+            f"inconsistent record structure (record "
+            f"{where - int(counts[:batch_of].sum())} of the batch)",
+        )
 
     # offsets, timestamps
     offsets = np.repeat(bases, counts)
     offsets += off_delta
-    chunk = batches[first:first + nb]
+    chunk = batches[first : first + nb]
     log_append = np.fromiter((b.log_append for b in chunk), dtype=bool, count=nb)
-    first_ts = np.fromiter((b.max_ts if b.log_append else b.first_ts for b in chunk),
-                           dtype=np.int64, count=nb)
+    first_ts = np.fromiter(
+        (b.max_ts if b.log_append else b.first_ts for b in chunk), dtype=np.int64, count=nb
+    )
     ts = np.repeat(first_ts, counts)
     if log_append.any():
         ts_delta = ts_delta * np.repeat(~log_append, counts)
         f.ts_type = np.repeat(log_append.astype(np.int32), counts)
     else:
-        f.ts_type = None                      # all CREATE_TIME
+        f.ts_type = None  # all CREATE_TIME
     ts += ts_delta
     f.key_start, f.key_len, f.value_start, f.value_len = key_start, key_len, value_start, value_len
     f.offsets, f.ts = offsets, ts
@@ -157,9 +197,12 @@ def _merge_fields(parts) -> _Fields:
     out = _Fields()
     for name in ("key_start", "key_len", "value_start", "value_len", "offsets", "ts"):
         setattr(out, name, np.concatenate([getattr(f, name) for f in parts]))
-    out.ts_type = np.concatenate([
-        np.zeros(len(f.offsets), dtype=np.int32) if f.ts_type is None else f.ts_type
-        for f in parts])
+    out.ts_type = np.concatenate(
+        [
+            np.zeros(len(f.offsets), dtype=np.int32) if f.ts_type is None else f.ts_type
+            for f in parts
+        ]
+    )
     out.hrec = None
     if any(f.hrec is not None for f in parts):
         base = 0
@@ -179,8 +222,9 @@ def _merge_fields(parts) -> _Fields:
     return out
 
 
-def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
-                       include_headers, max_decompressed_size):
+def _decode_v2_segment(
+    data, mv, batches, topic, partition, fetch_offset, include_headers, max_decompressed_size
+):
     """Column dict for a run of v2 batches (all with count > 0).
 
     The batches are decoded in chunks of ~``_CHUNK_RECORDS`` records (compressed
@@ -205,7 +249,7 @@ def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
                 raise KafkaProtocolError("record data larger than 2 GiB in one fetch")
             S = np.fromiter((b.pos + V2_HEADER_SIZE for b in batches), dtype=np.int64, count=nb)
             E = np.fromiter((b.end for b in batches), dtype=np.int64, count=nb)
-            walk_view = mv      # the Python walk indexes the input in place: no copy
+            walk_view = mv  # the Python walk indexes the input in place: no copy
         else:
             ob = _work_buffer()
             ob.reserve(sum(max(4 * (b.end - b.pos), 1 << 12) for b in batches))
@@ -213,19 +257,19 @@ def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
             E = np.empty(nb, dtype=np.int64)
         # Uncompressed input is decoded in one piece: chunking only pays when it lets
         # each chunk be decoded right after its decompression, still in cache.
-        for c0, c1 in (_chunk_bounds(batches) if compressed else [(0, nb)]):
+        for c0, c1 in _chunk_bounds(batches) if compressed else [(0, nb)]:
             if compressed:
+                assert ob is not None  # compressed: the work buffer taken above
                 for i in range(c0, c1):
                     b = batches[i]
                     S[i] = ob.size
-                    region = mv[b.pos + V2_HEADER_SIZE:b.end]
+                    region = mv[b.pos + V2_HEADER_SIZE : b.end]
                     try:
-                        _comp.decompress_into(b.codec, region, ob,
-                                              max_size=max_decompressed_size)
+                        _comp.decompress_into(b.codec, region, ob, max_size=max_decompressed_size)
                     except DecompressedSizeExceeded as exc:
                         raise DecompressedSizeExceeded(
-                            f"topic {topic!r} partition {partition} offset {b.base}: "
-                            f"{exc}") from None
+                            f"topic {topic!r} partition {partition} offset {b.base}: {exc}"
+                        ) from None
                     except KafkaProtocolError as exc:
                         fail_batch(i, str(exc))
                     E[i] = ob.size
@@ -233,14 +277,31 @@ def _decode_v2_segment(data, mv, batches, topic, partition, fetch_offset,
                 buf = ob.array
                 if len(buf) >= _MAX_BUFFER:
                     raise KafkaProtocolError("record data larger than 2 GiB in one fetch")
-                walk_view = memoryview(buf)
-            parts.append(_decode_chunk(buf, walk_view, batches, c0, S[c0:c1], E[c0:c1],
-                                       counts[c0:c1], bases[c0:c1], fail_batch))
-        pabuf = pa.py_buffer(ob.array if compressed else mv)
+                walk_view = buf.data  # a memoryview of the array, no copy
+            parts.append(
+                _decode_chunk(
+                    buf,
+                    walk_view,
+                    batches,
+                    c0,
+                    S[c0:c1],
+                    E[c0:c1],
+                    counts[c0:c1],
+                    bases[c0:c1],
+                    fail_batch,
+                )
+            )
+        pabuf = pa.py_buffer(ob.array if ob is not None else mv)
         f = _merge_fields(parts)
-        parts = None
+        assert f.ts_type is not None  # _merge_fields fills it in
+        parts.clear()
         offsets, ts, ts_type = f.offsets, f.ts, f.ts_type
-        key_start, key_len, value_start, value_len = f.key_start, f.key_len, f.value_start, f.value_len
+        key_start, key_len, value_start, value_len = (
+            f.key_start,
+            f.key_len,
+            f.value_start,
+            f.value_len,
+        )
         R = len(offsets)
 
         keep = None
@@ -326,7 +387,7 @@ def _decode_headers(buf, pos, counts, rec_end, bad, rec_index):
         for lane in np.flatnonzero(counts > _VECTOR_HEADER_ROUNDS).tolist():
             p = int(q[lane])
             end = int(rec_end[lane])
-            slot = int(first[lane])
+            at = int(first[lane])
             try:
                 for j in range(_VECTOR_HEADER_ROUNDS, int(counts[lane])):
                     kl, p = _py_zvarint(raw, p)
@@ -337,7 +398,7 @@ def _decode_headers(buf, pos, counts, rec_end, bad, rec_index):
                     p += max(vl, 0)
                     if kl < 0 or vl < -1 or p > end:
                         raise IndexError
-                    hks[slot + j], hkl[slot + j], hvs[slot + j], hvl[slot + j] = ks, kl, vs, vl
+                    hks[at + j], hkl[at + j], hvs[at + j], hvl[at + j] = ks, kl, vs, vl
             except IndexError:
                 bad[rec_index[lane]] = True
                 p = end
@@ -359,11 +420,11 @@ def _py_zvarint(b, p):
             raise IndexError
 
 
-def _control_type(mv, b: "_Batch", topic, partition, max_size):
+def _control_type(mv, b: _Batch, topic, partition, max_size):
     """Type of the first control record of a control batch (0 abort, 1 commit), or None."""
     if b.count <= 0:
         return None
-    region = mv[b.pos + V2_HEADER_SIZE:b.end]
+    region = mv[b.pos + V2_HEADER_SIZE : b.end]
     try:
         raw = region if b.codec == 0 else _comp.decompress(b.codec, region, max_size)
         p = 0

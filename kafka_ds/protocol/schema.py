@@ -18,16 +18,18 @@ version lacks is left out, and a field the body omits is sent as its default, so
 callers write only what differs from the defaults (``Message.body`` checks the names
 before a version is chosen).
 """
+
 from __future__ import annotations
 
 import difflib
 import re
 import uuid as _uuid
-from dataclasses import dataclass, field as dc_field
-from functools import lru_cache
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from functools import cache
 
-from . import primitives as p
 from ..errors import KafkaProtocolError, UnknownFieldError
+from . import primitives as p
 
 _SNAKE_1 = re.compile(r"(.)([A-Z][a-z]+)")
 _SNAKE_2 = re.compile(r"([a-z0-9])([A-Z])")
@@ -45,7 +47,7 @@ class Versions:
     high: int  # inclusive; a large number for "N+"
 
     @classmethod
-    def parse(cls, text: str | None) -> "Versions":
+    def parse(cls, text: str | None) -> Versions:
         if text is None or text == "" or text == "none":
             return cls(1, 0)  # empty
         if text.endswith("+"):
@@ -82,8 +84,9 @@ def F(name, type_, versions="0+", *fields, nullable=None, tagged=None, tag=None,
     """Short constructor used by the message definitions."""
     if tag is not None and tagged is None:
         tagged = versions
-    return Field(name, type_, versions, tuple(fields), nullable or "none",
-                 tagged or "none", tag, default)
+    return Field(
+        name, type_, versions, tuple(fields), nullable or "none", tagged or "none", tag, default
+    )
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ def _value_codec(fld: Field, version: int, flexible: bool, where: str):
             count, pos = p.read_array_length(buf, pos, flexible, nullable)
             if count is None:
                 return None, pos
-            items = []
+            items: list = []
             append = items.append
             for _ in range(count):
                 item, pos = read_el(buf, pos)
@@ -234,7 +237,8 @@ def _check_names(value: dict, fields: tuple, where: str) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise UnknownFieldError(
                 f"{where}: no field {key!r} in any version{hint} "
-                f"(fields: {', '.join(sorted(known))})")
+                f"(fields: {', '.join(sorted(known))})"
+            )
 
 
 def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "struct"):
@@ -242,10 +246,10 @@ def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "str
 
     ``where`` names the message, version and nesting path in errors.
     """
-    known = frozenset(fld.snake for fld in fields)   # in any version: see the module doc
-    plain = []       # (snake, read, write, default) in wire order
-    tagged = {}      # tag -> (snake, read, write, default)
-    absent = {}      # snake -> default, for fields not in this version
+    known = frozenset(fld.snake for fld in fields)  # in any version: see the module doc
+    listed = []  # (snake, read, write, default) in wire order
+    tagged = {}  # tag -> (snake, read, write, default)
+    absent = {}  # snake -> default, for fields not in this version
     for fld in fields:
         nullable = version in Versions.parse(fld.nullable_versions)
         default = _field_default(fld, nullable)
@@ -257,8 +261,8 @@ def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "str
             tagged[fld.tag] = (fld.snake, read, write, default)
             absent[fld.snake] = default
         else:
-            plain.append((fld.snake, read, write, default))
-    plain = tuple(plain)
+            listed.append((fld.snake, read, write, default))
+    plain = tuple(listed)
     tagged_sorted = tuple(sorted(tagged.items()))
 
     def read_struct(buf, pos):
@@ -306,21 +310,25 @@ def _struct_codec(fields: tuple, version: int, flexible: bool, where: str = "str
     return read_struct, write_struct
 
 
-@lru_cache(maxsize=None)
+@cache
 def compile_codec(message: Message, version: int, kind: str):
     """Encoder and decoder for ``message`` body at ``version`` (kind: request|response)."""
     if version not in message.versions():
         raise KafkaProtocolError(
-            f"{message.name} v{version} is outside supported range {message.valid_versions}")
+            f"{message.name} v{version} is outside supported range {message.valid_versions}"
+        )
     fields = message.request if kind == "request" else message.response
-    return _struct_codec(fields, version, message.is_flexible(version),
-                         f"{message.name} v{version} {kind}")
+    return _struct_codec(
+        fields, version, message.is_flexible(version), f"{message.name} v{version} {kind}"
+    )
 
 
 # --- headers and whole frames -------------------------------------------------
 
-def encode_request(message: Message, version: int, correlation_id: int,
-                   client_id: str | None, body: dict) -> bytearray:
+
+def encode_request(
+    message: Message, version: int, correlation_id: int, client_id: str | None, body: dict
+) -> bytearray:
     """A full request frame, including the int32 size prefix."""
     out = bytearray(b"\0\0\0\0")
     out += p.INT16.pack(message.api_key)

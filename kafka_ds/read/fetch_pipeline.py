@@ -8,6 +8,7 @@ fetched for anything else is dropped and fetched again, so every decision stays 
 sequential loop's. At most two answers per task exist. Why and how: docs/architecture.md
 ("Reading a range").
 """
+
 from __future__ import annotations
 
 import struct
@@ -19,8 +20,8 @@ from ..protocol.errors import OffsetOutOfRange, error_for_code
 # base offset, batch length, partition leader epoch, magic: the start of every v0/v1/v2 batch
 _BATCH_START = struct.Struct(">qiib")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
-_LAST_OFFSET_DELTA_AT = 23       # in a v2 batch header
-_LOG_OVERHEAD = 12               # base offset + length
+_LAST_OFFSET_DELTA_AT = 23  # in a v2 batch header
+_LOG_OVERHEAD = 12  # base offset + length
 
 
 def next_offset_from_headers(records, fetch_offset: int) -> int:
@@ -59,8 +60,15 @@ class _Stopped(Exception):
     """The pipeline was closed while its thread fetched (not retriable: ends the retries)."""
 
 
-def fetch_partition(client, opts, topic: str, partition: int, level: int,
-                    stopping: threading.Event, connection_used: list):
+def fetch_partition(
+    client,
+    opts,
+    topic: str,
+    partition: int,
+    level: int,
+    stopping: threading.Event,
+    connection_used: list,
+):
     """``fetch(offset, fetch_bytes)`` for :class:`FetchAhead`: one Fetch of one partition,
     retried under the client's policy within ``kafkaConsumer.pollTimeoutMs``; error codes
     other than OFFSET_OUT_OF_RANGE raise. ``stopping`` cuts the back-off sleeps short and
@@ -77,8 +85,14 @@ def fetch_partition(client, opts, topic: str, partition: int, level: int,
                 connection_used[0] = client.connection(client.leader_for(topic, partition))
                 if stopping.is_set():
                     raise _Stopped(what)
-                part = client.fetch(topic, partition, offset, max_bytes=fetch_bytes,
-                                    max_wait_ms=opts.fetch_max_wait_ms, isolation_level=level)
+                part = client.fetch(
+                    topic,
+                    partition,
+                    offset,
+                    max_bytes=fetch_bytes,
+                    max_wait_ms=opts.fetch_max_wait_ms,
+                    isolation_level=level,
+                )
             except KafkaError:
                 if stopping.is_set():
                     raise _Stopped(what) from None
@@ -95,8 +109,9 @@ def fetch_partition(client, opts, topic: str, partition: int, level: int,
 
         # Each Fetch may take up to kafkaConsumer.pollTimeoutMs of retries (a leader
         # failover or a rolling restart), as the JVM source's poll does.
-        policy = client.retry_policy(opts.poll_timeout_ms, "kafkaConsumer.pollTimeoutMs",
-                                     sleep=stopping.wait)
+        policy = client.retry_policy(
+            opts.poll_timeout_ms, "kafkaConsumer.pollTimeoutMs", sleep=stopping.wait
+        )
         try:
             return policy.run(attempt, what, refresh=refresh)
         finally:
@@ -125,21 +140,28 @@ class FetchAhead:
     blocked socket call (called by :meth:`close` while a fetch is under way).
     """
 
-    def __init__(self, fetch, *, limit: int, name: str, interrupt=None,
-                 stopping: threading.Event | None = None):
+    def __init__(
+        self,
+        fetch,
+        *,
+        limit: int,
+        name: str,
+        interrupt=None,
+        stopping: threading.Event | None = None,
+    ):
         self._fetch = fetch
         self._limit = limit
         self._name = name
         self._interrupt = interrupt
         self.stopping = stopping or threading.Event()
         self._cond = threading.Condition()
-        self._job = None            # (key, guessed): what the thread fetches next
-        self._busy = False          # the thread is fetching
-        self._ready = None          # _Answer fetched and not yet taken
-        self._wanted = None         # the key the caller waits for (no guessing past others)
-        self._thread = None
-        self.guessed_right = 0      # answers taken that were fetched ahead
-        self.guessed_wrong = 0      # answers fetched ahead for another offset: dropped
+        self._job: tuple[tuple, bool] | None = None  # (key, guessed): the thread's next fetch
+        self._busy = False  # the thread is fetching
+        self._ready: _Answer | None = None  # fetched and not yet taken
+        self._wanted: tuple | None = None  # the key the caller waits for (no guessing past others)
+        self._thread: threading.Thread | None = None
+        self.guessed_right = 0  # answers taken that were fetched ahead
+        self.guessed_wrong = 0  # answers fetched ahead for another offset: dropped
 
     # --- the caller (the Spark task's thread) ------------------------------------------
 
@@ -147,7 +169,8 @@ class FetchAhead:
         """The Fetch answer at ``offset`` for ``fetch_bytes`` (raises its error). The caller
         is done with the answer it got before."""
         key = (offset, fetch_bytes)
-        answer = self._fetch_here(key) if self._thread is None else self._take(key)
+        thread = self._thread
+        answer = self._fetch_here(key) if thread is None else self._take(key, thread)
         if answer.error is not None:
             error, answer.error = answer.error, None
             raise error
@@ -156,16 +179,16 @@ class FetchAhead:
     def _fetch_here(self, key):
         try:
             part = self._fetch(*key)
-        except BaseException as exc:   # noqa: BLE001  (handed back as it is)
+        except BaseException as exc:  # noqa: BLE001  (handed back as it is)
             return _Answer(key, None, exc)
         guess = self._guess(key, part)
         if guess is not None and not self.stopping.is_set():
             self._job = (guess, True)
-            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-            self._thread.start()
+            thread = self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            thread.start()
         return _Answer(key, part, None)
 
-    def _take(self, key):
+    def _take(self, key, thread: threading.Thread):
         cond = self._cond
         with cond:
             self._wanted = key
@@ -181,12 +204,12 @@ class FetchAhead:
                             if answer.guessed:
                                 self.guessed_right += 1
                             return answer
-                        self.guessed_wrong += 1          # dropped
+                        self.guessed_wrong += 1  # dropped
                         continue
                     if not self._busy and (self._job is None or self._job[0] != key):
-                        self._job = (key, False)         # (replacing a guess not started)
+                        self._job = (key, False)  # (replacing a guess not started)
                         cond.notify_all()
-                    if not self._thread.is_alive():
+                    if not thread.is_alive():
                         raise RuntimeError(f"{self._name}: the fetch thread ended unexpectedly")
                     cond.wait(1.0)
             finally:
@@ -245,16 +268,17 @@ class FetchAhead:
             with cond:
                 # Two answers at most: the one the caller holds and the one fetched now
                 # (the next Fetch starts once the caller has taken the answer before).
-                while not self.stopping.is_set() and (
-                        self._job is None or self._ready is not None):
+                while not self.stopping.is_set() and (self._job is None or self._ready is not None):
                     cond.wait()
                 if self.stopping.is_set():
                     return
-                (key, guessed), self._job = self._job, None
+                job = self._job
+                assert job is not None  # the wait above ends with a job
+                (key, guessed), self._job = job, None
                 self._busy = True
             try:
                 answer = _Answer(key, self._fetch(*key), None, guessed)
-            except BaseException as exc:   # noqa: BLE001  (raised in the caller's thread)
+            except BaseException as exc:  # noqa: BLE001  (raised in the caller's thread)
                 answer = _Answer(key, None, exc, guessed)
             guess = None if answer.error is not None else self._guess(key, answer.part)
             with cond:

@@ -3,6 +3,7 @@ recorded as done go to the group (OffsetCommit, generation -1, as any standalone
 from a background thread, so a slow or absent coordinator never holds up planning. When
 the group's offsets move, and why they are never ahead of processed data:
 docs/streaming.md ("Consumer-group commits")."""
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,8 @@ class GroupCommitter:
         self.group_id = group_id
         self.max_backoff_s = max_backoff_s
         self._cond = threading.Condition()
-        self._wanted: dict | None = None      # newest offsets to commit
-        self._committed: dict | None = None   # last offsets the coordinator accepted
+        self._wanted: dict | None = None  # newest offsets to commit
+        self._committed: dict | None = None  # last offsets the coordinator accepted
         self._thread: threading.Thread | None = None
         self._closed = False
         self.failures = 0
@@ -38,14 +39,19 @@ class GroupCommitter:
             return
         with self._cond:
             previous = self._wanted
-            if previous is not None and (offsets == previous or (
+            if previous is not None and (
+                offsets == previous
+                or (
                     set(offsets) <= set(previous)
-                    and all(off <= previous[tp] for tp, off in offsets.items()))):
+                    and all(off <= previous[tp] for tp, off in offsets.items())
+                )
+            ):
                 return
             self._wanted = offsets
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name=f"kafka_ds-group-commit-{self.group_id}")
+                self._thread = threading.Thread(
+                    target=self._run, daemon=True, name=f"kafka_ds-group-commit-{self.group_id}"
+                )
                 self._thread.start()
             self._cond.notify_all()
 
@@ -59,14 +65,19 @@ class GroupCommitter:
                 if self._closed and self._wanted == self._committed:
                     break
                 wanted = self._wanted
+                assert wanted is not None  # the wait above ends once offsets were submitted
             try:
                 if client is None:
                     client = make_client(self.opts)
                 client.commit_offsets(self.group_id, wanted)
             except Exception as exc:  # noqa: BLE001 - a commit must never fail the query
                 self.failures += 1
-                log.warning("OffsetCommit of group %r failed (%s); retrying in %.1f s",
-                            self.group_id, exc, backoff)
+                log.warning(
+                    "OffsetCommit of group %r failed (%s); retrying in %.1f s",
+                    self.group_id,
+                    exc,
+                    backoff,
+                )
                 if client is not None:
                     client.close()
                     client = None
@@ -84,6 +95,12 @@ class GroupCommitter:
         if client is not None:
             client.close()
 
+    @property
+    def wanted(self) -> dict | None:
+        """The newest offsets handed to :meth:`submit`."""
+        with self._cond:
+            return self._wanted
+
     def flush(self, timeout: float) -> bool:
         """Wait until the newest submitted offsets are committed (or ``timeout``)."""
         deadline = time.monotonic() + timeout
@@ -98,8 +115,11 @@ class GroupCommitter:
     def close(self, timeout: float) -> None:
         done = self.flush(timeout)
         if not done:
-            log.warning("stopping with the offsets %s of group %r not committed",
-                        self._wanted, self.group_id)
+            log.warning(
+                "stopping with the offsets %s of group %r not committed",
+                self._wanted,
+                self.group_id,
+            )
         with self._cond:
             self._closed = True
             self._cond.notify_all()

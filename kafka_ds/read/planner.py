@@ -2,6 +2,7 @@
 ranges through the cluster, split into Spark tasks as Spark's Kafka source splits them.
 A range whose bound is "earliest" or "latest" can be resolved again by its task
 (:func:`rebind`), so each Spark action reads up to the offsets of its own time."""
+
 from __future__ import annotations
 
 import logging
@@ -47,12 +48,11 @@ class OffsetPlanner:
             topics = list(sub.topics)
         else:
             # match_topics fetched every topic's metadata: the cache below is fresh.
-            topics = self._with_retries(lambda: self.client.match_topics(sub.pattern),
-                                        "Metadata")
+            topics = self._with_retries(lambda: self.client.match_topics(sub.pattern), "Metadata")
             max_age_ms = max(max_age_ms, 1000)
         found = self._with_retries(
-            lambda: self.client.partitions_of_topics(topics, max_age_ms), "Metadata",
-            topics=topics)
+            lambda: self.client.partitions_of_topics(topics, max_age_ms), "Metadata", topics=topics
+        )
         for topic in topics:
             if topic not in found:
                 # Spark's source reads nothing from a subscribed topic that does not exist.
@@ -67,11 +67,17 @@ class OffsetPlanner:
         # topic deleted meanwhile are left out (the caller reports them).
         found = self.client.list_offsets(requests, isolation_level=level, missing_ok=True)
         if self.opts.latest_via_fetch:
-            ends = {tp: wanted for tp, wanted in requests.items()
-                    if wanted in (EARLIEST, LATEST) and tp in found}
-            for tp, offset in self._check_with_fetch(
-                    {tp: found[tp][0] for tp in ends}, ends, level).items():
-                found[tp] = (offset, found[tp][1])
+            ends = {
+                tp: wanted
+                for tp, wanted in requests.items()
+                if wanted in (EARLIEST, LATEST) and tp in found
+            }
+            checked = self._check_with_fetch({tp: found[tp][0] for tp in ends}, ends, level)
+            for tp in ends:
+                if tp in checked:
+                    found[tp] = (checked[tp], found[tp][1])
+                else:  # deleted between the ListOffsets and the Fetch
+                    del found[tp]
         return found
 
     def _check_with_fetch(self, listed: dict, wanted: dict, level: int) -> dict:
@@ -86,23 +92,32 @@ class OffsetPlanner:
         fixed here, at planning."""
         if not listed:
             return {}
-        unchecked = {tp: offset for tp, offset in listed.items()
-                     if (level, *tp) not in self._fetched}
+        unchecked = {
+            tp: offset for tp, offset in listed.items() if (level, *tp) not in self._fetched
+        }
         if unchecked:
             # KafkaClient.fetch_watermarks retries under the client's policy itself.
-            marks = self.client.fetch_watermarks(unchecked, isolation_level=level)
+            marks = self.client.fetch_watermarks(unchecked, isolation_level=level, missing_ok=True)
             self._fetched.update(((level, *tp), mark) for tp, mark in marks.items())
         result = {}
         for tp, offset in listed.items():
-            high_watermark, last_stable, log_start = self._fetched[(level, *tp)]
+            if (level, tp[0], tp[1]) not in self._fetched:
+                continue  # its topic was deleted: the caller reports it
+            high_watermark, last_stable, log_start = self._fetched[(level, tp[0], tp[1])]
             if wanted[tp] == EARLIEST:
                 checked = min(offset, log_start) if log_start >= 0 else offset
             else:
                 end = last_stable if level and last_stable >= 0 else high_watermark
                 checked = max(offset, end)
             if checked != offset:
-                log.debug("%s-%d: ListOffsets said %s=%d, Fetch says %d", tp[0], tp[1],
-                          "earliest" if wanted[tp] == EARLIEST else "latest", offset, checked)
+                log.debug(
+                    "%s-%d: ListOffsets said %s=%d, Fetch says %d",
+                    tp[0],
+                    tp[1],
+                    "earliest" if wanted[tp] == EARLIEST else "latest",
+                    offset,
+                    checked,
+                )
             result[tp] = checked
         return result
 
@@ -123,17 +138,24 @@ class OffsetPlanner:
         result = {}
         for tp in tps:
             if tp not in earliest or tp not in latest:
-                continue   # deleted meanwhile: the caller reports it
+                continue  # deleted meanwhile: the caller reports it
             fetch_batch = partition_fetcher(self.client, tp[0], tp[1], level)
             answer = listed[tp][0] if tp in listed else None
-            if answer is not None and check_answer(fetch_batch, wanted[tp], answer,
-                                                   earliest[tp], latest[tp]):
+            if answer is not None and check_answer(
+                fetch_batch, wanted[tp], answer, earliest[tp], latest[tp]
+            ):
                 result[tp] = (answer, -1)
                 continue
             offset = search_offset(fetch_batch, wanted[tp], earliest[tp], latest[tp])
             if answer is not None:
-                log.info("%s-%d: ListOffsets answered %d for timestamp %d; the Fetch search "
-                         "found %d", tp[0], tp[1], answer, wanted[tp], offset)
+                log.info(
+                    "%s-%d: ListOffsets answered %d for timestamp %d; the Fetch search found %d",
+                    tp[0],
+                    tp[1],
+                    answer,
+                    wanted[tp],
+                    offset,
+                )
             result[tp] = (offset, -1)
         return result
 
@@ -150,12 +172,13 @@ class OffsetPlanner:
         last stable offset with read_committed)."""
         return self._offsets_at({tp: LATEST for tp in partitions})
 
-    def specific(self, spec: OffsetSpec, tps: list[tuple[str, int]], *,
-                 keep_latest: bool = False) -> dict:
+    def specific(
+        self, spec: OffsetSpec, tps: list[tuple[str, int]], *, keep_latest: bool = False
+    ) -> dict:
         """{(topic, partition): offset} for specific offsets (-2 earliest, -1 latest), which
         must name every partition of ``tps``.  ``keep_latest``: -1 stays the LATEST marker
         (a stream pins it when it plans its first batch)."""
-        given = spec.for_partitions(tps)     # topic-level values expanded (SPARK-58774)
+        given = spec.for_partitions(tps)  # topic-level values expanded (SPARK-58774)
         missing = [tp for tp in tps if tp not in given]
         extra = [tp for tp in given if tp not in set(tps)]
         if missing or extra:
@@ -169,9 +192,13 @@ class OffsetPlanner:
                 f"Partitions specified for Kafka {where} offsets don't match what are "
                 f"assigned: option '{spec.option}' gives specific offsets, so it must name "
                 f"every subscribed partition exactly; {'; '.join(details)}. Use -2 for "
-                'earliest and -1 for latest, or "earliest"/"latest" for a whole topic.')
-        markers = {tp: off for tp, off in given.items()
-                   if off == EARLIEST or (off == LATEST and not keep_latest)}
+                'earliest and -1 for latest, or "earliest"/"latest" for a whole topic.'
+            )
+        markers = {
+            tp: off
+            for tp, off in given.items()
+            if off == EARLIEST or (off == LATEST and not keep_latest)
+        }
         resolved = self._offsets_at(markers)
         return {tp: resolved.get(tp, given[tp]) for tp in tps}
 
@@ -190,11 +217,12 @@ class OffsetPlanner:
                 if missing:
                     raise ConfigurationError(
                         f"Option '{spec.option}' must give a timestamp for every subscribed "
-                        f"partition; missing {missing}")
+                        f"partition; missing {missing}"
+                    )
             else:
                 wanted = {tp: spec.timestamp for tp in tps}
             found = self.offsets_for_times({tp: wanted[tp] for tp in tps})
-            tps = [tp for tp in tps if tp in found]   # a deleted topic's are left out
+            tps = [tp for tp in tps if tp in found]  # a deleted topic's are left out
             result = {}
             unmatched = [tp for tp in tps if found[tp][0] < 0]
             latest = {}
@@ -209,7 +237,8 @@ class OffsetPlanner:
                             f"and timestamp {wanted[tp]}: no offset of {tp[0]}-{tp[1]} has a "
                             f"timestamp at or after it (option '{spec.option}'). Set "
                             "'startingOffsetsByTimestampStrategy' to 'latest' to start at the "
-                            "latest offset instead.")
+                            "latest offset instead."
+                        )
                     offset = latest[tp]
                 result[tp] = offset
             return result
@@ -223,15 +252,25 @@ class OffsetPlanner:
         if not tps:
             return []
         # Specific offsets must name every subscribed partition: checked on all of them.
-        starts = self.resolve(self.opts.starting, subscribed if self.opts.starting.kind
-                              == "specific" else tps, start=True)
-        ends = self.resolve(self.opts.ending, subscribed if self.opts.ending.kind
-                            == "specific" else tps, start=False)
+        starts = self.resolve(
+            self.opts.starting,
+            subscribed if self.opts.starting.kind == "specific" else tps,
+            start=True,
+        )
+        ends = self.resolve(
+            self.opts.ending,
+            subscribed if self.opts.ending.kind == "specific" else tps,
+            start=False,
+        )
         ranges = []
         gone = [tp for tp in tps if tp not in starts or tp not in ends]
         if gone:
-            data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
-                       + " disappeared while the read was planned (topic deleted?)")
+            data_loss(
+                self.opts,
+                "Partitions "
+                + ", ".join(f"{t}-{p}" for t, p in gone)
+                + " disappeared while the read was planned (topic deleted?)",
+            )
         for topic, partition in tps:
             if (topic, partition) not in starts or (topic, partition) not in ends:
                 continue
@@ -241,13 +280,15 @@ class OffsetPlanner:
                     f"The resolved start offset {begin} is greater than the resolved end offset "
                     f"{finish} for topic {topic} partition {partition}: check options "
                     "'startingOffsets'/'endingOffsets' (or their timestamp forms); the topic "
-                    "may also have been truncated.")
+                    "may also have been truncated."
+                )
             ranges.append(OffsetRange(topic, partition, begin, finish))
         return ranges
 
     def plan_batch(self) -> list[OffsetRange]:
-        return split_ranges(self.batch_ranges(), self.opts.min_partitions,
-                            self.opts.max_records_per_partition)
+        return split_ranges(
+            self.batch_ranges(), self.opts.min_partitions, self.opts.max_records_per_partition
+        )
 
 
 def _divide(rng: OffsetRange, parts: int) -> list[OffsetRange]:
@@ -327,8 +368,11 @@ def rebind(opts: ReadOptions, client: KafkaClient, piece):
         begin = min(begin, piece.end)
     if piece.late_end and not piece.late_start:
         if finish < begin:
-            data_loss(opts, f"{tp[0]}-{tp[1]} now ends at offset {finish}, before the planned "
-                       f"start {begin} (records were deleted or the topic re-created)")
+            data_loss(
+                opts,
+                f"{tp[0]}-{tp[1]} now ends at offset {finish}, before the planned "
+                f"start {begin} (records were deleted or the topic re-created)",
+            )
             return None
     if finish <= begin:
         return None

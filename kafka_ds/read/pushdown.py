@@ -13,6 +13,7 @@ plans, so fewer records are fetched.
   the first reaching the upper bound, are not read.
 * Everything else goes back to Spark untouched.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -39,10 +40,12 @@ class Narrowing:
     timestamp_high: int | None = None
 
     def keeps(self, topic: str, partition: int) -> bool:
-        return ((self.topics is None or topic in self.topics)
-                and (self.partitions is None or partition in self.partitions)
-                and (self.partition_low is None or partition >= self.partition_low)
-                and (self.partition_high is None or partition < self.partition_high))
+        return (
+            (self.topics is None or topic in self.topics)
+            and (self.partitions is None or partition in self.partitions)
+            and (self.partition_low is None or partition >= self.partition_low)
+            and (self.partition_high is None or partition < self.partition_high)
+        )
 
     def describe(self) -> str:
         parts = []
@@ -53,8 +56,9 @@ class Narrowing:
         for name in ("partition", "offset", "timestamp"):
             low, high = getattr(self, f"{name}_low"), getattr(self, f"{name}_high")
             if low is not None or high is not None:
-                parts.append(f"{name} in [{'' if low is None else low}, "
-                             f"{'' if high is None else high})")
+                parts.append(
+                    f"{name} in [{'' if low is None else low}, {'' if high is None else high})"
+                )
         return ", ".join(parts) or "nothing"
 
 
@@ -125,28 +129,40 @@ def narrow(filters, narrowing: Narrowing | None = None):
             else:
                 values = None
             if values is not None:
-                n = replace(n, topics=frozenset(values if n.topics is None
-                                                else n.topics & values))
+                n = replace(n, topics=frozenset(values if n.topics is None else n.topics & values))
                 taken = True
         elif column == ("partition",):
             if isinstance(f, In) and all(_is_int(v) for v in f.value):
-                n = replace(n, partitions=frozenset(
-                    set(f.value) if n.partitions is None else n.partitions & set(f.value)))
+                n = replace(
+                    n,
+                    partitions=frozenset(
+                        set(f.value) if n.partitions is None else n.partitions & set(f.value)
+                    ),
+                )
                 taken = True
             elif (bounds := _int_bounds(f)) is not None:
-                n = replace(n, partition_low=_both(n.partition_low, bounds[0], max),
-                            partition_high=_both(n.partition_high, bounds[1], min))
+                n = replace(
+                    n,
+                    partition_low=_both(n.partition_low, bounds[0], max),
+                    partition_high=_both(n.partition_high, bounds[1], min),
+                )
                 taken = True
         elif column == ("offset",):
             if (bounds := _int_bounds(f)) is not None:
-                n = replace(n, offset_low=_both(n.offset_low, bounds[0], max),
-                            offset_high=_both(n.offset_high, bounds[1], min))
+                n = replace(
+                    n,
+                    offset_low=_both(n.offset_low, bounds[0], max),
+                    offset_high=_both(n.offset_high, bounds[1], min),
+                )
                 taken = True
         elif column == ("timestamp",):
             if (bounds := _timestamp_bounds(f)) is not None:
-                n = replace(n, timestamp_low=_both(n.timestamp_low, bounds[0], max),
-                            timestamp_high=_both(n.timestamp_high, bounds[1], min))
-            back.append(f)     # narrowed, still checked by Spark
+                n = replace(
+                    n,
+                    timestamp_low=_both(n.timestamp_low, bounds[0], max),
+                    timestamp_high=_both(n.timestamp_high, bounds[1], min),
+                )
+            back.append(f)  # narrowed, still checked by Spark
             continue
         if not taken:
             back.append(f)

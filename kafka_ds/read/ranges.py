@@ -1,6 +1,7 @@
 """One Spark task's read: the offsets ``[start, end)`` of one topic-partition, fetched
 from its leader one Fetch ahead (``fetch_pipeline.py``) and decoded into Arrow record
 batches in exactly the schema of Spark's Kafka source."""
+
 from __future__ import annotations
 
 import logging
@@ -39,7 +40,8 @@ def data_loss(opts: ReadOptions, message: str) -> None:
         raise DataLossError(
             f"{message}. Some data may have been lost because it is no longer available in "
             "Kafka (aged out, or the topic was deleted). If you want the query to continue "
-            "with what is left, set the option 'failOnDataLoss' to 'false'.")
+            "with what is left, set the option 'failOnDataLoss' to 'false'."
+        )
     log.warning("%s; continuing because failOnDataLoss=false", message)
 
 
@@ -51,7 +53,7 @@ class _PartitionColumns:
         self.topic = topic
         self.partition = partition
         self.rows = 0
-        self.columns = None
+        self.columns: tuple = ()  # (topic, partition) arrays of self.rows rows
 
     def __call__(self, rows: int):
         if rows > self.rows:
@@ -69,13 +71,15 @@ class _PartitionColumns:
         import pyarrow as pa
 
         from ..protocol.records_arrays import int_array
+
         name = self.topic.encode("utf-8")
-        if len(name) * rows >= 1 << 31:      # beyond int32 offsets: Arrow's own repeat
+        if len(name) * rows >= 1 << 31:  # beyond int32 offsets: Arrow's own repeat
             topic = pa.repeat(self.topic, rows).cast(pa.string())
         else:
             offsets = np.arange(0, len(name) * (rows + 1), len(name), dtype=np.int32)
-            topic = pa.Array.from_buffers(pa.string(), rows, [
-                None, pa.py_buffer(offsets), pa.py_buffer(name * rows)])
+            topic = pa.Array.from_buffers(
+                pa.string(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(name * rows)]
+            )
         return topic, int_array(np.full(rows, self.partition, dtype=np.int32), pa.int32())
 
 
@@ -90,9 +94,9 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
     import numpy as np
     import pyarrow as pa
 
-    from .fetch_pipeline import FetchAhead, fetch_partition
     from ..protocol.records import decode_records
     from ..protocol.records_arrays import numpy_values
+    from .fetch_pipeline import FetchAhead, fetch_partition
     from .record_timestamps import check_timestamps
 
     if not hasattr(rng, "topic"):
@@ -120,39 +124,58 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
 
     fetches = FetchAhead(
         fetch_partition(client, opts, topic, partition, level, stopping, connection_used),
-        limit=end, name=f"kafka_ds-fetch {topic}-{partition}", interrupt=interrupt,
-        stopping=stopping)
+        limit=end,
+        name=f"kafka_ds-fetch {topic}-{partition}",
+        interrupt=interrupt,
+        stopping=stopping,
+    )
     partition_columns = _PartitionColumns(topic, partition)
     try:
         while offset < end:
             part = _fetch_with_retries(fetches, opts, topic, partition, offset, fetch_bytes)
-            if part is None:   # topic/partition gone, failOnDataLoss=false
+            if part is None:  # topic/partition gone, failOnDataLoss=false
                 return
             code = part["error_code"]
             if code == OffsetOutOfRange.code:
-                fetches.quiesce()     # the client is this thread's again
-                earliest = client.list_offsets({(topic, partition): EARLIEST})[(topic, partition)][0]
+                fetches.quiesce()  # the client is this thread's again
+                earliest = client.list_offsets({(topic, partition): EARLIEST})[(topic, partition)][
+                    0
+                ]
                 if offset < earliest:
-                    data_loss(opts, f"Offsets [{offset}, {min(earliest, end)}) of "
-                               f"{topic}-{partition} are no longer available (earliest is "
-                               f"{earliest})")
+                    data_loss(
+                        opts,
+                        f"Offsets [{offset}, {min(earliest, end)}) of "
+                        f"{topic}-{partition} are no longer available (earliest is "
+                        f"{earliest})",
+                    )
                     offset = earliest
                     continue
-                data_loss(opts, f"Offset {offset} of {topic}-{partition} is out of range "
-                           f"(earliest {earliest}); the requested range ends at {end}")
+                data_loss(
+                    opts,
+                    f"Offset {offset} of {topic}-{partition} is out of range "
+                    f"(earliest {earliest}); the requested range ends at {end}",
+                )
                 return
             records = part["records"] or b""
             high_watermark = part["high_watermark"]
-            _check_log_start(opts, topic, partition, offset, end, records,
-                             part.get("log_start_offset", -1))
+            _check_log_start(
+                opts, topic, partition, offset, end, records, part.get("log_start_offset", -1)
+            )
             last_stable = part.get("last_stable_offset", -1)
-            aborted = [(a["producer_id"], a["first_offset"])
-                       for a in (part.get("aborted_transactions") or [])]
+            aborted = [
+                (a["producer_id"], a["first_offset"])
+                for a in (part.get("aborted_transactions") or [])
+            ]
             part = None
             result = decode_records(
-                records, topic=topic, partition=partition, fetch_offset=offset,
-                include_headers=opts.include_headers, read_committed=opts.read_committed,
-                aborted_transactions=aborted)
+                records,
+                topic=topic,
+                partition=partition,
+                fetch_offset=offset,
+                include_headers=opts.include_headers,
+                read_committed=opts.read_committed,
+                aborted_transactions=aborted,
+            )
             if result.batch is not None and result.batch.num_rows:
                 check_timestamps(result.batch, records, topic, partition, end)
             # The decoded columns own copies of the bytes they need: let the response
@@ -160,7 +183,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
             # no reference to the batch while the next fetch is received.
             records = None
             batch, next_offset, truncated = result.batch, result.next_offset, result.truncated
-            result = None
+            del result
             if batch is not None and batch.num_rows:
                 n = batch.num_rows
                 if next_offset > end:
@@ -170,12 +193,14 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 if n:
                     if n < batch.num_rows:
                         batch = batch.slice(0, n)
-                    added = dict(zip(("topic", "partition"), partition_columns(n)))
-                    columns = [added[name] if name in added else batch.column(name)
-                               for name in schema.names]
+                    added = dict(zip(("topic", "partition"), partition_columns(n), strict=True))
+                    columns = [
+                        added[name] if name in added else batch.column(name)
+                        for name in schema.names
+                    ]
                     batch = pa.RecordBatch.from_arrays(columns, schema=schema)
-                    columns = None
-                    if opts.typed is not None:    # valueFormat / keyFormat
+                    del columns
+                    if opts.typed is not None:  # valueFormat / keyFormat
                         batch = opts.typed.decode_batch(batch, topic, partition)
                     yield batch
             batch = None
@@ -184,8 +209,7 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                 stalls = 0
                 continue
             # No complete batch came back.
-            available = last_stable if opts.read_committed and last_stable >= 0 \
-                else high_watermark
+            available = last_stable if opts.read_committed and last_stable >= 0 else high_watermark
             if truncated and fetch_bytes < MAX_FETCH_BYTES_GROWTH:
                 # A single batch larger than the fetch size: ask for more.
                 fetch_bytes *= 2
@@ -197,26 +221,38 @@ def read_range(opts: ReadOptions, rng, client: KafkaClient | None = None):
                     if stalls > 60:
                         raise KafkaError(
                             f"{topic}-{partition}: last stable offset stayed at {available} "
-                            f"below the planned end {end}; an open transaction did not finish")
+                            f"below the planned end {end}; an open transaction did not finish"
+                        )
                     time.sleep(0.5)
                     continue
-                data_loss(opts, f"{topic}-{partition} ends at offset {available} but the "
-                           f"query planned to read up to {end} (records were deleted or the "
-                           "partition was truncated)")
+                data_loss(
+                    opts,
+                    f"{topic}-{partition} ends at offset {available} but the "
+                    f"query planned to read up to {end} (records were deleted or the "
+                    "partition was truncated)",
+                )
                 return
             stalls += 1
             if stalls > 5:
                 raise KafkaError(
                     f"Fetch of {topic}-{partition} at offset {offset} returned no complete "
                     f"record batch {stalls} times (high watermark {high_watermark}, "
-                    f"fetch size {fetch_bytes} bytes)")
+                    f"fetch size {fetch_bytes} bytes)"
+                )
             time.sleep(0.05 * stalls)
     finally:
         fetches.close()
         if own_client:
             client.close()
-        log.debug("%s-%d [%d, %d): fetched ahead (guessed right/wrong): %d/%d", topic,
-                  partition, rng.start, end, fetches.guessed_right, fetches.guessed_wrong)
+        log.debug(
+            "%s-%d [%d, %d): fetched ahead (guessed right/wrong): %d/%d",
+            topic,
+            partition,
+            rng.start,
+            end,
+            fetches.guessed_right,
+            fetches.guessed_wrong,
+        )
 
 
 def _check_log_start(opts, topic, partition, offset, end, records, log_start) -> None:
@@ -228,9 +264,12 @@ def _check_log_start(opts, topic, partition, offset, end, records, log_start) ->
         return
     first = _BASE_OFFSET.unpack_from(records, 0)[0]
     if first > offset:
-        data_loss(opts, f"Offsets [{offset}, {min(first, log_start, end)}) of "
-                   f"{topic}-{partition} are no longer available (the log now starts at "
-                   f"{log_start})")
+        data_loss(
+            opts,
+            f"Offsets [{offset}, {min(first, log_start, end)}) of "
+            f"{topic}-{partition} are no longer available (the log now starts at "
+            f"{log_start})",
+        )
 
 
 def _fetch_with_retries(fetches, opts, topic, partition, offset, fetch_bytes):
@@ -241,7 +280,10 @@ def _fetch_with_retries(fetches, opts, topic, partition, offset, fetch_bytes):
         return fetches.get(offset, fetch_bytes)
     except KafkaError as exc:
         if isinstance(exc, (UnknownTopicOrPartition, UnknownTopicId)):
-            data_loss(opts, f"{topic}-{partition} no longer exists (was the topic deleted?) "
-                       f"while reading from offset {offset}: {exc}")
+            data_loss(
+                opts,
+                f"{topic}-{partition} no longer exists (was the topic deleted?) "
+                f"while reading from offset {offset}: {exc}",
+            )
             return None
         raise

@@ -9,6 +9,7 @@ overflow wraps silently; every valid value is a multiple of 1000 and a wrapped o
 i.e. nanoseconds after the year 2042). So the check is one vectorised remainder per
 Arrow batch; only on failure is the raw value looked up in the fetched bytes, to show it.
 """
+
 from __future__ import annotations
 
 import struct
@@ -27,7 +28,7 @@ from ..protocol.records_layout import (
 )
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-MAX_MS = INT64_MAX // 1000            # largest epoch ms whose microseconds fit in int64
+MAX_MS = INT64_MAX // 1000  # largest epoch ms whose microseconds fit in int64
 
 
 def check_timestamps(batch, records, topic: str, partition: int, end: int | None = None) -> None:
@@ -54,7 +55,8 @@ def check_timestamps(batch, records, topic: str, partition: int, end: int | None
         f"{offset}: raw value {shown} (epoch milliseconds) is outside what Spark's "
         f"TimestampType can hold (microseconds in a signed 64-bit integer, |ms| <= {MAX_MS}). "
         "The producer probably wrote the timestamp in another precision (micro- or "
-        "nanoseconds); fix the producer, or skip these offsets with startingOffsets.")
+        "nanoseconds); fix the producer, or skip these offsets with startingOffsets."
+    )
 
 
 def _wrap64(value: int) -> int:
@@ -69,8 +71,11 @@ def raw_timestamp(records, offset: int):
 
     if records is None:
         return None
-    buf = memoryview(records).cast("B") if not isinstance(records, (bytes, bytearray)) \
+    buf = (
+        memoryview(records).cast("B")
+        if not isinstance(records, (bytes, bytearray))
         else memoryview(records)
+    )
     pos, end = 0, len(buf)
     try:
         while pos + 17 <= end:
@@ -79,19 +84,32 @@ def raw_timestamp(records, offset: int):
             if batch_end > end:
                 return None
             if magic >= 2:
-                (_b, _s, _e, _m, _crc, attrs, last_delta, first_ts, max_ts, _pid, _pe, _seq,
-                 count) = _V2_HEADER.unpack_from(buf, pos)
+                (
+                    _b,
+                    _s,
+                    _e,
+                    _m,
+                    _crc,
+                    attrs,
+                    last_delta,
+                    first_ts,
+                    max_ts,
+                    _pid,
+                    _pe,
+                    _seq,
+                    count,
+                ) = _V2_HEADER.unpack_from(buf, pos)
                 if base <= offset <= base + last_delta:
-                    if attrs & ATTR_TIMESTAMP_TYPE:   # LOG_APPEND_TIME: one time for the batch
+                    if attrs & ATTR_TIMESTAMP_TYPE:  # LOG_APPEND_TIME: one time for the batch
                         return max_ts
-                    body = buf[pos + V2_HEADER_SIZE:batch_end]
+                    body = buf[pos + V2_HEADER_SIZE : batch_end]
                     if attrs & ATTR_CODEC_MASK:
                         body = memoryview(decompress(attrs & ATTR_CODEC_MASK, body))
                     p = 0
                     for _ in range(count):
                         length, p = read_varint(body, p)
                         record_end = p + length
-                        p += 1                    # attributes
+                        p += 1  # attributes
                         ts_delta, p = read_varint(body, p)
                         offset_delta, p = read_varint(body, p)
                         if base + offset_delta == offset:

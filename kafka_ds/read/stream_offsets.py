@@ -1,18 +1,20 @@
-"""The offset policy of the streaming read (docs/streaming.md says how Spark drives it): which offsets a query starts from, where each micro-batch ends
-(read limits, ``Trigger.AvailableNow``, new partitions), and which planned ranges
-are data loss (``failOnDataLoss``).
+"""The offset policy of the streaming read (docs/streaming.md says how Spark drives it):
+which offsets a query starts from, where each micro-batch ends (read limits,
+``Trigger.AvailableNow``, new partitions), and which planned ranges are data loss
+(``failOnDataLoss``).
 
 :class:`StreamOffsets` asks the brokers through its own driver-side client and keeps
 the state that lasts across triggers; :class:`~kafka_ds.stream.KafkaStreamReader`
 answers Spark's calls by delegating here. Offsets cross this boundary in Spark's JSON
 form (:func:`to_offset_dict`); inside they are ``{(topic, partition): offset}``.
 """
+
 from __future__ import annotations
 
 import json
 import time
 
-from ..client import LATEST, make_client
+from ..client import LATEST, KafkaClient, make_client
 from ..compat import ReadAllAvailable, ReadMaxRows, ReadMinRows
 from ..errors import ConfigurationError, DataLossError
 from ..options import ReadOptions
@@ -29,28 +31,31 @@ def to_offset_dict(offsets: dict[tuple[str, int], int]) -> dict:
 
 
 def from_offset_dict(offsets: dict) -> dict[tuple[str, int], int]:
-    return {(topic, int(partition)): int(offset)
-            for topic, parts in offsets.items() for partition, offset in parts.items()}
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, parts in offsets.items()
+        for partition, offset in parts.items()
+    }
 
 
 def rate_limit(limit: int, start: dict, end: dict, earliest_new: dict) -> dict:
     """Spark's KafkaMicroBatchStream.rateLimit: share ``limit`` records among partitions in
     proportion to their backlog; small partitions get at least one record."""
-    sizes = {}
+    begins = {}  # the partitions with a backlog: where each begins
     for tp, finish in end.items():
         begin = start.get(tp, earliest_new.get(tp))
         if begin is not None and finish - begin > 0:
-            sizes[tp] = finish - begin
-    total = float(sum(sizes.values()))
+            begins[tp] = begin
+    total = float(sum(end[tp] - begin for tp, begin in begins.items()))
     if total < 1:
         return dict(end)
     result = {}
     for tp, finish in end.items():
-        if tp not in sizes:
+        begin = begins.get(tp)
+        if begin is None:
             result[tp] = finish
             continue
-        begin = start.get(tp, earliest_new.get(tp))
-        prorate = limit * (sizes[tp] / total)
+        prorate = limit * ((finish - begin) / total)
         share = int(prorate) if prorate >= 1 else (1 if prorate > 0 else 0)
         result[tp] = min(finish, begin + share)
     return result
@@ -74,20 +79,24 @@ def check_available_now_end(target: dict, finish: dict, fetch_latest) -> None:
             "Kafka data source in Trigger.AvailableNow should provide the same topic "
             "partitions in pre-fetched offset to end offset for each microbatch. "
             f"topic-partitions for pre-fetched offset: {show(target)}, topic-partitions for "
-            f"end offset: {show(end)}. The error could be transient - restart your query.")
+            f"end offset: {show(end)}. The error could be transient - restart your query."
+        )
     if any(off > target[tp] for tp, off in end.items()):
         raise DataLossError(
             "For Kafka data source with Trigger.AvailableNow, end offset should have lower "
             "or equal offset per each topic partition than pre-fetched offset. pre-fetched "
-            f"offset: {show(target)}, end offset: {show(end)}.")
+            f"offset: {show(target)}, end offset: {show(end)}."
+        )
     latest = fetch_latest()
     lost = sorted(set(end) - set(latest))
     if lost:
         raise DataLossError(
             "Some of partitions in Kafka topic(s) have been lost during running query with "
-            "Trigger.AvailableNow: " + ", ".join(f"{t}-{p}" for t, p in lost)
+            "Trigger.AvailableNow: "
+            + ", ".join(f"{t}-{p}" for t, p in lost)
             + f". topic-partitions for latest offset: {show(latest)}, topic-partitions for "
-            f"end offset: {show(end)}. The error could be transient - restart your query.")
+            f"end offset: {show(end)}. The error could be transient - restart your query."
+        )
     back = sorted(tp for tp, off in end.items() if off > latest[tp])
     if back:
         raise DataLossError(
@@ -95,7 +104,14 @@ def check_available_now_end(target: dict, finish: dict, fetch_latest) -> None:
             "than end offset during running query with Trigger.AvailableNow: "
             + ", ".join(f"{t}-{p}" for t, p in back)
             + f". latest offset: {show(latest)}, end offset: {show(end)}. The topic may "
-            "have been deleted and re-created, or truncated.")
+            "have been deleted and re-created, or truncated."
+        )
+
+
+#: How long a stream reuses the partition list of its subscribed topics (at most; less with
+#: a smaller ``kafka.metadata.max.age.ms``): new partitions are read from the first trigger
+#: after that, for the cost of one Metadata request a second when idle.
+PARTITION_DISCOVERY_MS = 1000
 
 
 class StreamOffsets:
@@ -109,7 +125,7 @@ class StreamOffsets:
     def __init__(self, opts: ReadOptions, group_id: str | None):
         self.opts = opts
         self.group_id = group_id
-        self._client = None
+        self._client: KafkaClient | None = None
         self._initial: dict | None = None
         self._available_now_target: dict | None = None
         self._available_now = False
@@ -142,9 +158,12 @@ class StreamOffsets:
 
     def _topic_partitions(self):
         # Spark asks every trigger (~100 times a second when idle): reuse the metadata
-        # of subscribed topics for kafka.metadata.max.age.ms (a pattern still lists the
-        # topics every trigger, as Spark's source does).
-        return self._planner().topic_partitions(self.client.config.metadata_max_age_ms)
+        # of subscribed topics, but for a second at most (PARTITION_DISCOVERY_MS), so that
+        # partitions added to a subscribed topic are read from a following trigger, as
+        # Spark's source (which asks for them every trigger) reads them. A pattern still
+        # lists the topics every trigger, as Spark's source does.
+        max_age_ms = min(self.client.config.metadata_max_age_ms, PARTITION_DISCOVERY_MS)
+        return self._planner().topic_partitions(max_age_ms)
 
     def _latest_offsets(self, tps):
         return self._planner().latest(tps) if tps else {}
@@ -202,6 +221,12 @@ class StreamOffsets:
         self._available_now = True
         self._available_now_target = None
 
+    @property
+    def available_now(self) -> bool:
+        """A Trigger.AvailableNow run (Spark called prepareForTriggerAvailableNow): a
+        ``latest`` answer equal to its start ends the run."""
+        return self._available_now
+
     def latest(self, start: dict | None, limit) -> dict:
         """The end of the next batch (``start`` itself: no batch now)."""
         if start is None:
@@ -214,7 +239,7 @@ class StreamOffsets:
         if interval and self._idle is not None and self._available_now_target is None:
             idle_start, since = self._idle
             if idle_start == start and time.monotonic() - since < interval:
-                return start   # asked the brokers a moment ago: still nothing new
+                return start  # asked the brokers a moment ago: still nothing new
         result = self._batch_end(start, limit)
         self._idle = (start, time.monotonic()) if result == start else None
         return result
@@ -266,8 +291,9 @@ class StreamOffsets:
             min_rows = limit.min_rows
             max_rows = self.opts.max_offsets_per_trigger
         if min_rows is not None and self._available_now_target is None:
-            backlog = sum(max(0, off - begin.get(tp, earliest_new.get(tp, off)))
-                          for tp, off in latest.items())
+            backlog = sum(
+                max(0, off - begin.get(tp, earliest_new.get(tp, off))) for tp, off in latest.items()
+            )
             waited_ms = (time.monotonic() - self._last_batch_time) * 1000
             if backlog < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
                 return None
@@ -285,8 +311,11 @@ class StreamOffsets:
         ``end`` (nothing read before it) for a topic whose startingOffsets value is the
         topic-level "latest" (a topic subscribePattern matches later, SPARK-58774)."""
         spec = self.opts.starting
-        latest_topics = {t for t, off in spec.topic_offsets if off == LATEST} \
-            if spec.kind == "specific" else set()
+        latest_topics = (
+            {t for t, off in spec.topic_offsets if off == LATEST}
+            if spec.kind == "specific"
+            else set()
+        )
         at_end = {tp: end[tp] for tp in new if tp[0] in latest_topics and tp in end}
         starts = self._earliest_offsets([tp for tp in new if tp not in at_end])
         starts.update(at_end)
@@ -298,8 +327,11 @@ class StreamOffsets:
         begin = from_offset_dict(start)
         finish = from_offset_dict(end)
         if self._available_now_target is not None:
-            check_available_now_end(self._available_now_target, finish,
-                                    lambda: self._latest_offsets(self._topic_partitions()))
+            check_available_now_end(
+                self._available_now_target,
+                finish,
+                lambda: self._latest_offsets(self._topic_partitions()),
+            )
         gone = sorted(tp for tp, off in begin.items() if tp not in finish and off != LATEST)
         if gone:
             # A batch 0 that Spark re-runs after a restart gets its start from
@@ -310,8 +342,12 @@ class StreamOffsets:
             subscribed = set(self._topic_partitions())
             gone = [tp for tp in gone if tp not in subscribed]
         if gone:
-            data_loss(self.opts, "Partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
-                       + " are gone (topic deleted, or no longer matching the subscription)")
+            data_loss(
+                self.opts,
+                "Partitions "
+                + ", ".join(f"{t}-{p}" for t, p in gone)
+                + " are gone (topic deleted, or no longer matching the subscription)",
+            )
         new = [tp for tp in finish if tp not in begin]
         earliest_new = self._new_partition_starts(new, finish)
         ranges = []
@@ -320,15 +356,27 @@ class StreamOffsets:
             if first is None or first == LATEST or stop == LATEST:
                 continue
             if stop < first:
-                what = (f"new partition {tp[0]}-{tp[1]} starts at offset {first}, after the "
-                        f"planned end {stop} (records were deleted)") if tp in earliest_new else \
-                    (f"{tp[0]}-{tp[1]} went backwards from offset {first} to {stop} (was the "
-                     "topic deleted and re-created?)")
+                what = (
+                    (
+                        f"new partition {tp[0]}-{tp[1]} starts at offset {first}, after the "
+                        f"planned end {stop} (records were deleted)"
+                    )
+                    if tp in earliest_new
+                    else (
+                        f"{tp[0]}-{tp[1]} went backwards from offset {first} to {stop} (was the "
+                        "topic deleted and re-created?)"
+                    )
+                )
                 data_loss(self.opts, what)
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], first, stop))
         return ranges
 
 
-__all__ = ["StreamOffsets", "check_available_now_end", "from_offset_dict", "rate_limit",
-           "to_offset_dict"]
+__all__ = [
+    "StreamOffsets",
+    "check_available_now_end",
+    "from_offset_dict",
+    "rate_limit",
+    "to_offset_dict",
+]

@@ -13,9 +13,11 @@ task (``mode=FAILFAST``) with a :class:`RecordDecodeError` naming topic, partiti
 schema id and reason, or (``PERMISSIVE``) reads as null with the reason, schema id and raw
 bytes in the ``valueError``/``keyError`` column. Nothing is skipped.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..columns import output_columns
 from ..errors import ConfigurationError, RecordDecodeError
@@ -34,8 +36,8 @@ def error_column(column: str) -> str:
 @dataclass
 class TypedColumn:
     spec: ColumnFormatSpec
-    #: None for ``string``
-    codec: object
+    #: a codec of formats/ (the contract in formats/__init__.py); None for ``string``
+    codec: Any
     #: Spark type (simpleString) of the decoded column
     spark_type: str
     #: ``valueMemberNames=type``: the union struct's field names (else the codec's)
@@ -48,7 +50,7 @@ class TypedColumn:
 
 @dataclass
 class TypedColumns:
-    columns: tuple          # TypedColumn, key first
+    columns: tuple  # TypedColumn, key first
     mode: str = "FAILFAST"
 
     @property
@@ -63,8 +65,10 @@ class TypedColumns:
     def _fields(self, include_headers: bool) -> list[tuple[str, str]]:
         """``(name, Spark type)`` of the source's columns, the typed ones decoded."""
         typed = self.by_name()
-        fields = [(c.name, typed[c.name].spark_type if c.name in typed else c.spark_type)
-                  for c in output_columns(include_headers)]
+        fields = [
+            (c.name, typed[c.name].spark_type if c.name in typed else c.spark_type)
+            for c in output_columns(include_headers)
+        ]
         if self.permissive:
             fields += [(error_column(c.name), ERROR_TYPE) for c in self.columns]
         return fields
@@ -74,8 +78,11 @@ class TypedColumns:
 
     def simple_string(self, include_headers: bool) -> str:
         """The source schema's ``StructType.simpleString()``."""
-        return "struct<" + ",".join(f"{name}:{kind}"
-                                    for name, kind in self._fields(include_headers)) + ">"
+        return (
+            "struct<"
+            + ",".join(f"{name}:{kind}" for name, kind in self._fields(include_headers))
+            + ">"
+        )
 
     # --- executors -----------------------------------------------------------------------
 
@@ -83,6 +90,7 @@ class TypedColumns:
         """``batch`` (the source's Arrow batch with binary key/value) with the typed
         columns decoded; raises :class:`RecordDecodeError` on a bad record in FAILFAST."""
         import pyarrow as pa
+
         names = batch.schema.names
         arrays = list(batch.columns)
         errors = []
@@ -99,35 +107,46 @@ class TypedColumns:
                     f"as {typed.spec.format}"
                     + (f" (schema id {schema_id})" if schema_id >= 0 else "")
                     + f": {reasons[0]}. {len(bad_rows)} record(s) of this batch of "
-                    f"{batch.num_rows} failed. .option(\"mode\", \"PERMISSIVE\") reads such "
+                    f'{batch.num_rows} failed. .option("mode", "PERMISSIVE") reads such '
                     f"records as null and keeps their bytes in the '{error_column(typed.name)}' "
-                    "column.")
+                    "column."
+                )
             arrays[index] = decoded
             if self.permissive:
-                errors.append((error_column(typed.name),
-                               _error_array(raw, bad_rows, reasons, schema_ids)))
-        fields = [pa.field(name, array.type) for name, array in zip(names, arrays)]
+                errors.append(
+                    (error_column(typed.name), _error_array(raw, bad_rows, reasons, schema_ids))
+                )
+        fields = [pa.field(name, array.type) for name, array in zip(names, arrays, strict=True)]
         fields += [pa.field(name, array.type) for name, array in errors]
-        return pa.RecordBatch.from_arrays(arrays + [array for _, array in errors],
-                                          schema=pa.schema(fields))
+        return pa.RecordBatch.from_arrays(
+            arrays + [array for _, array in errors], schema=pa.schema(fields)
+        )
 
 
 def decode_column(typed: TypedColumn, raw):
     """``(array, bad_rows, reasons, schema_ids)`` of one column."""
     import numpy as np
     import pyarrow as pa
-    if typed.codec is None:          # string: UTF-8 text
+
+    if typed.codec is None:  # string: UTF-8 text
         return _decode_utf8(raw)
     result = typed.codec.decode(raw)
-    bad_rows = (np.asarray(result.bad_rows, dtype=np.int64) if result.bad_rows is not None
-                else np.empty(0, np.int64))
-    schema_ids = (np.asarray(result.schema_ids, dtype=np.int32)
-                  if result.schema_ids is not None else np.full(len(bad_rows), -1, np.int32))
+    bad_rows = (
+        np.asarray(result.bad_rows, dtype=np.int64)
+        if result.bad_rows is not None
+        else np.empty(0, np.int64)
+    )
+    schema_ids = (
+        np.asarray(result.schema_ids, dtype=np.int32)
+        if result.schema_ids is not None
+        else np.full(len(bad_rows), -1, np.int32)
+    )
     array = result.array
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if typed.field_names is not None:
-        from ..formats.avro_members import renamed
+        from ..formats.avro.members import renamed
+
         array = renamed(array, typed.field_names)
     return array, bad_rows, list(result.reasons), schema_ids
 
@@ -135,13 +154,16 @@ def decode_column(typed: TypedColumn, raw):
 def _decode_utf8(raw):
     import numpy as np
     import pyarrow as pa
+
     try:
         return (raw.cast(pa.string()), np.empty(0, np.int64), [], np.empty(0, np.int32))
     except pa.ArrowInvalid:
         pass
     # Only when the batch holds invalid UTF-8: find the rows, one by one.
     values = raw.to_pylist()
-    bad, reasons, text = [], [], []
+    bad: list[int] = []
+    reasons: list[str] = []
+    text: list[str | None] = []
     for row, value in enumerate(values):
         if value is None:
             text.append(None)
@@ -152,31 +174,38 @@ def _decode_utf8(raw):
             bad.append(row)
             reasons.append(f"not UTF-8 text ({exc.reason} at byte {exc.start})")
             text.append(None)
-    return (pa.array(text, pa.string()), np.asarray(bad, np.int64), reasons,
-            np.full(len(bad), -1, np.int32))
+    return (
+        pa.array(text, pa.string()),
+        np.asarray(bad, np.int64),
+        reasons,
+        np.full(len(bad), -1, np.int32),
+    )
 
 
 def _error_array(raw, bad_rows, reasons, schema_ids):
     """PERMISSIVE: ``struct<reason, schemaId, raw>`` per row, null where the row decoded."""
     import numpy as np
     import pyarrow as pa
+
     n = len(raw)
-    mask = np.ones(n, dtype=bool)             # True = null
+    mask = np.ones(n, dtype=bool)  # True = null
     mask[bad_rows] = False
     reason_list = [None] * n
     id_values = np.zeros(n, dtype=np.int32)
-    for row, reason, schema_id in zip(bad_rows.tolist(), reasons, schema_ids.tolist()):
+    for row, reason, schema_id in zip(bad_rows.tolist(), reasons, schema_ids.tolist(), strict=True):
         reason_list[row] = reason
         id_values[row] = schema_id
     ids = pa.array(id_values, pa.int32(), mask=mask | (id_values < 0))
-    raw_kept = pa.array(raw.to_pylist() if len(bad_rows) else [None] * n, pa.binary(),
-                        mask=mask)
+    raw_kept = pa.array(raw.to_pylist() if len(bad_rows) else [None] * n, pa.binary(), mask=mask)
     return pa.StructArray.from_arrays(
-        [pa.array(reason_list, pa.string()), ids, raw_kept], names=["reason", "schemaId", "raw"],
-        mask=pa.array(mask))
+        [pa.array(reason_list, pa.string()), ids, raw_kept],
+        names=["reason", "schemaId", "raw"],
+        mask=pa.array(mask),
+    )
 
 
 # --- driver: resolving the reader schemas ------------------------------------------------
+
 
 def topic_of(spec: ColumnFormatSpec, topics: list | None) -> str:
     """The one topic TopicNameStrategy names the subject after."""
@@ -187,16 +216,19 @@ def topic_of(spec: ColumnFormatSpec, topics: list | None) -> str:
         f"'<topic>-{spec.column}', which needs exactly one topic (got "
         f"{'the topics ' + ', '.join(topics) if topics else 'a topic pattern'}): name the "
         f"subject with '{spec.option('Subject')}' or give the schema in "
-        f"'{spec.option('Schema')}'")
+        f"'{spec.option('Schema')}'"
+    )
 
 
 def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
     """The reader schema of one column: inline, or the subject's version from the registry."""
     from ..registry.schema import RegisteredSchema
+
     if spec.inline_schema is not None:
         return RegisteredSchema(SCHEMA_TYPES[spec.format], spec.inline_schema)
-    if spec.subjects is not None:           # several record types, one subject each
-        from ..formats.avro_subjects import union_reader_schema
+    if spec.subjects is not None:  # several record types, one subject each
+        from ..formats.avro.subjects import union_reader_schema
+
         return union_reader_schema(registry_for(registry_settings), spec)
     subject = spec.subject or f"{topic_of(spec, topics)}-{spec.column}"
     fmt = "serialized" if spec.format == "protobuf" else None
@@ -206,7 +238,8 @@ def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
             f"Option '{spec.option('Format')}' is '{spec.format}' but subject '{subject}' "
             f"version {found.version} holds a {found.schema_type} schema: set "
             f"{spec.option('Format')} to {found.schema_type.lower()}, or name another subject "
-            f"with '{spec.option('Subject')}'")
+            f"with '{spec.option('Subject')}'"
+        )
     return found
 
 
@@ -223,9 +256,13 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumn
             columns.append(_several_subjects(column_spec, spec))
             continue
         schema = reader_schema(column_spec, spec.registry, topics)
-        codec = make_codec(column_spec, schema, framed=spec.registry is not None,
-                           lookup=registry_for(spec.registry) if spec.registry else None,
-                           schema_id=schema.schema_id)
+        codec = make_codec(
+            column_spec,
+            schema,
+            framed=spec.registry is not None,
+            lookup=registry_for(spec.registry) if spec.registry else None,
+            schema_id=schema.schema_id,
+        )
         if column_spec.member_names == "type":
             columns.append(_named_by_type(column_spec, codec))
         else:
@@ -236,6 +273,7 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumn
 def _several_subjects(spec: ColumnFormatSpec, typed: TypedColumnsSpec) -> TypedColumn:
     """Protobuf/JSON ``valueSubjects``: records routed to their subject by type."""
     from ..formats.record_subjects import member_type_names, subjects_codec
+
     codec = subjects_codec(spec, registry_for(typed.registry))
     if spec.member_names == "type":
         codec = codec.renamed(member_type_names(codec.type_names))
@@ -244,13 +282,14 @@ def _several_subjects(spec: ColumnFormatSpec, typed: TypedColumnsSpec) -> TypedC
 
 def _named_by_type(spec: ColumnFormatSpec, codec) -> TypedColumn:
     """``valueMemberNames=type``: the union struct's fields named by their types."""
-    from ..formats.avro_members import renamed_spark_type, type_member_names
+    from ..formats.avro.members import renamed_spark_type, type_member_names
+
     node = codec.reader_node
     names = type_member_names(node)
     if names is None:
         raise ConfigurationError(
             f"Option '{spec.option('MemberNames')}'='type' names the fields of a union of "
             f"several record types, but the {spec.column} schema is {codec.spark_type}: "
-            "remove the option")
+            "remove the option"
+        )
     return TypedColumn(spec, codec, renamed_spark_type(node, names), names)
-

@@ -11,6 +11,7 @@ turn) until ``retry_budget_ms`` is spent, then raises one
 :class:`~kafka_ds.registry.errors.RegistryUnavailableError` naming every URL tried and the
 last cause. Other error answers raise at once (see :mod:`kafka_ds.registry.errors`).
 """
+
 from __future__ import annotations
 
 import base64
@@ -38,8 +39,9 @@ from .settings import (
     RegistrySettings,
 )
 
-_ACCEPT = ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, "
-           "application/json")
+_ACCEPT = (
+    "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
+)
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _FIRST_BACKOFF_S = 0.1
 _MAX_BACKOFF_S = 2.0
@@ -53,27 +55,32 @@ def _quote(subject: str) -> str:
 
 
 def _schema_body(schema: RegisteredSchema) -> dict:
-    body = {"schema": schema.schema_str}
+    body: dict[str, object] = {"schema": schema.schema_str}
     if schema.schema_type and schema.schema_type.upper() != "AVRO":
         body["schemaType"] = schema.schema_type.upper()
     if schema.references:
-        body["references"] = [{"name": ref.name, "subject": ref.subject, "version": ref.version}
-                              for ref in schema.references]
+        body["references"] = [
+            {"name": ref.name, "subject": ref.subject, "version": ref.version}
+            for ref in schema.references
+        ]
     return body
 
 
 def _registered(answer: dict, *, schema_id=None, subject=None, version=None) -> RegisteredSchema:
     if not isinstance(answer, dict) or not isinstance(answer.get("schema"), str):
         raise SchemaRegistryError(f"the registry's answer has no schema: {str(answer)[:200]}")
-    references = tuple(SchemaReference(ref["name"], ref["subject"], int(ref["version"]))
-                       for ref in answer.get("references") or ())
+    references = tuple(
+        SchemaReference(ref["name"], ref["subject"], int(ref["version"]))
+        for ref in answer.get("references") or ()
+    )
     return RegisteredSchema(
         schema_type=(answer.get("schemaType") or "AVRO").upper(),
         schema_str=answer["schema"],
         references=references,
         schema_id=answer.get("id", schema_id),
         subject=answer.get("subject", subject),
-        version=answer.get("version", version))
+        version=answer.get("version", version),
+    )
 
 
 class SchemaRegistry(SchemaLookup):
@@ -103,22 +110,37 @@ class SchemaRegistry(SchemaLookup):
     def schema_by_id(self, schema_id: int, fmt: str | None = None) -> RegisteredSchema:
         """GET /schemas/ids/{id}: the schema a framed record names. Cached forever."""
         key = (int(schema_id), fmt)
-        return self._cached(self._by_id, key, lambda: _registered(
-            self._request("GET", f"/schemas/ids/{int(schema_id)}", {"format": fmt},
-                          what=f"schema id {schema_id}"),
-            schema_id=int(schema_id)))
+        return self._cached(
+            self._by_id,
+            key,
+            lambda: _registered(
+                self._request(
+                    "GET",
+                    f"/schemas/ids/{int(schema_id)}",
+                    {"format": fmt},
+                    what=f"schema id {schema_id}",
+                ),
+                schema_id=int(schema_id),
+            ),
+        )
 
-    def schema_version(self, subject: str, version: int | str,
-                       fmt: str | None = None) -> RegisteredSchema:
+    def schema_version(
+        self, subject: str, version: int | str, fmt: str | None = None
+    ) -> RegisteredSchema:
         """GET /subjects/{subject}/versions/{version}; numbered versions are cached forever,
         ``'latest'`` is asked every time."""
         version = "latest" if str(version).lower() in ("latest", "-1") else int(version)
 
         def fetch():
             return _registered(
-                self._request("GET", f"/subjects/{_quote(subject)}/versions/{version}",
-                              {"format": fmt}, what=f"subject '{subject}' version {version}"),
-                subject=subject)
+                self._request(
+                    "GET",
+                    f"/subjects/{_quote(subject)}/versions/{version}",
+                    {"format": fmt},
+                    what=f"subject '{subject}' version {version}",
+                ),
+                subject=subject,
+            )
 
         if version == "latest":
             found = fetch()
@@ -133,8 +155,11 @@ class SchemaRegistry(SchemaLookup):
 
     def versions(self, subject: str) -> list[int]:
         """GET /subjects/{subject}/versions."""
-        return list(self._request("GET", f"/subjects/{_quote(subject)}/versions",
-                                  what=f"subject '{subject}'"))
+        return list(
+            self._request(
+                "GET", f"/subjects/{_quote(subject)}/versions", what=f"subject '{subject}'"
+            )
+        )
 
     def register(self, subject: str, schema: RegisteredSchema, normalize: bool = False) -> int:
         """POST /subjects/{subject}/versions: the schema's id (the same schema registered
@@ -143,9 +168,13 @@ class SchemaRegistry(SchemaLookup):
         with self._lock:
             if key in self._registered_ids:
                 return self._registered_ids[key]
-        answer = self._request("POST", f"/subjects/{_quote(subject)}/versions",
-                               {"normalize": "true" if normalize else None},
-                               body=_schema_body(schema), what=f"subject '{subject}'")
+        answer = self._request(
+            "POST",
+            f"/subjects/{_quote(subject)}/versions",
+            {"normalize": "true" if normalize else None},
+            body=_schema_body(schema),
+            what=f"subject '{subject}'",
+        )
         schema_id = int(answer["id"])
         with self._lock:
             self._registered_ids[key] = schema_id
@@ -155,21 +184,30 @@ class SchemaRegistry(SchemaLookup):
         """POST /subjects/{subject}: the registered version of ``schema``, None when the
         subject or the schema under it is not registered."""
         try:
-            answer = self._request("POST", f"/subjects/{_quote(subject)}",
-                                   body=_schema_body(schema), what=f"subject '{subject}'")
+            answer = self._request(
+                "POST",
+                f"/subjects/{_quote(subject)}",
+                body=_schema_body(schema),
+                what=f"subject '{subject}'",
+            )
         except SchemaRegistryError as exc:
             if exc.error_code in (SUBJECT_NOT_FOUND, SCHEMA_NOT_FOUND):
                 return None
             raise
         return _registered(answer, subject=subject)
 
-    def compatibility(self, subject: str, schema: RegisteredSchema,
-                      version: int | str = "latest") -> tuple[bool, list]:
+    def compatibility(
+        self, subject: str, schema: RegisteredSchema, version: int | str = "latest"
+    ) -> tuple[bool, list]:
         """POST /compatibility/subjects/{subject}/versions/{version}?verbose=true:
         whether ``schema`` may be registered, and the registry's reasons when not."""
-        answer = self._request("POST", f"/compatibility/subjects/{_quote(subject)}/versions/"
-                               f"{version}", {"verbose": "true"}, body=_schema_body(schema),
-                               what=f"subject '{subject}' version {version}")
+        answer = self._request(
+            "POST",
+            f"/compatibility/subjects/{_quote(subject)}/versions/{version}",
+            {"verbose": "true"},
+            body=_schema_body(schema),
+            what=f"subject '{subject}' version {version}",
+        )
         return bool(answer.get("is_compatible")), list(answer.get("messages") or ())
 
     def subjects(self) -> list[str]:
@@ -195,8 +233,7 @@ class SchemaRegistry(SchemaLookup):
 
     # --- HTTP ----------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, query: dict | None = None, *, body=None,
-                 what: str):
+    def _request(self, method: str, path: str, query: dict | None = None, *, body=None, what: str):
         """One REST call with fail-over and retries under the budget; the decoded JSON."""
         query = {k: v for k, v in (query or {}).items() if v is not None}
         target = path + (f"?{urlencode(query)}" if query else "")
@@ -212,18 +249,23 @@ class SchemaRegistry(SchemaLookup):
                 url = base + target
                 if url not in tried:
                     tried.append(url)
-                timeout = max(0.05, min(settings.request_timeout_ms / 1000,
-                                        deadline - self._clock()))
+                timeout = max(
+                    0.05, min(settings.request_timeout_ms / 1000, deadline - self._clock())
+                )
                 try:
                     status, data = self._send(base, method, target, payload, timeout)
                 except ssl.SSLCertVerificationError as exc:
                     raise SchemaRegistryError(
                         f"schema registry {url}: the TLS certificate did not verify "
-                        f"({exc.verify_message}); check '{SSL_CA_LOCATION}'", url=url) from None
+                        f"({exc.verify_message}); check '{SSL_CA_LOCATION}'",
+                        url=url,
+                    ) from None
                 except ssl.SSLError as exc:
                     raise SchemaRegistryError(
                         f"schema registry {url}: the TLS handshake failed ({exc}); check the "
-                        f"'schema.registry.ssl.*' options", url=url) from None
+                        f"'schema.registry.ssl.*' options",
+                        url=url,
+                    ) from None
                 except (OSError, http.client.HTTPException) as exc:
                     last_cause = f"{type(exc).__name__}: {exc}"
                     last_status = last_code = None
@@ -237,8 +279,11 @@ class SchemaRegistry(SchemaLookup):
                     continue
                 raise error_class(status, error_code)(
                     f"schema registry {method} {url} for {what}: HTTP {status} error_code "
-                    f"{error_code}: {message}", http_status=status, error_code=error_code,
-                    url=url)
+                    f"{error_code}: {message}",
+                    http_status=status,
+                    error_code=error_code,
+                    url=url,
+                )
             remaining = deadline - self._clock()
             if remaining <= 0:
                 break
@@ -248,16 +293,23 @@ class SchemaRegistry(SchemaLookup):
             f"schema registry unavailable for {what}: no answer within the retry budget of "
             f"{settings.retry_budget_ms} ms ('schema.registry.retry.budget.ms') from "
             f"{', '.join(tried)}; last cause: {last_cause}",
-            http_status=last_status, error_code=last_code, url=tried[-1])
+            http_status=last_status,
+            error_code=last_code,
+            url=tried[-1],
+        )
 
-    def _send(self, base: str, method: str, target: str, payload: bytes | None,
-              timeout: float) -> tuple[int, bytes]:
+    def _send(
+        self, base: str, method: str, target: str, payload: bytes | None, timeout: float
+    ) -> tuple[int, bytes]:
         parts = urlsplit(base)
+        host = parts.hostname or ""  # settings.py refuses a URL without one
+        connection: http.client.HTTPConnection
         if parts.scheme == "https":
-            connection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
-                                                     context=self._tls_context())
+            connection = http.client.HTTPSConnection(
+                host, parts.port, timeout=timeout, context=self._tls_context()
+            )
         else:
-            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+            connection = http.client.HTTPConnection(host, parts.port, timeout=timeout)
         headers = {"Accept": _ACCEPT, **self._auth_headers()}
         if payload is not None:
             headers["Content-Type"] = _CONTENT_TYPE
@@ -288,8 +340,10 @@ def _make_tls_context(settings: RegistrySettings) -> ssl.SSLContext:
     try:
         context = ssl.create_default_context(cafile=settings.ssl_ca_location)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigurationError(f"'{SSL_CA_LOCATION}' = {settings.ssl_ca_location!r}: cannot "
-                                 f"load CA certificates ({exc})") from None
+        raise ConfigurationError(
+            f"'{SSL_CA_LOCATION}' = {settings.ssl_ca_location!r}: cannot "
+            f"load CA certificates ({exc})"
+        ) from None
     if settings.ssl_certificate_location:
         try:
             context.load_cert_chain(settings.ssl_certificate_location, settings.ssl_key_location)
@@ -297,7 +351,8 @@ def _make_tls_context(settings: RegistrySettings) -> ssl.SSLContext:
             raise ConfigurationError(
                 f"'{SSL_CERTIFICATE_LOCATION}' = {settings.ssl_certificate_location!r}, "
                 f"'{SSL_KEY_LOCATION}' = {settings.ssl_key_location!r}: cannot load the client "
-                f"certificate and key ({exc})") from None
+                f"certificate and key ({exc})"
+            ) from None
     return context
 
 
@@ -305,8 +360,9 @@ def _decode(data: bytes, url: str):
     try:
         return json.loads(data)
     except ValueError:
-        raise SchemaRegistryError(f"schema registry {url} answered with no JSON: "
-                                  f"{data[:200]!r}", url=url) from None
+        raise SchemaRegistryError(
+            f"schema registry {url} answered with no JSON: {data[:200]!r}", url=url
+        ) from None
 
 
 def _error_of(status: int, data: bytes) -> tuple[int | None, str]:
@@ -324,8 +380,11 @@ _REGISTRIES: dict = {}
 _REGISTRIES_LOCK = threading.Lock()
 
 
-def registry_for(settings: RegistrySettings) -> SchemaRegistry:
-    """This process's one client for ``settings`` (so its caches are shared)."""
+def registry_for(settings: RegistrySettings | None) -> SchemaRegistry:
+    """This process's one client for ``settings`` (so its caches are shared); ``None`` (no
+    'schema.registry.url' given) is a ConfigurationError."""
+    if settings is None:
+        raise ConfigurationError("this needs a Schema Registry: set 'schema.registry.url'")
     with _REGISTRIES_LOCK:
         registry = _REGISTRIES.get(settings)
         if registry is None:

@@ -4,6 +4,7 @@ Each carries the HTTP status, the registry's ``error_code`` (40401 subject not f
 version not found, 40403 schema not found, 409 incompatible, 42201 invalid schema, ...) and
 the URL asked, never with credentials. :func:`error_for_response` picks the class.
 """
+
 from __future__ import annotations
 
 from ..errors import AuthenticationError, KafkaError, RetriableError
@@ -22,8 +23,14 @@ class SchemaRegistryError(KafkaError):
     ``url`` is the request's URL (credentials are never part of it).
     """
 
-    def __init__(self, message: str, *, http_status: int | None = None,
-                 error_code: int | None = None, url: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        http_status: int | None = None,
+        error_code: int | None = None,
+        url: str | None = None,
+    ):
         super().__init__(message)
         self.http_status = http_status
         self.error_code = error_code

@@ -1,4 +1,5 @@
 """What the registry stores, as the codecs and the client both see it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ class SchemaLookup:
     def schema_by_id(self, schema_id: int, fmt: str | None = None) -> RegisteredSchema:
         raise NotImplementedError
 
-    def schema_version(self, subject: str, version: int | str,
-                       fmt: str | None = None) -> RegisteredSchema:
+    def schema_version(
+        self, subject: str, version: int | str, fmt: str | None = None
+    ) -> RegisteredSchema:
         raise NotImplementedError

@@ -1,6 +1,7 @@
 """How to reach a Schema Registry: :class:`RegistrySettings`, picklable (it goes to the
 executors), hashable (``registry_for`` keeps one client per settings), and with every
 secret redacted from its repr."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,26 +57,35 @@ class RegistrySettings:
         else:
             object.__setattr__(self, "urls", tuple(self.urls))
         if not self.urls:
-            raise ConfigurationError(f"'{URL}' names no URL; set it to the registry's "
-                                     "http(s)://host:port (comma-separated for several)")
+            raise ConfigurationError(
+                f"'{URL}' names no URL; set it to the registry's "
+                "http(s)://host:port (comma-separated for several)"
+            )
         for url in self.urls:
             _check_url(url)
         if self.basic_auth_user_info is not None and ":" not in self.basic_auth_user_info:
             raise ConfigurationError(
                 f"'{BASIC_AUTH_USER_INFO}' must be 'key:secret' (got "
                 f"{len(self.basic_auth_user_info)} characters with no ':'; not shown, "
-                "it may be the secret)")
+                "it may be the secret)"
+            )
         if self.basic_auth_user_info is not None and self.bearer_auth_token is not None:
-            raise ConfigurationError(f"set either '{BASIC_AUTH_USER_INFO}' or "
-                                     f"'{BEARER_AUTH_TOKEN}', not both")
+            raise ConfigurationError(
+                f"set either '{BASIC_AUTH_USER_INFO}' or '{BEARER_AUTH_TOKEN}', not both"
+            )
         if self.ssl_key_location and not self.ssl_certificate_location:
-            raise ConfigurationError(f"'{SSL_KEY_LOCATION}' needs '{SSL_CERTIFICATE_LOCATION}' "
-                                     "(the client certificate the key belongs to)")
-        for name, value in ((REQUEST_TIMEOUT_MS, self.request_timeout_ms),
-                            (RETRY_BUDGET_MS, self.retry_budget_ms)):
+            raise ConfigurationError(
+                f"'{SSL_KEY_LOCATION}' needs '{SSL_CERTIFICATE_LOCATION}' "
+                "(the client certificate the key belongs to)"
+            )
+        for name, value in (
+            (REQUEST_TIMEOUT_MS, self.request_timeout_ms),
+            (RETRY_BUDGET_MS, self.retry_budget_ms),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigurationError(f"'{name}' must be a positive number of "
-                                         f"milliseconds, got {value!r}")
+                raise ConfigurationError(
+                    f"'{name}' must be a positive number of milliseconds, got {value!r}"
+                )
 
     def __repr__(self):
         fields = [f"urls={self.urls!r}"]
@@ -97,8 +107,10 @@ class RegistrySettings:
         """The settings from a query's options (keys lower-cased, values strings)."""
         options = lower_cased_options
         if not options.get(URL, "").strip():
-            raise ConfigurationError(f"'{URL}' is required to use a schema registry; set it "
-                                     "to http(s)://host:port (comma-separated for several)")
+            raise ConfigurationError(
+                f"'{URL}' is required to use a schema registry; set it "
+                "to http(s)://host:port (comma-separated for several)"
+            )
 
         def text(name):
             value = options.get(name)
@@ -111,17 +123,20 @@ class RegistrySettings:
             try:
                 return int(str(raw).strip())
             except ValueError:
-                raise ConfigurationError(f"'{name}' must be a whole number of milliseconds, "
-                                         f"got {raw!r}") from None
+                raise ConfigurationError(
+                    f"'{name}' must be a whole number of milliseconds, got {raw!r}"
+                ) from None
 
-        return cls(urls=split_urls(options[URL]),
-                   basic_auth_user_info=text(BASIC_AUTH_USER_INFO),
-                   bearer_auth_token=text(BEARER_AUTH_TOKEN),
-                   ssl_ca_location=text(SSL_CA_LOCATION),
-                   ssl_certificate_location=text(SSL_CERTIFICATE_LOCATION),
-                   ssl_key_location=text(SSL_KEY_LOCATION),
-                   request_timeout_ms=millis(REQUEST_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS),
-                   retry_budget_ms=millis(RETRY_BUDGET_MS, DEFAULT_RETRY_BUDGET_MS))
+        return cls(
+            urls=split_urls(options[URL]),
+            basic_auth_user_info=text(BASIC_AUTH_USER_INFO),
+            bearer_auth_token=text(BEARER_AUTH_TOKEN),
+            ssl_ca_location=text(SSL_CA_LOCATION),
+            ssl_certificate_location=text(SSL_CERTIFICATE_LOCATION),
+            ssl_key_location=text(SSL_KEY_LOCATION),
+            request_timeout_ms=millis(REQUEST_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS),
+            retry_budget_ms=millis(RETRY_BUDGET_MS, DEFAULT_RETRY_BUDGET_MS),
+        )
 
 
 def split_urls(text: str) -> tuple:
@@ -131,15 +146,17 @@ def split_urls(text: str) -> tuple:
 def _check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(f"'{URL}': {_without_user_info(url)!r} is not an http:// or "
-                                 "https:// URL with a host")
+        raise ConfigurationError(
+            f"'{URL}': {_without_user_info(url)!r} is not an http:// or https:// URL with a host"
+        )
     if parts.username is not None or parts.password is not None:
         # Credentials in a URL end up in logs and error messages: they have their own option.
         raise ConfigurationError(
             f"'{URL}': {_without_user_info(url)!r} carries credentials; remove them from the "
-            f"URL and set '{BASIC_AUTH_USER_INFO}' to 'key:secret' instead")
+            f"URL and set '{BASIC_AUTH_USER_INFO}' to 'key:secret' instead"
+        )
     try:
-        parts.port
+        _ = parts.port  # urllib checks the port when it is read
     except ValueError:
         raise ConfigurationError(f"'{URL}': {url!r} has an invalid port") from None
 

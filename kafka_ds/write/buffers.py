@@ -6,6 +6,7 @@ about ``kafka.batch.size`` bytes (or ``kafka.linger.ms``), are encoded into
 RecordBatch v2 column-wise and handed to the
 :class:`~kafka_ds.client.producer.Producer`.
 """
+
 from __future__ import annotations
 
 import time
@@ -15,9 +16,9 @@ import pyarrow as pa
 
 from ..client.producer import Producer
 from ..client.transactions import Transaction
+from ..errors import ConfigurationError
 from ..options import WriteOptions
 from ..protocol.compression import codec_id
-from ..errors import ConfigurationError
 from ..protocol.records_encode import encode_record_batch_buffer
 from ..protocol.records_layout import V2_HEADER_SIZE
 from .rows import RowColumns, RowTopics
@@ -73,8 +74,9 @@ class RecordBatcher:
     """Buffers a task's rows per (topic, partition) and sends them as record batches of at
     most ``batch_limit`` bytes; in ``transaction`` when given. Not thread-safe."""
 
-    def __init__(self, opts: WriteOptions, producer: Producer,
-                 transaction: Transaction | None, describe_rows):
+    def __init__(
+        self, opts: WriteOptions, producer: Producer, transaction: Transaction | None, describe_rows
+    ):
         self.opts = opts
         self.producer = producer
         self.transaction = transaction
@@ -83,10 +85,11 @@ class RecordBatcher:
         # A batch must fit the batch size and a request (with the request's own overhead).
         self.batch_limit = max(min(opts.batch_size, opts.max_request_size), V2_HEADER_SIZE + 1)
         self.buffers: dict[tuple[str, int], PartitionBuffer] = {}
-        self.buffered_bytes = 0   # sum of the buffers' estimated bytes
+        self.buffered_bytes = 0  # sum of the buffers' estimated bytes
 
-    def add(self, rows: RowColumns, topics: RowTopics, partitions: np.ndarray,
-            first_row: int) -> None:
+    def add(
+        self, rows: RowColumns, topics: RowTopics, partitions: np.ndarray, first_row: int
+    ) -> None:
         """Buffer one Arrow batch's rows (``first_row``: the first one's position in the
         task's input)."""
         n = len(partitions)
@@ -112,19 +115,24 @@ class RecordBatcher:
         rows_s = order + first_row
         sizes_s = rows.sizes[order]
         topic_of_group = topics.index[order[starts]] if topics.index is not None else None
-        for g, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
-            topic = topics.names[topic_of_group[g]] if topic_of_group is not None \
-                else topics.names[0]
+        for g, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            topic = (
+                topics.names[topic_of_group[g]] if topic_of_group is not None else topics.names[0]
+            )
             partition = int(partitions[order[start]])
             length = end - start
             buffer = self.buffers.get((topic, partition))
             if buffer is None:
                 buffer = self.buffers[(topic, partition)] = PartitionBuffer()
             before = buffer.bytes
-            buffer.add(keys_s.slice(start, length) if keys_s is not None else None,
-                       values_s.slice(start, length),
-                       headers_s.slice(start, length) if headers_s is not None else None,
-                       timestamps_s[start:end], rows_s[start:end], sizes_s[start:end])
+            buffer.add(
+                keys_s.slice(start, length) if keys_s is not None else None,
+                values_s.slice(start, length),
+                headers_s.slice(start, length) if headers_s is not None else None,
+                timestamps_s[start:end],
+                rows_s[start:end],
+                sizes_s[start:end],
+            )
             self.buffered_bytes += buffer.bytes - before
 
     def emit(self, final: bool) -> None:
@@ -159,7 +167,9 @@ class RecordBatcher:
         values = _chunked(buffer.values, lengths, pa.binary())
         keys = _chunked(buffer.keys, lengths, pa.binary())
         headers = _chunked(buffer.headers, lengths, buffer_type(buffer.headers))
-        timestamps = buffer.timestamps[0] if len(lengths) == 1 else np.concatenate(buffer.timestamps)
+        timestamps = (
+            buffer.timestamps[0] if len(lengths) == 1 else np.concatenate(buffer.timestamps)
+        )
         rows = buffer.rows[0] if len(lengths) == 1 else np.concatenate(buffer.rows)
         sizes = buffer.sizes[0] if len(lengths) == 1 else np.concatenate(buffer.sizes)
         n = len(values)
@@ -171,14 +181,22 @@ class RecordBatcher:
             # Greedy: as many records as fit, at least one.
             end = int(np.searchsorted(cumulative, cumulative[start] + room, side="right")) - 1
             end = min(max(end, start + 1), n)
-            if keep_tail and end == n and cumulative[n] - cumulative[start] + V2_HEADER_SIZE \
-                    < self.batch_limit:
+            if (
+                keep_tail
+                and end == n
+                and cumulative[n] - cumulative[start] + V2_HEADER_SIZE < self.batch_limit
+            ):
                 # Not full and still allowed to linger: keep for the next Arrow batch.
                 tail = PartitionBuffer()
                 tail.since = buffer.since
-                tail.add(keys.slice(start) if keys is not None else None, values.slice(start),
-                         headers.slice(start) if headers is not None else None,
-                         timestamps[start:], rows[start:], sizes[start:])
+                tail.add(
+                    keys.slice(start) if keys is not None else None,
+                    values.slice(start),
+                    headers.slice(start) if headers is not None else None,
+                    timestamps[start:],
+                    rows[start:],
+                    sizes[start:],
+                )
                 self.buffers[key] = tail
                 self.buffered_bytes += tail.bytes
                 return
@@ -189,23 +207,35 @@ class RecordBatcher:
                     keys=keys.slice(start, count) if keys is not None else None,
                     values=values.slice(start, count),
                     headers=headers.slice(start, count) if headers is not None else None,
-                    timestamps_ms=timestamps[start:start + count], compression=self.codec,
-                    producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
-                    is_transactional=self.transaction is not None)
+                    timestamps_ms=timestamps[start : start + count],
+                    compression=self.codec,
+                    producer_id=producer_id,
+                    producer_epoch=epoch,
+                    base_sequence=sequence,
+                    is_transactional=self.transaction is not None,
+                )
                 if len(data) <= self.opts.max_request_size:
                     break
                 # Incompressible data can come out of a codec a little larger than it went
                 # in: halve the batch rather than send an oversized request.
                 if count == 1:
                     raise ConfigurationError(
-                        f"The record at {self.describe_rows(rows[start:start + 1])} for topic "
+                        f"The record at {self.describe_rows(rows[start : start + 1])} for topic "
                         f"'{topic}' partition {partition} is {len(data)} bytes as a "
                         f"{self.opts.compression} record batch, more than "
-                        f"'kafka.max.request.size' ({self.opts.max_request_size})")
+                        f"'kafka.max.request.size' ({self.opts.max_request_size})"
+                    )
                 count //= 2
             end = start + count
-            self.producer.send(topic, partition, data, count, base_sequence=sequence,
-                               rows=rows[start:end], describe_rows=self.describe_rows)
+            self.producer.send(
+                topic,
+                partition,
+                data,
+                count,
+                base_sequence=sequence,
+                rows=rows[start:end],
+                describe_rows=self.describe_rows,
+            )
             start = end
 
 

@@ -26,6 +26,7 @@ transactional id ``<prefix>-<Spark partition>``) and return the transaction's
   (EndTxn(commit) of a transaction that already committed succeeds), and tasks of a
   micro-batch Spark replays that is already committed write nothing.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,15 +36,20 @@ import os
 import uuid
 
 from ..client import make_client
-from ..client.transactions import TransactionError, TransactionHandle, end_transactions, \
-    init_transactional_producer, verify_transactions
+from ..client.transactions import (
+    TransactionError,
+    TransactionHandle,
+    end_transactions,
+    init_transactional_producer,
+    verify_transactions,
+)
 from ..errors import ConfigurationError, KafkaError
 from ..protocol.errors import error_by_name
 
 log = logging.getLogger(__name__)
 
 STATE_DIR = "pykafka-transactions"
-BATCH_ID_PROPERTY = "streaming.sql.batchId"   # Spark's MicroBatchExecution.BATCH_ID_KEY
+BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
 KEEP_COMMITTED = 10
 
 
@@ -74,9 +80,11 @@ def abort_marker(opts, prefix: str) -> tuple[str, str] | None:
         with make_client(opts) as client:
             topics = client.list_topics()
         if not topics:
-            log.warning("the cluster has no topic to mark an aborted write with: if the "
-                        "write fails, a task starting after the driver's abort() would "
-                        "leave its transaction open until kafka.transaction.timeout.ms")
+            log.warning(
+                "the cluster has no topic to mark an aborted write with: if the "
+                "write fails, a task starting after the driver's abort() would "
+                "leave its transaction open until kafka.transaction.timeout.ms"
+            )
             return None
         topic = topics[0]
     return f"{prefix}-aborted-{uuid.uuid4().hex[:12]}", topic
@@ -96,8 +104,9 @@ def require_checkpoint(opts) -> str:
         raise ConfigurationError(
             "deliveryGuarantee 'exactly-once' on a streaming write needs the query's "
             "checkpoint location as a writeStream option: "
-            ".option(\"checkpointLocation\", \"/path\") (the sink keeps the transactions of "
-            "each micro-batch there until they are committed)")
+            '.option("checkpointLocation", "/path") (the sink keeps the transactions of '
+            "each micro-batch there until they are committed)"
+        )
     return opts.checkpoint_location
 
 
@@ -105,18 +114,20 @@ def current_batch_id() -> int | None:
     """The micro-batch a streaming task belongs to (a Spark local property)."""
     try:
         from pyspark import TaskContext
+
         context = TaskContext.get()
         value = context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None
         return int(value) if value is not None else None
-    except Exception:   # not in a Spark task
+    except Exception:  # not in a Spark task
         return None
 
 
 def _reported(messages) -> list:
     """Commit messages of tasks that left a transaction open (tasks that wrote nothing
     have none)."""
-    return [msg for msg in messages
-            if msg is not None and msg.transactional_id and msg.producer_id >= 0]
+    return [
+        msg for msg in messages if msg is not None and msg.transactional_id and msg.producer_id >= 0
+    ]
 
 
 def _handle(msg) -> TransactionHandle:
@@ -130,13 +141,14 @@ def handles_of(messages) -> list[TransactionHandle]:
 
 def _probes(messages) -> list:
     """(handle, one partition its transaction holds) per reported transaction."""
-    return [(_handle(msg), msg.partitions[0][:2]) for msg in _reported(messages)
-            if msg.partitions]
+    return [(_handle(msg), msg.partitions[0][:2]) for msg in _reported(messages) if msg.partitions]
 
 
 def _describe(failures) -> str:
-    return "; ".join(f"{h.transactional_id} (producer id {h.producer_id}, epoch "
-                     f"{h.producer_epoch}): {exc}" for h, exc in failures)
+    return "; ".join(
+        f"{h.transactional_id} (producer id {h.producer_id}, epoch {h.producer_epoch}): {exc}"
+        for h, exc in failures
+    )
 
 
 def _end(client, opts, handles, commit: bool) -> None:
@@ -150,8 +162,13 @@ def _end(client, opts, handles, commit: bool) -> None:
         raise TransactionError(
             f"could not {what} {len(failures)} of {len(handles)} task transactions: "
             f"{_describe(failures)}"
-            + (". The records of those tasks are not visible to read_committed readers; the "
-               "other tasks' are" if commit and len(failures) < len(handles) else ""))
+            + (
+                ". The records of those tasks are not visible to read_committed readers; the "
+                "other tasks' are"
+                if commit and len(failures) < len(handles)
+                else ""
+            )
+        )
 
 
 def check_open(client, opts, messages) -> None:
@@ -166,12 +183,17 @@ def check_open(client, opts, messages) -> None:
         raise TransactionError(
             f"nothing was committed: {len(failures)} of {len(probes)} task transactions are "
             f"no longer open: {_describe(failures)}"
-            + (". A newer producer with the same transactional id started after the task "
-               "finished: a speculative copy of the task (spark.speculation=true; see "
-               "docs/exactly_once.md), another write using the same transactionalIdPrefix, "
-               "or the transaction outlived kafka.transaction.timeout.ms (raise it for long "
-               "writes)" if fenced else ""),
-            code=fenced[0] if fenced else getattr(failures[0][1], "code", -1))
+            + (
+                ". A newer producer with the same transactional id started after the task "
+                "finished: a speculative copy of the task (spark.speculation=true; see "
+                "docs/exactly_once.md), another write using the same transactionalIdPrefix, "
+                "or the transaction outlived kafka.transaction.timeout.ms (raise it for long "
+                "writes)"
+                if fenced
+                else ""
+            ),
+            code=fenced[0] if fenced else getattr(failures[0][1], "code", -1),
+        )
 
 
 def commit_all(opts, messages, before_first_commit=None) -> int:
@@ -198,16 +220,23 @@ def mark_aborted(client, marker: tuple[str, str]) -> bool:
         client.commit_offsets(group, {(topic, 0): 0}, metadata="aborted")
         return True
     except KafkaError as exc:
-        log.warning("could not mark the write aborted (OffsetCommit of consumer group %r, "
-                    "topic %r): %s. A task of it starting now (Spark cancels tasks "
-                    "asynchronously) would leave its transaction open until "
-                    "kafka.transaction.timeout.ms", group, topic, exc)
+        log.warning(
+            "could not mark the write aborted (OffsetCommit of consumer group %r, "
+            "topic %r): %s. A task of it starting now (Spark cancels tasks "
+            "asynchronously) would leave its transaction open until "
+            "kafka.transaction.timeout.ms",
+            group,
+            topic,
+            exc,
+        )
         return False
 
 
 #: OffsetFetch refused by ACLs: the marker cannot be read (check_not_aborted writes on)
-AUTHORIZATION_FAILED = (error_by_name("GROUP_AUTHORIZATION_FAILED"),
-                        error_by_name("TOPIC_AUTHORIZATION_FAILED"))
+AUTHORIZATION_FAILED = (
+    error_by_name("GROUP_AUTHORIZATION_FAILED"),
+    error_by_name("TOPIC_AUTHORIZATION_FAILED"),
+)
 
 
 def check_not_aborted(client, marker: tuple[str, str], txn_id: str) -> None:
@@ -221,11 +250,16 @@ def check_not_aborted(client, marker: tuple[str, str], txn_id: str) -> None:
         # A cluster whose ACLs predate the marker: write as before it, and say what the
         # check needs (a job failing as this task begins could leave it open until
         # kafka.transaction.timeout.ms).
-        log.warning("transactional id %r: not allowed to check whether the write was "
-                    "aborted (OffsetFetch of consumer group %r, topic %r: %s); writing "
-                    "unchecked. Allow Describe on consumer groups prefixed with the "
-                    "transactionalIdPrefix, and Read on that topic, to close the gap",
-                    txn_id, group, topic, exc)
+        log.warning(
+            "transactional id %r: not allowed to check whether the write was "
+            "aborted (OffsetFetch of consumer group %r, topic %r: %s); writing "
+            "unchecked. Allow Describe on consumer groups prefixed with the "
+            "transactionalIdPrefix, and Read on that topic, to close the gap",
+            txn_id,
+            group,
+            topic,
+            exc,
+        )
         return
     except KafkaError as exc:
         raise TransactionError(
@@ -233,12 +267,15 @@ def check_not_aborted(client, marker: tuple[str, str], txn_id: str) -> None:
             f"(OffsetFetch of consumer group {group!r}, topic {topic!r}): {exc}. "
             "Exactly-once writes read and commit offsets of consumer groups named after "
             "transactionalIdPrefix (with ACLs: Describe and Read on groups with that "
-            "prefix)", code=getattr(exc, "code", -1)) from exc
+            "prefix)",
+            code=getattr(exc, "code", -1),
+        ) from exc
     if found:
         raise TransactionError(
             f"the write was aborted (its job failed) before this task's transaction "
             f"{txn_id!r} began: the task writes nothing (consumer group {group!r} marks "
-            "the write aborted)")
+            "the write aborted)"
+        )
 
 
 def abort_all(opts, prefix: str, messages, marker: tuple[str, str] | None = None) -> None:
@@ -254,27 +291,37 @@ def abort_all(opts, prefix: str, messages, marker: tuple[str, str] | None = None
     open ones.) A fence is retried on retriable errors within kafka.delivery.timeout.ms,
     as EndTxn is."""
     reported = _reported(messages)
-    reported_ids = {msg.transactional_id for msg in messages
-                    if msg is not None and msg.transactional_id}
-    fence = [transactional_id(prefix, task) for task in range(len(messages))
-             if transactional_id(prefix, task) not in reported_ids]
+    reported_ids = {
+        msg.transactional_id for msg in messages if msg is not None and msg.transactional_id
+    }
+    fence = [
+        transactional_id(prefix, task)
+        for task in range(len(messages))
+        if transactional_id(prefix, task) not in reported_ids
+    ]
     with make_client(opts) as client:
         if marker is not None:
             mark_aborted(client, marker)
-        not_open = {h.transactional_id for h, _ in verify_transactions(
-            client, _probes(messages), timeout_ms=opts.request_timeout_ms)}
+        not_open = {
+            h.transactional_id
+            for h, _ in verify_transactions(
+                client, _probes(messages), timeout_ms=opts.request_timeout_ms
+            )
+        }
         still_open = [_handle(msg) for msg in reported if msg.transactional_id not in not_open]
         fence += sorted(not_open)
-        for handle, exc in end_transactions(client, still_open, False,
-                                            timeout_ms=opts.delivery_timeout_ms):
+        for handle, exc in end_transactions(
+            client, still_open, False, timeout_ms=opts.delivery_timeout_ms
+        ):
             log.warning("aborting the write's transactions: %s", exc)
             fence.append(handle.transactional_id)
         # Without this, an open transaction would hold read_committed readers at the last
         # stable offset until kafka.transaction.timeout.ms.
         for txn_id in fence:
             try:
-                init_transactional_producer(client, txn_id, opts.transaction_timeout_ms,
-                                            timeout_ms=opts.delivery_timeout_ms)
+                init_transactional_producer(
+                    client, txn_id, opts.transaction_timeout_ms, timeout_ms=opts.delivery_timeout_ms
+                )
             except KafkaError as exc:
                 log.warning("could not fence transactional id %r: %s", txn_id, exc)
 
@@ -285,6 +332,7 @@ class TransactionLog:
 
     def __init__(self, checkpoint_location: str):
         import pyarrow.fs as pafs
+
         if "://" in checkpoint_location:
             self.fs, root = pafs.FileSystem.from_uri(checkpoint_location)
         else:
@@ -307,6 +355,7 @@ class TransactionLog:
 
     def _entries(self) -> list[tuple[int, str, str]]:
         import pyarrow.fs as pafs
+
         out = []
         for info in self.fs.get_file_info(pafs.FileSelector(self.dir)):
             name = info.base_name
@@ -316,10 +365,15 @@ class TransactionLog:
         return sorted(out)
 
     def record(self, batch_id: int, handles) -> None:
-        self._write(self._path(batch_id, "pending"), {
-            "batch": batch_id,
-            "transactions": [[h.transactional_id, h.producer_id, h.producer_epoch]
-                             for h in handles]})
+        self._write(
+            self._path(batch_id, "pending"),
+            {
+                "batch": batch_id,
+                "transactions": [
+                    [h.transactional_id, h.producer_id, h.producer_epoch] for h in handles
+                ],
+            },
+        )
 
     def mark_committed(self, batch_id: int) -> None:
         pending = self._path(batch_id, "pending")
@@ -338,10 +392,14 @@ class TransactionLog:
         for batch_id, state, path in self._entries():
             if state != "pending":
                 continue
-            handles = [TransactionHandle(t, int(p), int(e))
-                       for t, p, e in self._read(path)["transactions"]]
-            log.warning("micro-batch %d: committing %d transactions recorded before a restart",
-                        batch_id, len(handles))
+            handles = [
+                TransactionHandle(t, int(p), int(e)) for t, p, e in self._read(path)["transactions"]
+            ]
+            log.warning(
+                "micro-batch %d: committing %d transactions recorded before a restart",
+                batch_id,
+                len(handles),
+            )
             try:
                 with make_client(opts) as client:
                     _end(client, opts, handles, True)
@@ -350,6 +408,7 @@ class TransactionLog:
                     f"micro-batch {batch_id} was being committed when the query stopped, and "
                     f"its transactions cannot all be committed now ({exc}). They may have "
                     "expired (kafka.transaction.timeout.ms) or been fenced. Look at the "
-                    f"topic, then remove {path} to let the query go on.") from exc
+                    f"topic, then remove {path} to let the query go on."
+                ) from exc
             self.mark_committed(batch_id)
         return self.last_committed()

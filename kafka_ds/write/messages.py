@@ -2,6 +2,7 @@
 messages. Light on purpose: Spark's commit runs in a Python process of its own that
 unpickles the tasks' messages, which imports this module and nothing heavy (no numpy,
 pyarrow or the encoder: those load in the write tasks, ``task.py``)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -42,10 +43,10 @@ class WriteSummary:
     tasks: int = 0
     failed_tasks: int = 0
     retries: int = 0
-    partitions: dict = field(default_factory=dict)   # (topic, partition) -> [records, first, last]
+    partitions: dict = field(default_factory=dict)  # (topic, partition) -> [records, first, last]
 
     @classmethod
-    def of(cls, messages) -> "WriteSummary":
+    def of(cls, messages) -> WriteSummary:
         summary = cls()
         for message in messages:
             if message is None:
@@ -69,8 +70,9 @@ class WriteSummary:
         for (topic, partition), (records, first, last) in sorted(self.partitions.items()):
             offsets = f" offsets {first}-{last}" if first >= 0 else ""
             parts.append(f"{topic}-{partition}: {records}{offsets}")
-        text = (f"{self.records} records ({self.bytes} bytes in record batches) from "
-                f"{self.tasks} tasks")
+        text = (
+            f"{self.records} records ({self.bytes} bytes in record batches) from {self.tasks} tasks"
+        )
         if self.failed_tasks:
             text += f", {self.failed_tasks} tasks failed"
         if self.retries:
@@ -81,7 +83,8 @@ class WriteSummary:
 def spark_partition_id() -> int:
     try:
         from pyspark import TaskContext
+
         context = TaskContext.get()
         return context.partitionId() if context is not None else -1
-    except Exception:   # not in a Spark task (tests, tools)
+    except Exception:  # not in a Spark task (tests, tools)
         return -1

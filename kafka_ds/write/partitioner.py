@@ -13,6 +13,7 @@ Hashing works on the offsets and data buffers of an Arrow binary array with
 numpy: one vectorised step per 4-byte word position over all keys that are
 still that long, no Python object per key.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,9 @@ def _offsets_and_data(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     ``data`` is only the bytes the array's rows use (offsets rebased to 0): a slice of a
     larger array shares its whole data buffer, and the hash copies ``data`` once."""
     _validity, offsets_buf, data_buf = arr.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int32,
-                            count=len(arr) + 1 + arr.offset)[arr.offset:].astype(np.int64)
+    offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=len(arr) + 1 + arr.offset)[
+        arr.offset :
+    ].astype(np.int64)
     if data_buf is None or data_buf.size == 0:
         return offsets - offsets[0], np.zeros(0, dtype=np.uint8)
     first, end = int(offsets[0]), int(offsets[-1])
@@ -71,7 +73,7 @@ def murmur2_array(keys) -> np.ndarray:
     # little-endian uint32 starting at *every* byte position (stride 1): word j of
     # key i is one gather at starts[i] + 4j, however the key is aligned.
     padded = np.zeros(len(data) + 4, dtype=np.uint8)
-    padded[:len(data)] = data
+    padded[: len(data)] = data
     words_at = np.ndarray(shape=(len(padded) - 3,), dtype="<u4", buffer=padded.data, strides=(1,))
 
     h = (np.uint32(SEED) ^ lengths.astype(np.uint32)).astype(np.uint32)
@@ -135,8 +137,9 @@ def murmur2_array(keys) -> np.ndarray:
 def _strided(data, start, step, dtype):
     """Element ``start + i * step`` of the bytes ``data`` as ``dtype``, for every key i:
     a view (numpy reads unaligned words), no gather."""
-    return np.ndarray(shape=(len(data) // step,), dtype=dtype, buffer=data, offset=start,
-                      strides=(step,))
+    return np.ndarray(
+        shape=(len(data) // step,), dtype=dtype, buffer=data, offset=start, strides=(step,)
+    )
 
 
 def _murmur2_fixed_length(data, n, length):
@@ -176,12 +179,14 @@ class StickyPartitioner:
     there, then a random other one. State carries over from one call to the next,
     so a sticky batch can span Arrow batches."""
 
-    def __init__(self, num_partitions: int, batch_size: int, rng: np.random.Generator | None = None):
+    def __init__(
+        self, num_partitions: int, batch_size: int, rng: np.random.Generator | None = None
+    ):
         self.num_partitions = num_partitions
         self.batch_size = max(int(batch_size), 1)
         self.rng = rng or np.random.default_rng()
         self.current = int(self.rng.integers(num_partitions))
-        self.used = 0   # bytes already sent to ``current`` in this sticky batch
+        self.used = 0  # bytes already sent to ``current`` in this sticky batch
 
     def _another(self, previous: int) -> int:
         if self.num_partitions == 1:
@@ -197,7 +202,7 @@ class StickyPartitioner:
         if self.used >= self.batch_size:
             self.current = self._another(self.current)
             self.used = 0
-        before = np.empty(n, dtype=np.int64)   # bytes of this sticky run before each record
+        before = np.empty(n, dtype=np.int64)  # bytes of this sticky run before each record
         before[0] = self.used
         if n > 1:
             np.cumsum(sizes[:-1], out=before[1:])
@@ -211,7 +216,7 @@ class StickyPartitioner:
         chunks = int(chunk[-1]) + 1
         chunk_partition = np.empty(chunks, dtype=np.int32)
         chunk_partition[0] = self.current
-        for c in range(1, chunks):   # one iteration per ~batch_size bytes, not per record
+        for c in range(1, chunks):  # one iteration per ~batch_size bytes, not per record
             chunk_partition[c] = self._another(int(chunk_partition[c - 1]))
         self.current = int(chunk_partition[-1])
         self.used = int(before[-1] + sizes[-1] - window[-1] * self.batch_size)

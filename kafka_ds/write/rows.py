@@ -7,6 +7,7 @@ partition (:func:`assign_partitions`) and check every record fits a request
 Errors are ConfigurationErrors that name the column, the row (``describe_rows`` of the
 task, given the rows' positions in the task's input) and the fix.
 """
+
 from __future__ import annotations
 
 import time
@@ -41,10 +42,10 @@ class RowColumns:
     """One Arrow batch's Kafka fields and every record's estimated size in a batch."""
 
     values: pa.Array
-    keys: pa.Array | None          # None: no key column, or only nulls
+    keys: pa.Array | None  # None: no key column, or only nulls
     headers: pa.Array | None
-    timestamps: np.ndarray         # epoch ms per row
-    sizes: np.ndarray              # upper bound of each record's bytes in a record batch
+    timestamps: np.ndarray  # epoch ms per row
+    sizes: np.ndarray  # upper bound of each record's bytes in a record batch
 
 
 @dataclass
@@ -52,9 +53,9 @@ class RowTopics:
     """The topics of one Arrow batch's rows."""
 
     names: list
-    index: np.ndarray | None       # per row, into ``names``; None: every row has names[0]
-    states: list                   # TopicState per name
-    counts: np.ndarray             # partition count per name
+    index: np.ndarray | None  # per row, into ``names``; None: every row has names[0]
+    states: list  # TopicState per name
+    counts: np.ndarray  # partition count per name
 
     def of_row(self, row: int) -> int:
         return self.index[row] if self.index is not None else 0
@@ -86,8 +87,9 @@ def _column_bytes(batch: pa.RecordBatch, plan, name: str, index: int):
     return as_binary_array(batch.column(index), name)
 
 
-def row_columns(batch: pa.RecordBatch, plan, first_row: int, batch_limit: int,
-                describe_rows) -> RowColumns:
+def row_columns(
+    batch: pa.RecordBatch, plan, first_row: int, batch_limit: int, describe_rows
+) -> RowColumns:
     """The Kafka columns of ``batch`` (``plan``: a ColumnPlan), checked, and the sizes."""
     n = batch.num_rows
     now_ms = int(time.time() * 1000)
@@ -105,11 +107,11 @@ def row_columns(batch: pa.RecordBatch, plan, first_row: int, batch_limit: int,
             raise ConfigurationError(
                 f"Column 'timestamp' is before 1970-01-01 at "
                 f"{describe_rows(first_row + negative[:1])}; Kafka timestamps must be "
-                "at or after the epoch (or null for the produce time)")
+                "at or after the epoch (or null for the produce time)"
+            )
     else:
         timestamps = np.full(n, now_ms, dtype=np.int64)
-    sizes = _record_sizes(keys, values, headers, timestamps, batch_limit, first_row,
-                          describe_rows)
+    sizes = _record_sizes(keys, values, headers, timestamps, batch_limit, first_row, describe_rows)
     return RowColumns(values, keys, headers, timestamps, sizes)
 
 
@@ -126,20 +128,19 @@ def _record_sizes(keys, values, headers, timestamps, batch_limit, first_row, des
     if keys is not None:
         terms += _length_terms(binary_lengths(keys), keys.null_count)
     else:
-        terms.append(1)                     # a null key: zigzag(-1), one byte
+        terms.append(1)  # a null key: zigzag(-1), one byte
     if headers is not None:
         header_bytes, header_counts = _header_sizes(headers, n, first_row, describe_rows)
         terms += [header_bytes, varint_sizes(header_counts, zigzag=True)]
     else:
-        terms.append(1)                     # headerCount 0
+        terms.append(1)  # headerCount 0
     body = sum_terms(terms)
     return body + varint_sizes(body, zigzag=True)
 
 
 def _length_terms(lengths, null_count):
     """[bytes, bytes of the zigzag varint length] of a key or value column."""
-    return [np.maximum(lengths, 0) if null_count else lengths,
-            varint_sizes(lengths, zigzag=True)]
+    return [np.maximum(lengths, 0) if null_count else lengths, varint_sizes(lengths, zigzag=True)]
 
 
 def _header_sizes(headers, n, first_row, describe_rows):
@@ -158,7 +159,8 @@ def _header_sizes(headers, n, first_row, describe_rows):
         raise ConfigurationError(
             f"Column 'headers' has a header with a null key (or a null header) at "
             f"{describe_rows(np.array([first_row + row]))}: header keys must be "
-            "strings; filter the nulls out of the array")
+            "strings; filter the nulls out of the array"
+        )
     return np.diff(header_sizes(hkeys, hvalues, record_offsets).record_offsets), counts
 
 
@@ -171,7 +173,8 @@ def row_topics(batch, plan, topic_option, first_row, describe_rows):
         row = int(np.flatnonzero(np.asarray(col.is_null()))[0])
         raise ConfigurationError(
             f"Column 'topic' is null at {describe_rows(np.array([first_row + row]))}: "
-            "every row needs a topic; fill the column or set the 'topic' option")
+            "every row needs a topic; fill the column or set the 'topic' option"
+        )
     encoded = pc.dictionary_encode(col)
     names = encoded.dictionary.to_pylist()
     if len(names) == 1:
@@ -179,22 +182,23 @@ def row_topics(batch, plan, topic_option, first_row, describe_rows):
     return names, np.asarray(encoded.indices, dtype=np.int64)
 
 
-def assign_partitions(batch, plan, rows: RowColumns, topics: RowTopics, first_row,
-                      describe_rows) -> np.ndarray:
+def assign_partitions(
+    batch, plan, rows: RowColumns, topics: RowTopics, first_row, describe_rows
+) -> np.ndarray:
     """Each row's partition: the ``partition`` column, else murmur2 of the key, else the
     topic's sticky partitioner (null keys)."""
     n = batch.num_rows
     keys = rows.keys
-    rows_partitions = topics.counts[topics.index] if topics.index is not None \
-        else topics.counts[0]
+    rows_partitions = topics.counts[topics.index] if topics.index is not None else topics.counts[0]
     partitions = np.full(n, -1, dtype=np.int32)
     if plan.partition >= 0:
         col = batch.column(plan.partition)
         given = np.asarray(col.fill_null(-1), dtype=np.int32)
         explicit = given >= 0
         if col.null_count < n:
-            bad = np.flatnonzero(explicit & (given >= rows_partitions)
-                                 | (~explicit & ~np.asarray(col.is_null())))
+            bad = np.flatnonzero(
+                explicit & (given >= rows_partitions) | (~explicit & ~np.asarray(col.is_null()))
+            )
             if len(bad):
                 row = int(bad[0])
                 topic = topics.names[topics.of_row(row)]
@@ -203,7 +207,8 @@ def assign_partitions(batch, plan, rows: RowColumns, topics: RowTopics, first_ro
                     f"Column 'partition' is {int(given[row])} at "
                     f"{describe_rows(np.array([first_row + row]))}, but topic "
                     f"'{topic}' has partitions 0..{count - 1}: fix the partition column, "
-                    "or set it to null to let the partitioner choose")
+                    "or set it to null to let the partitioner choose"
+                )
         partitions = np.where(explicit, given, -1).astype(np.int32)
     need = partitions < 0
     if need.any():
@@ -218,15 +223,17 @@ def assign_partitions(batch, plan, rows: RowColumns, topics: RowTopics, first_ro
             need = need & ~keyed
         if need.any():
             for t, state in enumerate(topics.states):
-                chosen = np.flatnonzero(need if topics.index is None
-                                        else need & (topics.index == t))
+                chosen = np.flatnonzero(
+                    need if topics.index is None else need & (topics.index == t)
+                )
                 if len(chosen):
                     partitions[chosen] = state.sticky.assign(rows.sizes[chosen])
     return partitions
 
 
-def check_record_sizes(rows: RowColumns, topics: RowTopics, partitions, max_request_size,
-                       first_row, describe_rows) -> None:
+def check_record_sizes(
+    rows: RowColumns, topics: RowTopics, partitions, max_request_size, first_row, describe_rows
+) -> None:
     """A record that cannot fit a request even alone fails the write, naming it."""
     too_big = np.flatnonzero(rows.sizes + V2_HEADER_SIZE > max_request_size)
     if len(too_big):
@@ -237,8 +244,17 @@ def check_record_sizes(rows: RowColumns, topics: RowTopics, partitions, max_requ
             f"'{topic}' partition {int(partitions[row])} is about "
             f"{int(rows.sizes[row]) + V2_HEADER_SIZE} bytes, more than 'kafka.max.request.size' "
             f"({max_request_size}): raise that option (and the topic's "
-            "max.message.bytes) or write a smaller record")
+            "max.message.bytes) or write a smaller record"
+        )
 
 
-__all__ = ["RowColumns", "RowTopics", "TopicState", "assign_partitions", "check_record_sizes",
-           "row_columns", "row_topics", "timestamps_ms"]
+__all__ = [
+    "RowColumns",
+    "RowTopics",
+    "TopicState",
+    "assign_partitions",
+    "check_record_sizes",
+    "row_columns",
+    "row_topics",
+    "timestamps_ms",
+]

@@ -1,6 +1,7 @@
 """One write task: its Arrow batches become records, buffered per partition, encoded and
 produced (``rows.py``, ``buffers.py``); the task returns only once every batch is
 acknowledged, with what it delivered in its commit message."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,16 +18,28 @@ from .buffers import RecordBatcher
 from .exactly_once import check_not_aborted
 from .messages import KafkaCommitMessage, spark_partition_id
 from .plan import ColumnPlan
-from .rows import RowTopics, TopicState, assign_partitions, check_record_sizes, row_columns, row_topics
+from .rows import (
+    RowTopics,
+    TopicState,
+    assign_partitions,
+    check_record_sizes,
+    row_columns,
+    row_topics,
+)
 from .topics import partition_count
 
 
 class TaskWriter:
     """Writes one task's Arrow batches; not thread-safe. ``close()`` when done."""
 
-    def __init__(self, opts: WriteOptions, plan: ColumnPlan, task: int | None = None,
-                 transactional_id: str | None = None,
-                 abort_marker: tuple[str, str] | None = None):
+    def __init__(
+        self,
+        opts: WriteOptions,
+        plan: ColumnPlan,
+        task: int | None = None,
+        transactional_id: str | None = None,
+        abort_marker: tuple[str, str] | None = None,
+    ):
         self.opts = opts
         self.plan = plan
         self.task = spark_partition_id() if task is None else task
@@ -42,28 +55,32 @@ class TaskWriter:
         self.rows_seen = 0
         self.started = time.monotonic()
 
-    def _producer(self, transactional_id: str | None,
-                  abort_marker: tuple[str, str] | None) -> None:
+    def _producer(self, transactional_id: str | None, abort_marker: tuple[str, str] | None) -> None:
         opts = self.opts
         producer_config = opts.producer
         if transactional_id is not None:
-            producer_config = dataclasses.replace(producer_config,
-                                                  transactional_id=transactional_id)
+            producer_config = dataclasses.replace(
+                producer_config, transactional_id=transactional_id
+            )
         self.producer = Producer(self.client, producer_config)
         self.transaction: Transaction | None = None
         if transactional_id is not None:
             # Begun at once, rows or not: the new epoch fences an earlier attempt of this
             # task and aborts what it left open.
-            self.transaction = Transaction(self.client, transactional_id,
-                                           opts.transaction_timeout_ms,
-                                           timeout_ms=opts.delivery_timeout_ms)
+            self.transaction = Transaction(
+                self.client,
+                transactional_id,
+                opts.transaction_timeout_ms,
+                timeout_ms=opts.delivery_timeout_ms,
+            )
             self.transaction.begin()
             if abort_marker is not None:
                 # After the InitProducerId, before any record (exactly_once.py): a task
                 # of a write the driver already aborted stops here.
                 check_not_aborted(self.client, abort_marker, transactional_id)
-            self.producer.use_transaction(self.transaction.producer_id,
-                                          self.transaction.producer_epoch)
+            self.producer.use_transaction(
+                self.transaction.producer_id, self.transaction.producer_epoch
+            )
 
     # --- context for errors ---
 
@@ -71,14 +88,17 @@ class TaskWriter:
         where = f"Spark partition {self.task}" if self.task >= 0 else "this write task"
         if len(rows) == 1:
             return f"row {int(rows[0])} of {where}'s input"
-        return (f"{len(rows)} rows of {where}'s input between row {int(rows.min())} and "
-                f"{int(rows.max())}")
+        return (
+            f"{len(rows)} rows of {where}'s input between row {int(rows.min())} and "
+            f"{int(rows.max())}"
+        )
 
     def _topic(self, name: str) -> TopicState:
         state = self.topics.get(name)
         if state is None:
-            count = partition_count(self.client, name, self.opts.bootstrap_servers,
-                                     self.opts.allow_auto_create_topics)
+            count = partition_count(
+                self.client, name, self.opts.bootstrap_servers, self.opts.allow_auto_create_topics
+            )
             state = self.topics[name] = TopicState(name, count, self.opts.batch_size)
         return state
 
@@ -91,17 +111,20 @@ class TaskWriter:
             return
         first_row = self.rows_seen
         self.rows_seen += batch.num_rows
-        rows = row_columns(batch, self.plan, first_row, self.batches.batch_limit,
-                           self.describe_rows)
-        names, index = row_topics(batch, self.plan, self.opts.topic, first_row,
-                                  self.describe_rows)
+        rows = row_columns(
+            batch, self.plan, first_row, self.batches.batch_limit, self.describe_rows
+        )
+        names, index = row_topics(batch, self.plan, self.opts.topic, first_row, self.describe_rows)
         states = [self._topic(t) for t in names]
-        topics = RowTopics(names, index, states,
-                           np.array([s.num_partitions for s in states], dtype=np.int64))
-        partitions = assign_partitions(batch, self.plan, rows, topics, first_row,
-                                       self.describe_rows)
-        check_record_sizes(rows, topics, partitions, self.opts.max_request_size, first_row,
-                           self.describe_rows)
+        topics = RowTopics(
+            names, index, states, np.array([s.num_partitions for s in states], dtype=np.int64)
+        )
+        partitions = assign_partitions(
+            batch, self.plan, rows, topics, first_row, self.describe_rows
+        )
+        check_record_sizes(
+            rows, topics, partitions, self.opts.max_request_size, first_row, self.describe_rows
+        )
         self.batches.add(rows, topics, partitions, first_row)
         self.batches.emit(final=False)
 
@@ -113,16 +136,22 @@ class TaskWriter:
         partitions = []
         records = 0
         for (topic, partition), result in sorted(self.producer.results().items()):
-            partitions.append((topic, partition, result.records, result.first_offset,
-                               result.last_offset))
+            partitions.append(
+                (topic, partition, result.records, result.first_offset, result.last_offset)
+            )
             records += result.records
         stats = self.producer.stats
-        message = KafkaCommitMessage(task=self.task, records=records, bytes=stats.bytes_sent,
-                                     partitions=partitions, retries=stats.retries,
-                                     seconds=round(time.monotonic() - self.started, 3))
+        message = KafkaCommitMessage(
+            task=self.task,
+            records=records,
+            bytes=stats.bytes_sent,
+            partitions=partitions,
+            retries=stats.retries,
+            seconds=round(time.monotonic() - self.started, 3),
+        )
         if self.transaction is not None:
             message.transactional_id = self.transaction.transactional_id
-            if self.transaction.partitions:   # an empty transaction has nothing to end
+            if self.transaction.partitions:  # an empty transaction has nothing to end
                 message.producer_id = self.transaction.producer_id
                 message.producer_epoch = self.transaction.producer_epoch
         return message
@@ -131,9 +160,14 @@ class TaskWriter:
         self.client.close()
 
 
-def write_batches(opts: WriteOptions, plan: ColumnPlan, batches, task: int | None = None,
-                  transactional_id: str | None = None,
-                  abort_marker: tuple[str, str] | None = None):
+def write_batches(
+    opts: WriteOptions,
+    plan: ColumnPlan,
+    batches,
+    task: int | None = None,
+    transactional_id: str | None = None,
+    abort_marker: tuple[str, str] | None = None,
+):
     """Write an iterator of Arrow batches; the commit message once all are acknowledged."""
     writer = TaskWriter(opts, plan, task, transactional_id, abort_marker)
     try:

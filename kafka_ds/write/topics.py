@@ -1,6 +1,7 @@
 """How many partitions a written topic has: asked on the driver before a write (a missing
 topic fails the query before any task runs) and by each task for the topics its rows
 name."""
+
 from __future__ import annotations
 
 from ..client import KafkaClient, make_client
@@ -17,8 +18,7 @@ def check_topic_exists(opts: WriteOptions) -> None:
         return
     client = make_client(opts)
     try:
-        partition_count(client, opts.topic, opts.bootstrap_servers,
-                         opts.allow_auto_create_topics)
+        partition_count(client, opts.topic, opts.bootstrap_servers, opts.allow_auto_create_topics)
     finally:
         client.close()
 
@@ -36,8 +36,9 @@ class _TopicLookupFailed(Exception):
         self.retriable = again
 
 
-def partition_count(client: KafkaClient, topic: str, bootstrap: str,
-                     allow_auto_create: bool = True) -> int:
+def partition_count(
+    client: KafkaClient, topic: str, bootstrap: str, allow_auto_create: bool = True
+) -> int:
     """Partitions of ``topic``; a clear error when it does not exist (and was not created).
 
     ``allow_auto_create`` (``kafka.allow.auto.create.topics``, default true, as the Java
@@ -62,7 +63,8 @@ def partition_count(client: KafkaClient, topic: str, bootstrap: str,
             # it gets only the grace.
             try:
                 return client.topic_partitions(
-                    topic, refresh=refresh, allow_auto_topic_creation=allow_auto_create)
+                    topic, refresh=refresh, allow_auto_topic_creation=allow_auto_create
+                )
             except UnknownTopicOrPartition as exc:
                 return exc
 
@@ -70,7 +72,7 @@ def partition_count(client: KafkaClient, topic: str, bootstrap: str,
             found = client.retrying(lookup, what)
         except BrokerError as exc:
             found = exc
-        except Exception as exc:   # e.g. no broker reachable within the client's policy
+        except Exception as exc:  # e.g. no broker reachable within the client's policy
             raise _TopicLookupFailed(exc, again=False) from None
         if isinstance(found, BrokerError):
             unknown = isinstance(found, UnknownTopicOrPartition)
@@ -81,29 +83,36 @@ def partition_count(client: KafkaClient, topic: str, bootstrap: str,
             raise _TopicLookupFailed(found, again=True)
         if not found:
             raise _TopicLookupFailed(
-                LeaderNotAvailable(f"topic {topic!r} has no partitions yet"), again=True)
+                LeaderNotAvailable(f"topic {topic!r} has no partitions yet"), again=True
+            )
         return len(found)
 
-    grace = RetryPolicy(10_000 if allow_auto_create else 1_000, backoff_ms=100,
-                        backoff_max_ms=1000, jitter=0)
+    grace = RetryPolicy(
+        10_000 if allow_auto_create else 1_000, backoff_ms=100, backoff_max_ms=1000, jitter=0
+    )
     count = failed = None
     try:
         count = grace.run(look, what)
     except _TopicLookupFailed as exc:
         failed = exc.error
     if failed is not None and not isinstance(failed, UnknownTopicOrPartition):
-        raise failed   # outside the except: its own cause and traceback, not the carrier's
+        raise failed  # outside the except: its own cause and traceback, not the carrier's
     if count is not None:
         return count
     if allow_auto_create:
-        how = ("The cluster did not create it on request (as for Spark's format('kafka') "
-               "sink, a missing topic is created only by brokers with "
-               "auto.create.topics.enable=true): create it first (e.g. kafka-topics.sh "
-               "--create), or fix the 'topic' option / topic column.")
+        how = (
+            "The cluster did not create it on request (as for Spark's format('kafka') "
+            "sink, a missing topic is created only by brokers with "
+            "auto.create.topics.enable=true): create it first (e.g. kafka-topics.sh "
+            "--create), or fix the 'topic' option / topic column."
+        )
     else:
-        how = ("The pykafka sink does not create topics with "
-               "'kafka.allow.auto.create.topics'=false: create it first (e.g. kafka-topics.sh "
-               "--create), or fix the 'topic' option / topic column.")
+        how = (
+            "The pykafka sink does not create topics with "
+            "'kafka.allow.auto.create.topics'=false: create it first (e.g. kafka-topics.sh "
+            "--create), or fix the 'topic' option / topic column."
+        )
     raise ConfigurationError(
         f"Topic '{topic}' does not exist on the cluster at kafka.bootstrap.servers={bootstrap}. "
-        + how)
+        + how
+    )

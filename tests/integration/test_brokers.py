@@ -5,6 +5,7 @@ Each test states Apache Kafka behaviour. Where a broker is known to deviate
 (tests/README.md, "Known broker deviations"), the test is a strict xfail for
 that broker only, so a fixed broker shows up as XPASS(strict) = failure.
 """
+
 import os
 import signal
 import time
@@ -13,8 +14,18 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka.errors import KafkaTimeoutError
 
-from tests.support.brokers import (BrokerError, MockCluster, TansuBroker, api_versions,
-                                   consume_confluent, produce_confluent, produce_kafka_python)
+from tests.support.brokers import (
+    BrokerError,
+    MockCluster,
+    TansuBroker,
+    api_versions,
+    consume_confluent,
+    produce_confluent,
+    produce_kafka_python,
+)
+
+# every broker the suite starts is proven here, Tansu and Apache Kafka 3.9 included
+pytestmark = pytest.mark.smoke
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
@@ -23,20 +34,23 @@ CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
 def quirk(request, broker, names, reason, raises=AssertionError):
     """Strict xfail for the named brokers only, and only for the expected exception."""
     if broker.name in names:
-        request.applymarker(pytest.mark.xfail(strict=True, raises=raises,
-                                              reason=f"{broker.name}: {reason}"))
+        request.applymarker(
+            pytest.mark.xfail(strict=True, raises=raises, reason=f"{broker.name}: {reason}")
+        )
 
 
 def _records(n, partitions):
     out = []
     for i in range(n):
-        out.append({
-            "key": None if i == 3 else b"k%d" % i,
-            "value": None if i == 4 else (b"value-%d-" % i) * (i + 1),
-            "headers": [("h1", b"x%d" % i), ("empty", b""), ("null", None)] if i % 2 else [],
-            "partition": i % partitions,
-            "timestamp_ms": 1_700_000_000_000 + i,
-        })
+        out.append(
+            {
+                "key": None if i == 3 else b"k%d" % i,
+                "value": None if i == 4 else (b"value-%d-" % i) * (i + 1),
+                "headers": [("h1", b"x%d" % i), ("empty", b""), ("null", None)] if i % 2 else [],
+                "partition": i % partitions,
+                "timestamp_ms": 1_700_000_000_000 + i,
+            }
+        )
     return out
 
 
@@ -47,8 +61,9 @@ def _check_roundtrip(sent, delivered, got):
     # per partition, offsets are dense from 0 (fresh topic)
     for p in {m.partition for m in got}:
         assert [m.offset for m in got if m.partition == p] == list(
-            range(sum(1 for m in got if m.partition == p)))
-    for rec, pos in zip(sent, delivered):
+            range(sum(1 for m in got if m.partition == p))
+        )
+    for rec, pos in zip(sent, delivered, strict=True):
         m = by_pos[pos]
         assert m.partition == rec["partition"]
         assert m.key == rec["key"]
@@ -67,6 +82,7 @@ def _watermarks(bootstrap, topic, partition=0):
 
 # ---------------------------------------------------------------- topics
 
+
 def test_create_topic_three_partitions(broker, new_topic):
     topic = new_topic(3)
     md = broker.topic_metadata(topic)
@@ -84,8 +100,14 @@ def test_delete_topic(broker):
 
 def test_metadata_without_auto_create_does_not_create(broker):
     topic = broker.unique_topic("absent")
-    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "kafka_ds-md",
-                  "allow.auto.create.topics": False, "log_level": 3})
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "kafka_ds-md",
+            "allow.auto.create.topics": False,
+            "log_level": 3,
+        }
+    )
     try:
         md = c.list_topics(topic, timeout=10).topics[topic]
     finally:
@@ -105,6 +127,7 @@ def test_api_versions_cover_connector_needs(broker):
 
 
 # ---------------------------------------------------------------- mock only
+
 
 def test_mock_leaders_spread(mock_cluster):
     topic = mock_cluster.create_topic(mock_cluster.unique_topic("spread"), partitions=3)
@@ -189,6 +212,7 @@ def test_tansu_dies_with_its_guard(enabled_broker_names, how):
 
 # ---------------------------------------------------------------- produce / consume
 
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_confluent_roundtrip(broker, new_topic, codec):
     topic = new_topic(3)
@@ -210,30 +234,40 @@ def test_kafka_python_roundtrip(broker, new_topic, codec):
 
 
 def test_kafka_python_default_version_negotiation(request, broker, new_topic):
-    quirk(request, broker, {"mock"},
-          "answers ApiVersions v3/v4 with a body kafka-python 3.x cannot decode",
-          raises=KafkaTimeoutError)
+    quirk(
+        request,
+        broker,
+        {"mock"},
+        "answers ApiVersions v3/v4 with a body kafka-python 3.x cannot decode",
+        raises=KafkaTimeoutError,
+    )
     topic = new_topic(1)
-    delivered = produce_kafka_python(broker.bootstrap_servers, topic, [b"v"], api_version=None,
-                                     timeout=3)
+    delivered = produce_kafka_python(
+        broker.bootstrap_servers, topic, [b"v"], api_version=None, timeout=3
+    )
     assert delivered == [(0, 0)]
 
 
 # ---------------------------------------------------------------- offsets
 
+
 def test_latest_offset_after_multi_record_batch(request, broker, new_topic):
-    quirk(request, broker, {"tansu"},
-          "ListOffsets(latest) = base offset of the last batch + 1")
+    quirk(request, broker, {"tansu"}, "ListOffsets(latest) = base offset of the last batch + 1")
     topic = new_topic(1)
-    delivered = produce_confluent(broker.bootstrap_servers, topic, [b"a", b"b", b"c", b"d", b"e"],
-                                  partition=0, **{"linger.ms": 200})
+    delivered = produce_confluent(
+        broker.bootstrap_servers,
+        topic,
+        [b"a", b"b", b"c", b"d", b"e"],
+        partition=0,
+        **{"linger.ms": 200},
+    )
     assert delivered == [(0, i) for i in range(5)]
     assert _watermarks(broker.bootstrap_servers, topic) == (0, 5)
 
 
 def test_latest_offset_after_single_record_batches(broker, new_topic):
     topic = new_topic(1)
-    for i in range(3):
+    for _ in range(3):
         produce_confluent(broker.bootstrap_servers, topic, [b"x"], partition=0)
     assert _watermarks(broker.bootstrap_servers, topic) == (0, 3)
 
@@ -243,15 +277,19 @@ def test_offsets_for_times(request, broker, new_topic):
     quirk(request, broker, {"tansu"}, "ListOffsets by timestamp always returns offset 0")
     topic = new_topic(1)
     for ts in (1000, 2000, 3000):
-        produce_confluent(broker.bootstrap_servers, topic, [{"value": b"x", "timestamp_ms": ts}],
-                          partition=0)
-    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "kafka_ds-oft",
-                  "log_level": 3})
+        produce_confluent(
+            broker.bootstrap_servers, topic, [{"value": b"x", "timestamp_ms": ts}], partition=0
+        )
+    c = Consumer(
+        {"bootstrap.servers": broker.bootstrap_servers, "group.id": "kafka_ds-oft", "log_level": 3}
+    )
     try:
         # one partition per call: librdkafka answers a list naming a partition several times
         # with one look-up (the last), which only a broker that implements it shows
-        res = [c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0]
-               for ts in (500, 1500, 3000, 3001)]
+        res = [
+            c.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)[0]
+            for ts in (500, 1500, 3000, 3001)
+        ]
     finally:
         c.close()
     assert [r.offset for r in res] == [0, 1, 2, -1]

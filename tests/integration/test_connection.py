@@ -1,18 +1,19 @@
 """Connection behaviour under faults, against a scripted broker on a real socket."""
+
 import struct
 import time
 
 import pytest
 
-from kafka_ds.protocol.schema import encode_response
 from kafka_ds.client.connection import BrokerConnection
-from kafka_ds.protocol import messages as m
 from kafka_ds.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from kafka_ds.protocol import messages as m
+from kafka_ds.protocol.schema import encode_response
 from tests.support.fakebroker import FakeBroker, api_versions_v0_answer
 
 
@@ -125,6 +126,7 @@ def test_truncated_body_is_a_protocol_error():
 
 def test_connect_refused_is_a_connection_error():
     import socket
+
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -137,8 +139,14 @@ def test_answers_to_requests_sent_without_expecting_one_are_skipped():
     # Kafka never answers Produce acks=0; the librdkafka mock and Tansu do. Such answers
     # must not be taken for the answer of the next request on the connection.
     def respond(correlation_id, conn):
-        conn.sendall(encode_response(m.METADATA, 1, correlation_id, {
-            "brokers": [{"node_id": correlation_id, "host": "h", "port": 1}], "topics": []}))
+        conn.sendall(
+            encode_response(
+                m.METADATA,
+                1,
+                correlation_id,
+                {"brokers": [{"node_id": correlation_id, "host": "h", "port": 1}], "topics": []},
+            )
+        )
 
     broker, conn = _connected(respond)
     try:
@@ -146,7 +154,9 @@ def test_answers_to_requests_sent_without_expecting_one_are_skipped():
             conn.send(m.METADATA, {"topics": None}, version=1, expects_response=False)
         answer = conn.request(m.METADATA, {"topics": None}, version=1)
         assert answer["brokers"][0]["node_id"] == conn._next_correlation_id - 1
-        assert conn.request(m.METADATA, {"topics": None}, version=1)["brokers"][0]["node_id"] \
+        assert (
+            conn.request(m.METADATA, {"topics": None}, version=1)["brokers"][0]["node_id"]
             == conn._next_correlation_id - 1
+        )
     finally:
         broker.close()

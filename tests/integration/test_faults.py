@@ -12,10 +12,11 @@
 
 The same faults under Spark: tests/spark/test_faults.py.
 """
+
 from __future__ import annotations
 
-import os
 import collections
+import os
 import threading
 import time
 import uuid
@@ -44,36 +45,46 @@ def fill(broker, topic, partitions, per_partition):
     {(partition, offset): value}."""
     records = []
     for p in range(partitions):
-        records += [{"key": None, "value": f"{p}-{i}".encode(), "partition": p}
-                    for i in range(per_partition)]
+        records += [
+            {"key": None, "value": f"{p}-{i}".encode(), "partition": p}
+            for i in range(per_partition)
+        ]
     expected = {}
     for p in range(partitions):
         values = [r["value"] for r in records if r["partition"] == p]
         # One record per batch: Tansu's ListOffsets LATEST is wrong after a multi-record
         # batch (tests/README.md, Tansu deviation 1).
-        offsets = produce_confluent(broker.bootstrap_servers, topic,
-                                    [{"value": v} for v in values], partition=p,
-                                    # the test's own producer also waits out an outage
-                                    timeout=DOWN_S + 30.0,
-                                    **{"batch.num.messages": 1, "linger.ms": 0})
-        for value, (_part, offset) in zip(values, offsets):
+        offsets = produce_confluent(
+            broker.bootstrap_servers,
+            topic,
+            [{"value": v} for v in values],
+            partition=p,
+            # the test's own producer also waits out an outage
+            timeout=DOWN_S + 30.0,
+            **{"batch.num.messages": 1, "linger.ms": 0},
+        )
+        for value, (_part, offset) in zip(values, offsets, strict=True):
             expected[(p, offset)] = value
     return expected
 
 
 def read_all(bootstrap, topic, **options):
     """Plan (driver) and read (executor) the whole topic without Spark."""
-    opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
-                               **options}, streaming=False)
+    opts = parse_read_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, **options}, streaming=False
+    )
     client = KafkaClient(bootstrap, _config(opts))
     try:
         ranges = OffsetPlanner(opts, client).plan_batch()
         rows = {}
         for rng in ranges:
             for batch in read_range(opts, rng, client):
-                for p, o, v in zip(batch.column("partition").to_pylist(),
-                                   batch.column("offset").to_pylist(),
-                                   batch.column("value").to_pylist()):
+                for p, o, v in zip(
+                    batch.column("partition").to_pylist(),
+                    batch.column("offset").to_pylist(),
+                    batch.column("value").to_pylist(),
+                    strict=True,
+                ):
                     assert (p, o) not in rows
                     rows[(p, o)] = v
         return rows, client.retries
@@ -82,7 +93,7 @@ def read_all(bootstrap, topic, **options):
 
 
 def _config(opts):
-    return opts.client   # built by parse_read_options, as on the driver
+    return opts.client  # built by parse_read_options, as on the driver
 
 
 @pytest.fixture
@@ -105,6 +116,7 @@ def mock_topic(cluster, partitions=3):
 
 # --- reads, the mock's fault controls -------------------------------------------------
 
+
 def test_read_through_pushed_errors_leader_moves_and_delay(mock_cluster, restore):
     topic = mock_topic(mock_cluster)
     expected = fill(mock_cluster, topic, 3, 100)
@@ -112,25 +124,29 @@ def test_read_through_pushed_errors_leader_moves_and_delay(mock_cluster, restore
     # uses; each partition's leader moves mid-read; one broker answers 100 ms late.
     # (ListOffsets goes to 3 leaders at once: its 3 errors are all used by the first
     # attempt, so nothing is left over for other tests.)
-    mock_cluster.push_request_errors(LIST_OFFSETS, NOT_LEADER, FENCED_LEADER_EPOCH,
-                                     LEADER_NOT_AVAILABLE)
+    mock_cluster.push_request_errors(
+        LIST_OFFSETS, NOT_LEADER, FENCED_LEADER_EPOCH, LEADER_NOT_AVAILABLE
+    )
     mock_cluster.push_request_errors(FETCH, *([NOT_LEADER] * 7 + [REQUEST_TIMED_OUT]))
     mock_cluster.set_rtt(2, 100)
-    mover = threading.Timer(0.3, lambda: [mock_cluster.set_leader(topic, p, (p + 1) % 3 + 1)
-                                          for p in range(3)])
+    mover = threading.Timer(
+        0.3, lambda: [mock_cluster.set_leader(topic, p, (p + 1) % 3 + 1) for p in range(3)]
+    )
     restore.append(mover)
     mover.start()
-    rows, retries = read_all(mock_cluster.bootstrap_servers, topic,
-                             **{"kafka.retry.backoff.max.ms": "200"})
+    rows, retries = read_all(
+        mock_cluster.bootstrap_servers, topic, **{"kafka.retry.backoff.max.ms": "200"}
+    )
     assert rows == expected
-    assert retries >= 9   # the pushed errors were met and retried (old loop: 5 at most)
+    assert retries >= 9  # the pushed errors were met and retried (old loop: 5 at most)
 
 
 def test_read_fails_at_once_on_a_fatal_error_naming_partition_and_offset(mock_cluster, restore):
     from kafka_ds.protocol.errors import error_for_code
+
     topic = mock_topic(mock_cluster, 1)
     fill(mock_cluster, topic, 1, 10)
-    mock_cluster.push_request_errors(FETCH, 29)   # TOPIC_AUTHORIZATION_FAILED
+    mock_cluster.push_request_errors(FETCH, 29)  # TOPIC_AUTHORIZATION_FAILED
     started = time.monotonic()
     with pytest.raises(error_for_code(29), match=rf"{topic}-0 at offset 0"):
         # listOffsets: planning makes no Fetch, so the pushed error meets the read itself
@@ -140,15 +156,21 @@ def test_read_fails_at_once_on_a_fatal_error_naming_partition_and_offset(mock_cl
 
 def test_fetch_budget_ends_retries_of_a_broker_that_stays_down(mock_cluster, restore):
     from kafka_ds.errors import KafkaConnectionError
+
     topic = mock_topic(mock_cluster, 1)
     fill(mock_cluster, topic, 1, 10)
-    opts = parse_read_options({"kafka.bootstrap.servers": mock_cluster.bootstrap_servers,
-                               "subscribe": topic, "kafkaConsumer.pollTimeoutMs": "1500"},
-                              streaming=False)
+    opts = parse_read_options(
+        {
+            "kafka.bootstrap.servers": mock_cluster.bootstrap_servers,
+            "subscribe": topic,
+            "kafkaConsumer.pollTimeoutMs": "1500",
+        },
+        streaming=False,
+    )
     client = KafkaClient(mock_cluster.bootstrap_servers, _config(opts))
     try:
         (rng,) = OffsetPlanner(opts, client).plan_batch()
-        mock_cluster.broker_down(1)   # partition 0's leader
+        mock_cluster.broker_down(1)  # partition 0's leader
         started = time.monotonic()
         with pytest.raises(KafkaConnectionError, match="kafkaConsumer.pollTimeoutMs"):
             list(read_range(opts, rng))
@@ -158,6 +180,7 @@ def test_fetch_budget_ends_retries_of_a_broker_that_stays_down(mock_cluster, res
 
 
 # --- the fault proxy ------------------------------------------------------------------
+
 
 def test_read_through_dropped_cut_stalled_and_reset_responses(broker, new_topic):
     topic = new_topic(partitions=2)
@@ -170,10 +193,15 @@ def test_read_through_dropped_cut_stalled_and_reset_responses(broker, new_topic)
         proxy.inject(FETCH, "stall", 1, seconds=2.0)
         proxy.inject(FETCH, "reset", 1)
         proxy.inject(FETCH, "drop", 1)
-        rows, retries = read_all(proxy.bootstrap_servers, topic,
-                                 **{"kafka.request.timeout.ms": "1000",
-                                    "kafka.max.partition.fetch.bytes": "4096",
-                                    "kafka.retry.backoff.max.ms": "200"})
+        rows, retries = read_all(
+            proxy.bootstrap_servers,
+            topic,
+            **{
+                "kafka.request.timeout.ms": "1000",
+                "kafka.max.partition.fetch.bytes": "4096",
+                "kafka.retry.backoff.max.ms": "200",
+            },
+        )
         assert proxy.pending_faults() == 0, "every fault was applied"
         assert dict(proxy.injected) == {"truncate": 3, "reset": 2, "drop": 2, "stall": 1}
     assert rows == expected
@@ -187,22 +215,33 @@ def test_lost_produce_answer_leaves_no_duplicate_with_idempotence(kafka_broker, 
     topic = kafka_broker.unique_topic("idem")
     kafka_broker.create_topic(topic, partitions=2)
     rows = 6000
-    table = pa.table({"key": pa.array([b"k%d" % i for i in range(rows)]),
-                      "value": pa.array([str(i).encode() for i in range(rows)])})
+    table = pa.table(
+        {
+            "key": pa.array([b"k%d" % i for i in range(rows)]),
+            "value": pa.array([str(i).encode() for i in range(rows)]),
+        }
+    )
     with FaultProxy(kafka_broker.bootstrap_servers) as proxy:
         proxy.inject(PRODUCE, kind, 2, seconds=2.0)
-        opts = parse_write_options({"kafka.bootstrap.servers": proxy.bootstrap_servers,
-                                    "topic": topic, "kafka.batch.size": "16384",
-                                    "kafka.request.timeout.ms": "1000",
-                                    "kafka.delivery.timeout.ms": "60000"})
-        message = write_batches(opts, ColumnPlan(key=0, value=1),
-                                table.to_batches(max_chunksize=1000), task=0)
+        opts = parse_write_options(
+            {
+                "kafka.bootstrap.servers": proxy.bootstrap_servers,
+                "topic": topic,
+                "kafka.batch.size": "16384",
+                "kafka.request.timeout.ms": "1000",
+                "kafka.delivery.timeout.ms": "60000",
+            }
+        )
+        message = write_batches(
+            opts, ColumnPlan(key=0, value=1), table.to_batches(max_chunksize=1000), task=0
+        )
         assert proxy.injected[kind] == 2
     assert message.retries >= 2
-    values = [m.value for m in consume_confluent(kafka_broker.bootstrap_servers, topic,
-                                                 expected=rows, timeout=30)]
-    assert collections.Counter(values) == collections.Counter(
-        str(i).encode() for i in range(rows))
+    values = [
+        m.value
+        for m in consume_confluent(kafka_broker.bootstrap_servers, topic, expected=rows, timeout=30)
+    ]
+    assert collections.Counter(values) == collections.Counter(str(i).encode() for i in range(rows))
 
 
 # --- pipelined Produce requests (up to 5 in flight per broker) --------------------------
@@ -213,15 +252,27 @@ OUT_OF_ORDER_SEQUENCE = 45
 def _write_pipelined(bootstrap, topic, rows, **options):
     """Write ``rows`` keyed rows (value = the row number) in small batches, so that many
     Produce requests go out back to back (5 in flight per broker by default)."""
-    table = pa.table({"key": pa.array([b"k%d" % (i % 97) for i in range(rows)]),
-                      "value": pa.array([b"%08d" % i for i in range(rows)])})
-    opts = parse_write_options({"kafka.bootstrap.servers": bootstrap, "topic": topic,
-                                "kafka.batch.size": "4096", "kafka.linger.ms": "0",
-                                "kafka.request.timeout.ms": "1000",
-                                "kafka.retry.backoff.ms": "20",
-                                "kafka.delivery.timeout.ms": "60000", **options})
-    return write_batches(opts, ColumnPlan(key=0, value=1),
-                         table.to_batches(max_chunksize=2000), task=0)
+    table = pa.table(
+        {
+            "key": pa.array([b"k%d" % (i % 97) for i in range(rows)]),
+            "value": pa.array([b"%08d" % i for i in range(rows)]),
+        }
+    )
+    opts = parse_write_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "topic": topic,
+            "kafka.batch.size": "4096",
+            "kafka.linger.ms": "0",
+            "kafka.request.timeout.ms": "1000",
+            "kafka.retry.backoff.ms": "20",
+            "kafka.delivery.timeout.ms": "60000",
+            **options,
+        }
+    )
+    return write_batches(
+        opts, ColumnPlan(key=0, value=1), table.to_batches(max_chunksize=2000), task=0
+    )
 
 
 def _assert_each_row_once_in_order(bootstrap, topic, rows):
@@ -232,7 +283,7 @@ def _assert_each_row_once_in_order(bootstrap, topic, rows):
     values = [int(m.value) for m in messages]
     assert collections.Counter(values) == collections.Counter(range(rows))
     by_partition = collections.defaultdict(list)
-    for message in messages:   # sorted by (partition, offset)
+    for message in messages:  # sorted by (partition, offset)
         by_partition[message.partition].append(int(message.value))
     for partition, written in by_partition.items():
         assert written == sorted(written), f"partition {partition} is out of order"
@@ -274,7 +325,7 @@ def test_lost_answer_with_later_requests_in_flight_leaves_no_duplicate(kafka_bro
         proxy.inject(PRODUCE, kind, 1, seconds=2.0, skip=6, behind=3)
         message = _write_pipelined(proxy.bootstrap_servers, topic, rows)
         assert proxy.injected[kind] == 1
-        (fault, in_flight), = proxy.in_flight_at_fault
+        ((fault, in_flight),) = proxy.in_flight_at_fault
         assert fault == kind and in_flight >= 4, proxy.in_flight_at_fault
     assert message.records == rows
     assert message.retries >= in_flight
@@ -286,6 +337,7 @@ def test_fault_proxy_outage_cuts_connections_and_refuses_new_ones(kafka_broker):
     socket and kafka_ds's client: while down, a connection open before is cut and a new one
     is closed at once; after up(), Metadata answers again through the same addresses."""
     import socket
+
     with FaultProxy(kafka_broker.bootstrap_servers) as proxy:
         host, port = proxy.bootstrap_servers.split(",")[0].rsplit(":", 1)
         client = KafkaClient(proxy.bootstrap_servers)
@@ -294,15 +346,17 @@ def test_fault_proxy_outage_cuts_connections_and_refuses_new_ones(kafka_broker):
             open_pairs = len([pair for pair in proxy.pairs if not pair.closed])
             before = socket.create_connection((host, int(port)), timeout=5)
             deadline = time.monotonic() + 5
-            while (len([pair for pair in proxy.pairs if not pair.closed]) == open_pairs
-                   and time.monotonic() < deadline):
+            while (
+                len([pair for pair in proxy.pairs if not pair.closed]) == open_pairs
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.01)
             proxy.down()
             before.settimeout(5)
-            assert before.recv(1) == b""            # the open connection was cut
+            assert before.recv(1) == b""  # the open connection was cut
             during = socket.create_connection((host, int(port)), timeout=5)
             during.settimeout(5)
-            assert during.recv(1) == b""            # a new one is closed at once
+            assert during.recv(1) == b""  # a new one is closed at once
             before.close()
             during.close()
             proxy.up()

@@ -6,6 +6,7 @@ mid-stream is raised in the consumer with its type and message.
 
 The guess and :class:`FetchAhead` in memory: tests/unit/test_fetch_pipeline.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,15 +35,26 @@ def filled(mock_cluster):
     topic = f"fp{uuid.uuid4().hex[:8]}"
     mock_cluster.create_topic(topic, partitions=1)
     values = [b"value-%04d" % i for i in range(PER_PARTITION)]
-    produce_confluent(mock_cluster.bootstrap_servers, topic, [{"value": v} for v in values],
-                      partition=0, **{"batch.num.messages": 20, "linger.ms": 50})
+    produce_confluent(
+        mock_cluster.bootstrap_servers,
+        topic,
+        [{"value": v} for v in values],
+        partition=0,
+        **{"batch.num.messages": 20, "linger.ms": 50},
+    )
     return topic, values
 
 
 def options(bootstrap, topic, **extra):
-    return parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
-                               "kafka.max.partition.fetch.bytes": "2048", **extra},
-                              streaming=False)
+    return parse_read_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "subscribe": topic,
+            "kafka.max.partition.fetch.bytes": "2048",
+            **extra,
+        },
+        streaming=False,
+    )
 
 
 def test_read_range_many_fetches_every_guess_right(mock_cluster, filled, caplog):
@@ -56,7 +68,7 @@ def test_read_range_many_fetches_every_guess_right(mock_cluster, filled, caplog)
             assert b.column("topic").to_pylist() == [topic] * b.num_rows
             assert b.column("partition").to_pylist() == [0] * b.num_rows
             got += b.column("value").to_pylist()
-    assert got == values[5:PER_PARTITION - 7]
+    assert got == values[5 : PER_PARTITION - 7]
     assert seen_thread and not fetch_threads()
     (summary,) = [r.getMessage() for r in caplog.records if "fetched ahead" in r.getMessage()]
     right, wrong = (int(x) for x in summary.split(":")[-1].split("/"))
@@ -75,7 +87,8 @@ def proxy_pairs_closed(proxy, timeout=3.0):
 @pytest.mark.parametrize("stalled", [True, False], ids=["fetch-under-way", "thread-idle"])
 @pytest.mark.parametrize("own_client", [True, False], ids=["own-client", "given-client"])
 def test_closing_the_generator_early_stops_the_thread_and_the_connection(
-        mock_cluster, filled, stalled, own_client):
+    mock_cluster, filled, stalled, own_client
+):
     topic, values = filled
     with FaultProxy(mock_cluster.bootstrap_servers) as proxy:
         if stalled:
@@ -87,26 +100,32 @@ def test_closing_the_generator_early_stops_the_thread_and_the_connection(
         try:
             reader = read_range(opts, OffsetRange(topic, 0, 0, PER_PARTITION), client)
             first = next(reader)
-            assert first.column("value").to_pylist() == values[:first.num_rows]
+            assert first.column("value").to_pylist() == values[: first.num_rows]
             deadline = time.monotonic() + 5
             while proxy.by_api[FETCH] < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)          # the thread's Fetch is on its way
+                time.sleep(0.01)  # the thread's Fetch is on its way
             if not stalled:
-                time.sleep(0.2)           # ... and answered: the thread waits for the caller
+                time.sleep(0.2)  # ... and answered: the thread waits for the caller
             started = time.monotonic()
-            reader.close()                # Spark stops consuming (limit reached, task killed)
+            reader.close()  # Spark stops consuming (limit reached, task killed)
             assert time.monotonic() - started < 2.0
             assert not fetch_threads()
             if own_client:
-                assert proxy_pairs_closed(proxy)     # the broker side saw the sockets close
+                assert proxy_pairs_closed(proxy)  # the broker side saw the sockets close
             else:
                 # The interrupted connection is closed; an idle one stays usable.
                 for conn in client._connections.values():
                     assert conn.in_flight == 0
                     if stalled and conn.connected:
                         assert conn.node_id != client.leader_for(topic, 0)
-                assert sum(1 for b in read_range(opts, OffsetRange(topic, 0, 0, 40), client)
-                           for _ in range(b.num_rows)) == 40
+                assert (
+                    sum(
+                        1
+                        for b in read_range(opts, OffsetRange(topic, 0, 0, 40), client)
+                        for _ in range(b.num_rows)
+                    )
+                    == 40
+                )
         finally:
             if client is not None:
                 client.close()
@@ -120,11 +139,14 @@ def test_a_broker_error_mid_stream_is_raised_in_the_consumer(mock_cluster, fille
     try:
         client.leader_for(topic, 0)
         # The first Fetch is answered, the second (the thread's) fails: not retriable.
-        mock_cluster.push_request_errors(FETCH, 0, 29)     # TOPIC_AUTHORIZATION_FAILED
+        mock_cluster.push_request_errors(FETCH, 0, 29)  # TOPIC_AUTHORIZATION_FAILED
         reader = read_range(opts, OffsetRange(topic, 0, 0, PER_PARTITION), client)
         first = next(reader)
-        with pytest.raises(error_for_code(29), match=rf"\(Fetch {topic}-0 at offset "
-                                                      rf"{first.num_rows}\)$"):
+        with pytest.raises(
+            error_for_code(29),
+            match=rf"\(Fetch {topic}-0 at offset "
+            rf"{first.num_rows}\)$",
+        ):
             for _ in reader:
                 pass
     finally:
@@ -134,14 +156,16 @@ def test_a_broker_error_mid_stream_is_raised_in_the_consumer(mock_cluster, fille
 
 def test_retriable_errors_of_the_thread_are_retried(mock_cluster, filled):
     topic, values = filled
-    opts = options(mock_cluster.bootstrap_servers, topic,
-                   **{"kafka.retry.backoff.max.ms": "50"})
+    opts = options(mock_cluster.bootstrap_servers, topic, **{"kafka.retry.backoff.max.ms": "50"})
     client = KafkaClient(mock_cluster.bootstrap_servers, opts.client)
     try:
         client.leader_for(topic, 0)
-        mock_cluster.push_request_errors(FETCH, 0, 6, 6, 7)   # NOT_LEADER x2, TIMED_OUT
-        got = [v for b in read_range(opts, OffsetRange(topic, 0, 0, PER_PARTITION), client)
-               for v in b.column("value").to_pylist()]
+        mock_cluster.push_request_errors(FETCH, 0, 6, 6, 7)  # NOT_LEADER x2, TIMED_OUT
+        got = [
+            v
+            for b in read_range(opts, OffsetRange(topic, 0, 0, PER_PARTITION), client)
+            for v in b.column("value").to_pylist()
+        ]
         assert got == values
         assert client.retries >= 3
     finally:

@@ -6,6 +6,7 @@ drivers of its own: tests/spark/test_transactions.py.
 Exactly-once is judged on the raw log (``txlog.verdict``): a transactional batch
 counts only when its producer's next marker in that partition is a COMMIT.
 """
+
 import dataclasses
 import os
 import re
@@ -17,7 +18,10 @@ import pytest
 
 from kafka_ds.client import KafkaClient
 from kafka_ds.client.transactions import (
-    TransactionError, TransactionHandle, end_transaction, init_transactional_producer,
+    TransactionError,
+    TransactionHandle,
+    end_transaction,
+    init_transactional_producer,
 )
 from tests.support.brokers import consume_confluent
 from tests.support.txlog import produce_in_transaction, verdict
@@ -33,10 +37,22 @@ def end_in_other_process(bootstrap, handle, commit):
         "from kafka_ds.client.transactions import TransactionHandle, end_transaction;"
         "c = KafkaClient(sys.argv[1]);"
         "end_transaction(c, TransactionHandle(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])),"
-        " sys.argv[5] == 'commit'); c.close()")
-    subprocess.run([sys.executable, "-c", code, bootstrap, handle.transactional_id,
-                    str(handle.producer_id), str(handle.producer_epoch),
-                    "commit" if commit else "abort"], check=True, timeout=120)
+        " sys.argv[5] == 'commit'); c.close()"
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            bootstrap,
+            handle.transactional_id,
+            str(handle.producer_id),
+            str(handle.producer_epoch),
+            "commit" if commit else "abort",
+        ],
+        check=True,
+        timeout=120,
+    )
 
 
 def read_committed_both(bootstrap, topic):
@@ -46,17 +62,27 @@ def read_committed_both(bootstrap, topic):
     from kafka_ds.read.ranges import read_range
     from kafka_ds.source import KafkaDataSource
 
-    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
-               "kafka.isolation.level": "read_committed"}
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic,
+        "kafka.isolation.level": "read_committed",
+    }
     reader = KafkaDataSource(options).reader(None)
     ours = []
     for rng in reader.partitions():
         for batch in read_range(reader.opts, rng):
-            ours += zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                        batch.column("value").to_pylist())
-    theirs = [(m.partition, m.offset, m.value)
-              for m in consume_confluent(bootstrap, topic, timeout=60,
-                                         **{"isolation.level": "read_committed"})]
+            ours += zip(
+                batch.column("partition").to_pylist(),
+                batch.column("offset").to_pylist(),
+                batch.column("value").to_pylist(),
+                strict=True,
+            )
+    theirs = [
+        (m.partition, m.offset, m.value)
+        for m in consume_confluent(
+            bootstrap, topic, timeout=60, **{"isolation.level": "read_committed"}
+        )
+    ]
     return sorted(ours), sorted(theirs)
 
 
@@ -64,16 +90,27 @@ def crc_errors_confluent(bootstrap, topic, seconds=15.0):
     """{(partition, offset)} of batches librdkafka (check.crcs=true) reports as failing
     their CRC while reading the whole topic."""
     from confluent_kafka import Consumer, KafkaError
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-crc",
-                         "auto.offset.reset": "earliest", "check.crcs": True,
-                         "enable.partition.eof": True, "log_level": 3})
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-crc",
+            "auto.offset.reset": "earliest",
+            "check.crcs": True,
+            "enable.partition.eof": True,
+            "log_level": 3,
+        }
+    )
     consumer.subscribe([topic])
     bad, deadline = set(), time.monotonic() + seconds
     try:
         while time.monotonic() < deadline:
             msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is not None \
-                    and msg.error().code() == KafkaError._BAD_MSG:
+            if (
+                msg is not None
+                and msg.error() is not None
+                and msg.error().code() == KafkaError._BAD_MSG
+            ):
                 bad.add((msg.partition(), msg.offset()))
     finally:
         consumer.close()
@@ -97,6 +134,7 @@ def kafka_topic(kafka_broker):
         kafka_broker.delete_topic(name)
 
 
+@pytest.mark.smoke
 @pytest.mark.heavy
 def test_commit_and_abort_from_another_process(broker, new_topic):
     topic = new_topic(partitions=2)
@@ -114,6 +152,7 @@ def test_commit_and_abort_from_another_process(broker, new_topic):
         # first one it meets, naming it; librdkafka refuses the same batches when it
         # checks CRCs (check.crcs=true, off by default).
         from kafka_ds.errors import CorruptRecordError
+
         with pytest.raises(CorruptRecordError, match="CRC32C mismatch") as info:
             read_committed_both(bs, topic)
         where = re.search(r"partition (\d+) at offset (\d+)", str(info.value)).groups()
@@ -133,7 +172,7 @@ def test_commit_again_is_harmless(broker, new_topic):
     handle = produce_in_transaction(bs, topic, f"{topic}-x", {0: [b"v"]})
     with KafkaClient(bs) as client:
         end_transaction(client, handle, commit=True)
-        end_transaction(client, handle, commit=True)   # a driver re-committing on restart
+        end_transaction(client, handle, commit=True)  # a driver re-committing on restart
     assert verdict(bs, topic).committed == [b"v"]
 
 
@@ -184,7 +223,8 @@ def test_last_stable_offset_after_a_fenced_transaction(request, kafka_broker, ka
     # Every transaction has ended, so the last stable offset is the high watermark.
     x_retry = next(b.base_offset for b in result.batches if b.values == [b"x-retry"])
     assert part["last_stable_offset"] == part["high_watermark"], (
-        f"last stable offset {part['last_stable_offset']} (offset of b'x-retry': {x_retry})")
+        f"last stable offset {part['last_stable_offset']} (offset of b'x-retry': {x_retry})"
+    )
 
 
 def test_retriable_coordinator_errors_are_retried(mock_cluster, caplog):
@@ -193,13 +233,16 @@ def test_retriable_coordinator_errors_are_retried(mock_cluster, caplog):
     topic = mock_cluster.unique_topic("retry")
     mock_cluster.create_topic(topic, 1)
     try:
-        mock_cluster.push_request_errors(INIT_PRODUCER_ID, CONCURRENT_TRANSACTIONS,
-                                         NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)
-        mock_cluster.push_request_errors(ADD_PARTITIONS_TO_TXN, CONCURRENT_TRANSACTIONS,
-                                         CONCURRENT_TRANSACTIONS)
+        mock_cluster.push_request_errors(
+            INIT_PRODUCER_ID, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
+        )
+        mock_cluster.push_request_errors(
+            ADD_PARTITIONS_TO_TXN, CONCURRENT_TRANSACTIONS, CONCURRENT_TRANSACTIONS
+        )
         handle = produce_in_transaction(bs, topic, f"{topic}-t", {0: [b"v1", b"v2"]})
-        mock_cluster.push_request_errors(END_TXN, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
-                                         CONCURRENT_TRANSACTIONS)
+        mock_cluster.push_request_errors(
+            END_TXN, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+        )
         with KafkaClient(bs) as client:
             end_transaction(client, handle, commit=True)
         assert verdict(bs, topic).committed == [b"v1", b"v2"]
@@ -217,15 +260,20 @@ def test_fatal_end_txn_error_names_the_transaction(mock_cluster):
         handle = init_transactional_producer(client, "kafka-ds-fatal", 60000)
         mock_cluster.push_request_errors(END_TXN, 47)
         with pytest.raises(TransactionError, match="kafka-ds-fatal") as info:
-            end_transaction(client, TransactionHandle("kafka-ds-fatal", handle.producer_id,
-                                                      handle.producer_epoch), commit=True)
+            end_transaction(
+                client,
+                TransactionHandle("kafka-ds-fatal", handle.producer_id, handle.producer_epoch),
+                commit=True,
+            )
         assert info.value.fenced
 
 
 # --- the driver's commit, after a speculative copy fenced a finished task -----------------
 
+
 def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothing_visible(
-        kafka_broker, kafka_topic):
+    kafka_broker, kafka_topic
+):
     """The window the speculation test cannot time: a speculative copy that opens its
     transaction (fencing the original's) after the original finished, and is then killed.
     The driver's commit must fail before any EndTxn, and its abort leave nothing open."""
@@ -235,14 +283,27 @@ def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothin
     bs = kafka_broker.bootstrap_servers
     topic = kafka_topic("late-fence", 2)
     prefix = f"{topic}-w"
-    originals = [produce_in_transaction(bs, topic, transactional_id(prefix, task),
-                                        {task: [f"task{task}-{i}".encode() for i in range(3)]})
-                 for task in (0, 1)]
-    messages = [KafkaCommitMessage(task=task, records=3, bytes=0,
-                                   partitions=[(topic, task, 3, -1, -1)],
-                                   transactional_id=h.transactional_id,
-                                   producer_id=h.producer_id, producer_epoch=h.producer_epoch)
-                for task, h in enumerate(originals)]
+    originals = [
+        produce_in_transaction(
+            bs,
+            topic,
+            transactional_id(prefix, task),
+            {task: [f"task{task}-{i}".encode() for i in range(3)]},
+        )
+        for task in (0, 1)
+    ]
+    messages = [
+        KafkaCommitMessage(
+            task=task,
+            records=3,
+            bytes=0,
+            partitions=[(topic, task, 3, -1, -1)],
+            transactional_id=h.transactional_id,
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+        )
+        for task, h in enumerate(originals)
+    ]
     copy = produce_in_transaction(bs, topic, transactional_id(prefix, 1), {1: [b"copy"]})
     assert copy.producer_epoch > originals[1].producer_epoch
     opts = eos_options(bs)
@@ -271,8 +332,13 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
     taken for the aborted one."""
     import pyarrow as pa
 
-    from kafka_ds.write.exactly_once import (abort_all, abort_marker, check_not_aborted,
-                                             mark_aborted, transactional_id)
+    from kafka_ds.write.exactly_once import (
+        abort_all,
+        abort_marker,
+        check_not_aborted,
+        mark_aborted,
+        transactional_id,
+    )
     from kafka_ds.write.plan import ColumnPlan
     from kafka_ds.write.task import TaskWriter, write_batches
 
@@ -291,10 +357,9 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
     abort_all(opts, prefix, [None, None], marker)
     assert "could not" not in caplog.text
     with pytest.raises(TransactionError, match="the write was aborted") as info:
-        write_batches(opts, plan, rows("late").to_batches(), 1, transactional_id(prefix, 1),
-                      marker)
+        write_batches(opts, plan, rows("late").to_batches(), 1, transactional_id(prefix, 1), marker)
     assert marker[0] in str(info.value)
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         with pytest.raises(Exception, match="PRODUCER_FENCED|fenced"):
             for batch in rows("early").to_batches():
                 early.write_batch(batch)
@@ -302,11 +367,17 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
     early.close()
     result = verdict(bs, topic)
     assert not any(v.startswith(b"late") for v in result.committed + result.aborted + result.open)
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         assert result.open == [] and result.committed == []
     # The same prefix in a later write, with a marker of its own, writes.
-    message = write_batches(opts, plan, rows("next").to_batches(), 1,
-                            transactional_id(prefix, 1), abort_marker(opts, prefix))
+    message = write_batches(
+        opts,
+        plan,
+        rows("next").to_batches(),
+        1,
+        transactional_id(prefix, 1),
+        abort_marker(opts, prefix),
+    )
     assert message.records == 50 and message.producer_id >= 0
     # A write with a topic column marks on a topic the cluster has.
     column_marker = abort_marker(dataclasses.replace(opts, topic=None), prefix)
@@ -318,8 +389,9 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
             check_not_aborted(client, column_marker, "t-0")
 
 
-def test_abort_fences_through_an_outage_longer_than_the_request_timeout(kafka_broker,
-                                                                       kafka_topic, caplog):
+def test_abort_fences_through_an_outage_longer_than_the_request_timeout(
+    kafka_broker, kafka_topic, caplog
+):
     """abort()'s fence (InitProducerId) is retried within kafka.delivery.timeout.ms, as
     EndTxn is: a coordinator unreachable for longer than kafka.request.timeout.ms does not
     leave a failed task's transaction open. (Tansu: the mock does not fence.)"""
@@ -333,42 +405,67 @@ def test_abort_fences_through_an_outage_longer_than_the_request_timeout(kafka_br
     prefix = f"{topic}-w"
     produce_in_transaction(bs, topic, transactional_id(prefix, 0), {0: [b"failed-task"]})
     with FaultProxy(bs) as proxy:
-        opts = eos_options(proxy.bootstrap_servers, topic=topic,
-                           **{"kafka.request.timeout.ms": "1000",
-                              "kafka.delivery.timeout.ms": "20000"})
+        opts = eos_options(
+            proxy.bootstrap_servers,
+            topic=topic,
+            **{"kafka.request.timeout.ms": "1000", "kafka.delivery.timeout.ms": "20000"},
+        )
         proxy.down()
         threading.Timer(3.0, proxy.up).start()
         started = time.monotonic()
-        abort_all(opts, prefix, [None])   # the task failed: no commit message
+        abort_all(opts, prefix, [None])  # the task failed: no commit message
         waited = time.monotonic() - started
     result = verdict(bs, topic)
     assert result.open == [] and result.aborted == [b"failed-task"]
     assert "could not fence" not in caplog.text
-    assert waited > 2.5   # it did wait out the outage
+    assert waited > 2.5  # it did wait out the outage
 
 
 # --- read_committed against a scripted broker that sends an aborted-transactions list ------
 
+
 def _aborted_list_cluster(log_bytes, aborted, end):
     """One partition of topic "txn" holding ``log_bytes`` (offsets [0, end)); Fetch answers
     everything from offset 0 with ``aborted`` as the aborted-transactions list."""
-    from tests.support.fakebroker import serve_cluster
     from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.schema import decode_request, encode_response
+    from tests.support.fakebroker import serve_cluster
 
     seen = []
 
     def answer(version, correlation_id, body):
-        return encode_response(m.FETCH, version, correlation_id, {
-            "throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
-                {"topic": "txn", "partitions": [{
-                    "partition_index": 0, "error_code": 0, "high_watermark": end,
-                    "last_stable_offset": end, "log_start_offset": 0,
-                    "aborted_transactions": [{"producer_id": pid, "first_offset": first}
-                                             for pid, first in aborted],
-                    "preferred_read_replica": -1,
-                    "records": log_bytes if body["topics"][0]["partitions"][0]["fetch_offset"]
-                    < end else b""}]}]})
+        return encode_response(
+            m.FETCH,
+            version,
+            correlation_id,
+            {
+                "throttle_time_ms": 0,
+                "error_code": 0,
+                "session_id": 0,
+                "responses": [
+                    {
+                        "topic": "txn",
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "error_code": 0,
+                                "high_watermark": end,
+                                "last_stable_offset": end,
+                                "log_start_offset": 0,
+                                "aborted_transactions": [
+                                    {"producer_id": pid, "first_offset": first}
+                                    for pid, first in aborted
+                                ],
+                                "preferred_read_replica": -1,
+                                "records": log_bytes
+                                if body["topics"][0]["partitions"][0]["fetch_offset"] < end
+                                else b"",
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
 
     def fetch(version, correlation_id, frame, conn):
         _header, body = decode_request(m.FETCH, frame)
@@ -381,11 +478,12 @@ def _aborted_list_cluster(log_bytes, aborted, end):
 
 def test_read_committed_drops_aborted_records_from_the_fetch_list():
     from kafka.protocol.consumer import FetchResponse
+
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange, read_range
     from tests.unit.test_records import _txn_log
 
-    log_bytes = b"".join(_txn_log())   # built with aiokafka's batch builder
+    log_bytes = b"".join(_txn_log())  # built with aiokafka's batch builder
     aborted = [(1, 0), (1, 11)]
     broker, isolation_levels, answer = _aborted_list_cluster(log_bytes, aborted, 15)
     try:
@@ -398,11 +496,19 @@ def test_read_committed_drops_aborted_records_from_the_fetch_list():
         assert bytes(part.records) == log_bytes
 
         def offsets(level):
-            opts = parse_read_options({"kafka.bootstrap.servers": broker.address,
-                                       "subscribe": "txn", "kafka.isolation.level": level},
-                                      streaming=False)
-            return [o for batch in read_range(opts, OffsetRange("txn", 0, 0, 15))
-                    for o in batch.column("offset").to_pylist()]
+            opts = parse_read_options(
+                {
+                    "kafka.bootstrap.servers": broker.address,
+                    "subscribe": "txn",
+                    "kafka.isolation.level": level,
+                },
+                streaming=False,
+            )
+            return [
+                o
+                for batch in read_range(opts, OffsetRange("txn", 0, 0, 15))
+                for o in batch.column("offset").to_pylist()
+            ]
 
         # aborted: pid 1's records at 0-2 (aborted at 6) and 11-12 (aborted at 13); pid 1's
         # 8-9 were committed at 10; pid 2's 3-4 committed at 7; 5 and 14 not transactional.
@@ -416,8 +522,10 @@ def test_read_committed_drops_aborted_records_from_the_fetch_list():
 
 # --- the driver's pieces, without Spark -------------------------------------------------------
 
+
 def test_recorded_transactions_are_committed_on_restart(broker, new_topic, tmp_path):
     from kafka_ds.write.exactly_once import TransactionLog
+
     topic = new_topic(partitions=2)
     bs = broker.bootstrap_servers
     first = produce_in_transaction(bs, topic, f"{topic}-0", {0: [b"a"]})
@@ -426,7 +534,7 @@ def test_recorded_transactions_are_committed_on_restart(broker, new_topic, tmp_p
     txn_log = TransactionLog(str(tmp_path))
     assert txn_log.recover(opts) == -1
     txn_log.record(7, [first, second])
-    with KafkaClient(bs) as client:       # the crashed driver got through the first EndTxn
+    with KafkaClient(bs) as client:  # the crashed driver got through the first EndTxn
         end_transaction(client, first, commit=True)
     assert verdict(bs, topic).open == [b"b", b"c"]
     restarted = TransactionLog(str(tmp_path))
@@ -434,11 +542,10 @@ def test_recorded_transactions_are_committed_on_restart(broker, new_topic, tmp_p
     result = verdict(bs, topic)
     assert sorted(result.committed) == [b"a", b"b", b"c"] and result.open == []
     assert sorted(os.listdir(tmp_path / "pykafka-transactions")) == [f"{7:020d}.committed"]
-    assert restarted.recover(opts) == 7   # nothing pending any more
+    assert restarted.recover(opts) == 7  # nothing pending any more
 
 
-def test_a_marker_the_acls_hide_is_skipped_with_a_warning_and_the_task_writes(mock_cluster,
-                                                                              caplog):
+def test_a_marker_the_acls_hide_is_skipped_with_a_warning_and_the_task_writes(mock_cluster, caplog):
     """A cluster whose ACLs predate the abort marker (no Describe on the write's groups):
     the task's OffsetFetch is refused, and the task writes as before the marker, warning
     which ACLs close the gap, instead of failing a write that used to work."""
@@ -458,8 +565,9 @@ def test_a_marker_the_acls_hide_is_skipped_with_a_warning_and_the_task_writes(mo
     marker = abort_marker(opts, prefix)
     values = pa.table({"value": pa.array([b"a", b"b"])}).to_batches()
     mock_cluster.push_request_errors(offset_fetch, group_authorization_failed)
-    message = write_batches(opts, ColumnPlan(value=0), values, 0, transactional_id(prefix, 0),
-                            marker)
+    message = write_batches(
+        opts, ColumnPlan(value=0), values, 0, transactional_id(prefix, 0), marker
+    )
     assert message.records == 2
     assert "not allowed to check whether the write was aborted" in caplog.text
     assert "GROUP_AUTHORIZATION_FAILED" in caplog.text or "authorization" in caplog.text.lower()

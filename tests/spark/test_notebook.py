@@ -3,6 +3,7 @@ it), and runs top to bottom here with outputs that make sense: the rows written 
 back, the stream reads them in several micro-batches with falling lag, the consumer
 group's lag is 0 after the stream and 300 after 300 more rows, the plots are drawn, and
 Avro values (valueFormat=avro) are written and read back typed."""
+
 import pathlib
 import re
 
@@ -39,8 +40,11 @@ def check_outputs(nb):
     assert "group lag after the stream: 0" in text
     assert "group lag after 300 more rows: 300" in text
     # the progress table: rows per micro-batch at most 250, lag falling to 0
-    table = re.search(r"batch\s+rows\s+end offset \(sum\)\s+latest offset \(sum\)\s+lag after "
-                      r"batch\n((?:\d+\s+\d+\s+\d+\s+\d+\s+\d+\s+\d+\n?)+)", text)
+    table = re.search(
+        r"batch\s+rows\s+end offset \(sum\)\s+latest offset \(sum\)\s+lag after "
+        r"batch\n((?:\d+\s+\d+\s+\d+\s+\d+\s+\d+\s+\d+\n?)+)",
+        text,
+    )
     assert table, text[-3000:]
     rows = [list(map(int, line.split()[2:])) for line in table.group(1).strip().splitlines()]
     assert all(0 < r[0] <= 250 for r in rows) and sum(r[0] for r in rows) == 1000, rows
@@ -57,6 +61,7 @@ def test_saved_notebook_is_executed_with_sensible_outputs():
 @pytest.mark.timeout(900)
 def test_quickstart_notebook_runs(tmp_path):
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     check_outputs(nb)

@@ -10,6 +10,7 @@ of the check is kafka_ds. ``spark-pipelines`` is the CLI of the pyspark of this 
 (its bin folder), run with ``PYSPARK_PYTHON`` set to that Python, which has kafka_ds installed:
 the Spark Connect server that ``spark-pipelines`` starts runs the source and the sink in its
 Python workers."""
+
 import shutil
 import subprocess
 import sys
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.brokers import consume_confluent, produce_confluent
 from tests.spark.test_wheel import clean_env
+from tests.support.brokers import consume_confluent, produce_confluent
 
 pytestmark = [pytest.mark.heavy, pytest.mark.spark]
 
@@ -30,10 +31,11 @@ EXAMPLE = ROOT / "examples" / "pipelines"
 def copy_example(to: Path, storage: Path, settings: dict) -> Path:
     """Copy of the example whose spec has ``storage`` and ``settings``; the spec's path."""
     import yaml
+
     shutil.copytree(EXAMPLE, to, ignore=shutil.ignore_patterns("__pycache__"))
     spec_path = to / "spark-pipeline.yml"
     spec = yaml.safe_load(spec_path.read_text())
-    assert set(settings) == set(spec["configuration"]), spec   # the example's own settings
+    assert set(settings) == set(spec["configuration"]), spec  # the example's own settings
     spec["storage"] = storage.as_uri()
     spec["configuration"] = settings
     spec_path.write_text(yaml.safe_dump(spec))
@@ -46,12 +48,15 @@ def spark_pipelines_cli() -> Path:
     if beside.exists():
         return beside
     import pyspark
+
     return Path(pyspark.__file__).parent / "bin" / "spark-pipelines"
 
 
 @pytest.mark.timeout(600)
 def test_pipeline_copies_a_topic_upper_cased_through_a_streaming_table(kafka_broker, tmp_path):
-    pytest.importorskip("pyspark.pipelines", reason="Spark Declarative Pipelines need pyspark >= 4.1")
+    pytest.importorskip(
+        "pyspark.pipelines", reason="Spark Declarative Pipelines need pyspark >= 4.1"
+    )
     pytest.importorskip("grpc", reason="spark-pipelines runs over Spark Connect (grpcio)")
     source = kafka_broker.unique_topic("sdp_in")
     sink = kafka_broker.unique_topic("sdp_out")
@@ -59,23 +64,37 @@ def test_pipeline_copies_a_topic_upper_cased_through_a_streaming_table(kafka_bro
     kafka_broker.create_topic(sink, partitions=1)
     # Keys repeat and values are mixed case, so a pipeline that dropped, duplicated or did
     # not transform a record, or lost the key, gives a different multiset.
-    produced = [{"key": f"k{i % 7}", "value": f"Event-{i}-ok", "partition": i % 2}
-                for i in range(60)]
+    produced = [
+        {"key": f"k{i % 7}", "value": f"Event-{i}-ok", "partition": i % 2} for i in range(60)
+    ]
     produce_confluent(kafka_broker.bootstrap_servers, source, produced)
 
-    spec = copy_example(tmp_path / "pipeline", tmp_path / "storage", {
-        "kafka_ds.example.bootstrapServers": kafka_broker.bootstrap_servers,
-        "kafka_ds.example.inputTopic": source,
-        "kafka_ds.example.outputTopic": sink})
+    spec = copy_example(
+        tmp_path / "pipeline",
+        tmp_path / "storage",
+        {
+            "kafka_ds.example.bootstrapServers": kafka_broker.bootstrap_servers,
+            "kafka_ds.example.inputTopic": source,
+            "kafka_ds.example.outputTopic": sink,
+        },
+    )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     # Strict options: an option the pipeline adds that kafka_ds does not know (SDP names each
     # flow's query, so the sink gets 'queryName') would fail the run instead of warning.
     env = {**clean_env(), "PYSPARK_PYTHON": sys.executable, "KAFKA_DS_STRICT_OPTIONS": "true"}
     try:
-        run = subprocess.run([str(spark_pipelines_cli()), "run", "--spec", str(spec)],
-                             cwd=run_dir, env=env, capture_output=True, text=True, timeout=540)
-        assert run.returncode == 0, f"rc={run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
+        run = subprocess.run(
+            [str(spark_pipelines_cli()), "run", "--spec", str(spec)],
+            cwd=run_dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=540,
+        )
+        assert run.returncode == 0, (
+            f"rc={run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
+        )
         written = consume_confluent(kafka_broker.bootstrap_servers, sink, timeout=20)
     finally:
         for topic in (source, sink):

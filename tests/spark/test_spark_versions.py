@@ -9,6 +9,7 @@ line), so the code under test is the checkout. The installs of all releases run 
 when the first test of this module needs one. Set ``KAFKA_DS_SPARK_VERSIONS`` (comma
 separated, e.g. ``4.0.5``; empty: none) to choose others.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,11 @@ pytestmark = pytest.mark.heavy
 
 # The latest patch of each other minor release (the test venv has 4.3).
 DEFAULT_VERSIONS = ["4.0.5", "4.1.4", "4.2.1"]
-VERSIONS = [v for v in os.environ.get("KAFKA_DS_SPARK_VERSIONS",
-                                      ",".join(DEFAULT_VERSIONS)).split(",") if v.strip()]
+VERSIONS = [
+    v
+    for v in os.environ.get("KAFKA_DS_SPARK_VERSIONS", ",".join(DEFAULT_VERSIONS)).split(",")
+    if v.strip()
+]
 HOME = ROOT / ".venv-spark"
 
 
@@ -35,11 +39,17 @@ def _venv(version: str) -> tuple[Path, Path]:
     venv = HOME / version
     python = venv / "bin" / "python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                       timeout=120)
-    site = Path(subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True).stdout.strip())
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+        )
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     return python, site
 
 
@@ -55,13 +65,32 @@ def spark_venvs():
         if done.exists():
             result[version] = (python, None, None)
             continue
-        running[version] = (python, site, time.monotonic(), subprocess.Popen(
-            # --no-compile: byte-compiling pyspark's thousands of modules costs more CPU
-            # than the smoke set imports back
-            [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--upgrade", "--no-compile",
-             "--target", str(site), f"pyspark=={version}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for version, (python, site, began, proc) in running.items():
+        running[version] = (
+            python,
+            site,
+            time.monotonic(),
+            subprocess.Popen(
+                # --no-compile: byte-compiling pyspark's thousands of modules costs more CPU
+                # than the smoke set imports back
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-deps",
+                    "-q",
+                    "--upgrade",
+                    "--no-compile",
+                    "--target",
+                    str(site),
+                    f"pyspark=={version}",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            ),
+        )
+    for version, (python, _site, began, proc) in running.items():
         out, _ = proc.communicate(timeout=1800)
         took = round(time.monotonic() - began, 1)
         error = None if proc.returncode == 0 else out[-3000:]
@@ -70,7 +99,8 @@ def spark_venvs():
         python, site = _venv(version)
         # The test venv's packages after this venv's own pyspark, and this checkout.
         Path(site, "kafka-ds-tests.pth").write_text(
-            sysconfig.get_paths()["purelib"] + "\n" + str(ROOT) + "\n")
+            sysconfig.get_paths()["purelib"] + "\n" + str(ROOT) + "\n"
+        )
     return result
 
 
@@ -84,8 +114,7 @@ def test_smoke_set_on_other_pyspark_releases(spark_venvs, version, kafka_broker,
     topic = kafka_broker.unique_topic(f"v{version.replace('.', '')}")
     kafka_broker.create_topic(topic, partitions=3)
     try:
-        seen = run_smoke(python, kafka_broker.bootstrap_servers, topic, cwd=tmp_path,
-                         timeout=1200)
+        seen = run_smoke(python, kafka_broker.bootstrap_servers, topic, cwd=tmp_path, timeout=1200)
     finally:
         kafka_broker.delete_topic(topic)
     assert seen["pyspark"] == version and seen["spark"] == version, seen
@@ -113,8 +142,7 @@ finally:
 
 @pytest.mark.spark
 @pytest.mark.timeout(1200)
-def test_admission_control_before_42_fails_naming_the_release(spark_venvs, kafka_broker,
-                                                              tmp_path):
+def test_admission_control_before_42_fails_naming_the_release(spark_venvs, kafka_broker, tmp_path):
     older = [v for v in VERSIONS if tuple(map(int, v.split(".")[:2])) < (4, 2)]
     if not older:
         pytest.skip("no pyspark < 4.2 selected (KAFKA_DS_SPARK_VERSIONS)")
@@ -124,12 +152,18 @@ def test_admission_control_before_42_fails_naming_the_release(spark_venvs, kafka
     topic = kafka_broker.unique_topic("ac")
     kafka_broker.create_topic(topic, partitions=1)
     try:
-        run = subprocess.run([str(python), "-c", NEEDS_42, kafka_broker.bootstrap_servers, topic],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                             env=clean_env())
+        run = subprocess.run(
+            [str(python), "-c", NEEDS_42, kafka_broker.bootstrap_servers, topic],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=clean_env(),
+        )
     finally:
         kafka_broker.delete_topic(topic)
     assert "EXCEPTION" in run.stdout, run.stderr[-3000:]
-    assert (f"Option 'maxOffsetsPerTrigger' (admission control) needs pyspark >= 4.2"
-            in run.stdout), run.stdout[-3000:]
+    assert "Option 'maxOffsetsPerTrigger' (admission control) needs pyspark >= 4.2" in run.stdout, (
+        run.stdout[-3000:]
+    )
     assert f"this is pyspark {version}" in run.stdout, run.stdout[-3000:]

@@ -12,6 +12,7 @@ The reader's offset planning and data-loss checks, called directly (no Spark):
 tests/integration/test_stream.py. Data is produced with ``batch.num.messages=1``: Tansu's
 ListOffsets LATEST is wrong after a multi-record batch (tests/README.md, Tansu deviation 1).
 """
+
 import json
 import os
 import re
@@ -25,10 +26,9 @@ import uuid
 import pytest
 from chispa import assert_df_equality
 
-from kafka_ds.stream import commit_query_progress
 from kafka_ds.read.stream_offsets import from_offset_dict
-from tests.integration.test_stream import (COLUMNS, ONE_PER_BATCH, group_offsets, numbered,
-                                           produce)
+from kafka_ds.stream import commit_query_progress
+from tests.integration.test_stream import COLUMNS, ONE_PER_BATCH, group_offsets, numbered, produce
 from tests.support import PROJECT_ROOT
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
@@ -36,6 +36,7 @@ SCHEMA = "key binary, value binary, topic string, partition int, offset long"
 
 
 # --- helpers ------------------------------------------------------------------------
+
 
 def wait_for(condition, timeout=20.0, interval=0.2, what="condition"):
     deadline = time.monotonic() + timeout
@@ -59,13 +60,15 @@ def wait_group(broker, group, expected, timeout=60.0):
     try:
         wait_for(check, timeout, what=f"group {group} at {expected}")
     except AssertionError:
-        raise AssertionError(f"group {group} is at {seen.get('now')}, expected {expected}") \
-            from None
+        raise AssertionError(
+            f"group {group} is at {seen.get('now')}, expected {expected}"
+        ) from None
 
 
 def stream(spark, broker, **options):
-    reader = spark.readStream.format("pykafka").option("kafka.bootstrap.servers",
-                                                       broker.bootstrap_servers)
+    reader = spark.readStream.format("pykafka").option(
+        "kafka.bootstrap.servers", broker.bootstrap_servers
+    )
     for key, value in options.items():
         reader = reader.option(key, str(value))
     return reader.load()
@@ -79,9 +82,12 @@ def run_available_now(spark, df, checkpoint, timeout=120):
     def collect(batch, _batch_id):
         rows.extend(tuple(r) for r in batch.select(*COLUMNS).collect())
 
-    query = (df.writeStream.foreachBatch(collect)
-             .option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    query = (
+        df.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(timeout), "AvailableNow query did not finish"
     assert query.exception() is None, query.exception()
     return query, rows_df(spark, rows)
@@ -93,8 +99,9 @@ def rows_df(spark, rows):
 
 def assert_same_rows(actual, expected):
     order = ["topic", "partition", "offset"]
-    assert_df_equality(actual.select(*COLUMNS).orderBy(order), expected.orderBy(order),
-                       ignore_nullable=True)
+    assert_df_equality(
+        actual.select(*COLUMNS).orderBy(order), expected.orderBy(order), ignore_nullable=True
+    )
 
 
 def data_batches(query):
@@ -116,16 +123,24 @@ def checkpoint_batches(checkpoint, log):
 
 # --- kill the driver, restart from the checkpoint --------------------------------------
 
+
 class Producer(threading.Thread):
     """Produces small records round-robin over the partitions until stopped."""
 
     def __init__(self, broker, topic, partitions, per_round=6, pause=0.1):
         super().__init__(daemon=True)
         from confluent_kafka import Producer as CProducer
+
         self.topic, self.partitions = topic, partitions
         self.per_round, self.pause = per_round, pause
-        self.producer = CProducer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all",
-                                   "log_level": 3, **ONE_PER_BATCH})
+        self.producer = CProducer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "acks": "all",
+                "log_level": 3,
+                **ONE_PER_BATCH,
+            }
+        )
         self.rows, self.errors = [], []
         self.halt = threading.Event()
 
@@ -140,8 +155,14 @@ class Producer(threading.Thread):
                         self.errors.append(err)
                     else:
                         self.rows.append((key, value, self.topic, msg.partition(), msg.offset()))
-                self.producer.produce(self.topic, key=key, value=value,
-                                      partition=i % self.partitions, on_delivery=done)
+
+                self.producer.produce(
+                    self.topic,
+                    key=key,
+                    value=value,
+                    partition=i % self.partitions,
+                    on_delivery=done,
+                )
                 i += 1
             self.producer.poll(0)
             time.sleep(self.pause)
@@ -154,16 +175,19 @@ class Producer(threading.Thread):
         return self.rows
 
 
-@pytest.mark.only_brokers("kafka")   # one real broker: each run starts and kills Spark drivers
+@pytest.mark.only_brokers("kafka")  # one real broker: each run starts and kills Spark drivers
 @pytest.mark.heavy
-def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, new_topic,
-                                                               tmp_path):
+def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, new_topic, tmp_path):
     topic = new_topic(partitions=3, prefix="kill")
     group = f"kill-{uuid.uuid4().hex[:8]}"
     sink, checkpoint = str(tmp_path / "sink"), str(tmp_path / "checkpoint")
-    options = {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic,
-               "startingOffsets": "earliest", "maxOffsetsPerTrigger": "20",
-               "kafka.group.id": group}
+    options = {
+        "kafka.bootstrap.servers": broker.bootstrap_servers,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "20",
+        "kafka.group.id": group,
+    }
     spec = {"options": options, "sink": sink, "checkpoint": checkpoint, "trigger_ms": 100}
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     log_path = tmp_path / "child.log"
@@ -172,12 +196,20 @@ def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, ne
     with open(log_path, "wb") as log:
         # Own session (process group): the driver is the Python process *and* its JVM
         # and Python workers; all of them are SIGKILLed together.
-        child = subprocess.Popen([sys.executable, "-m", "tests.support.stream_child",
-                                  json.dumps(spec)], stdout=log, stderr=subprocess.STDOUT,
-                                 env=env, start_new_session=True, cwd=PROJECT_ROOT)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.stream_child", json.dumps(spec)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            cwd=PROJECT_ROOT,
+        )
     try:
-        wait_for(lambda: len(checkpoint_batches(checkpoint, "commits")) >= 3 or
-                 child.poll() is not None, timeout=180, what="3 committed batches")
+        wait_for(
+            lambda: len(checkpoint_batches(checkpoint, "commits")) >= 3 or child.poll() is not None,
+            timeout=180,
+            what="3 committed batches",
+        )
         assert child.poll() is None, "streaming child died:\n" + log_path.read_text()[-3000:]
     finally:
         if child.poll() is None:
@@ -199,9 +231,14 @@ def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, ne
     # Restart in this process from the same checkpoint and sink; read what is left.
     restart_options = {k: v for k, v in options.items() if k != "maxOffsetsPerTrigger"}
     restart_options.pop("kafka.bootstrap.servers")
-    query = (stream(spark, broker, **restart_options).writeStream.format("parquet")
-             .option("path", sink).option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
+    query = (
+        stream(spark, broker, **restart_options)
+        .writeStream.format("parquet")
+        .option("path", sink)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(180), "restarted query did not finish"
     assert query.exception() is None, query.exception()
 
@@ -210,10 +247,12 @@ def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, ne
         # The batch planned but not finished before the kill is replayed with its range.
         replay = query.recentProgress[0]
         assert replay["batchId"] == planned[-1]
-        assert json.loads(replay["sources"][0]["endOffset"]) == \
-            checkpoint_offsets(checkpoint, planned[-1])
-        assert json.loads(replay["sources"][0]["startOffset"]) == \
-            checkpoint_offsets(checkpoint, committed[-1])
+        assert json.loads(replay["sources"][0]["endOffset"]) == checkpoint_offsets(
+            checkpoint, planned[-1]
+        )
+        assert json.loads(replay["sources"][0]["startOffset"]) == checkpoint_offsets(
+            checkpoint, committed[-1]
+        )
 
     assert_same_rows(spark.read.parquet(sink), rows_df(spark, produced))
     ends = {}
@@ -225,8 +264,11 @@ def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, ne
 
 # --- AvailableNow, admission control and group commits -----------------------------------
 
-def test_available_now_three_limited_batches_committed_after_each(spark, broker, new_topic,
-                                                                  tmp_path):
+
+@pytest.mark.smoke
+def test_available_now_three_limited_batches_committed_after_each(
+    spark, broker, new_topic, tmp_path
+):
     topic = new_topic(partitions=1, prefix="avn")
     rows = produce(broker, topic, numbered("a", 15), partition=0)
     group = f"avn-{uuid.uuid4().hex[:8]}"
@@ -240,17 +282,25 @@ def test_available_now_three_limited_batches_committed_after_each(spark, broker,
         wait_group(broker, group, {tp: offsets[0]})
         batches.append((batch_id, offsets))
 
-    query = (stream(spark, broker, subscribe=topic, startingOffsets="earliest",
-                    maxOffsetsPerTrigger=5, **{"kafka.group.id": group})
-             .writeStream.foreachBatch(each_batch)
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(availableNow=True).start())
+    query = (
+        stream(
+            spark,
+            broker,
+            subscribe=topic,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger=5,
+            **{"kafka.group.id": group},
+        )
+        .writeStream.foreachBatch(each_batch)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120)
     assert query.exception() is None, query.exception()
-    assert batches == [(0, list(range(0, 5))), (1, list(range(5, 10))),
-                       (2, list(range(10, 15)))]
+    assert batches == [(0, list(range(0, 5))), (1, list(range(5, 10))), (2, list(range(10, 15)))]
     assert [p["numInputRows"] for p in data_batches(query)] == [5, 5, 5]
-    wait_group(broker, group, {tp: 15})   # after the clean end: the last batch's end
+    wait_group(broker, group, {tp: 15})  # after the clean end: the last batch's end
     assert len(rows) == 15
 
 
@@ -274,8 +324,9 @@ def test_new_partitions_of_a_topic_are_read_from_earliest(spark, broker, new_top
         later += produce(broker, topic, numbered(f"p{p}-", 4), partition=p)
     query, read = run_available_now(spark, df, checkpoint)
     assert_same_rows(read, rows_df(spark, later))
-    assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == \
-        {topic: {"0": 8, "1": 4, "2": 4}}
+    assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == {
+        topic: {"0": 8, "1": 4, "2": 4}
+    }
 
 
 def test_pattern_picks_up_a_new_topic(spark, broker, tmp_path):
@@ -284,10 +335,13 @@ def test_pattern_picks_up_a_new_topic(spark, broker, tmp_path):
     broker.create_topic(created[0], partitions=2)
     try:
         rows = produce(broker, created[0], numbered("a", 4))
-        query = (stream(spark, broker, subscribePattern=f"{stem}-.*",
-                        startingOffsets="earliest")
-                 .writeStream.format("memory").queryName(stem)
-                 .option("checkpointLocation", str(tmp_path / "ck")).start())
+        query = (
+            stream(spark, broker, subscribePattern=f"{stem}-.*", startingOffsets="earliest")
+            .writeStream.format("memory")
+            .queryName(stem)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .start()
+        )
         try:
             query.processAllAvailable()
             created.append(f"{stem}-b")
@@ -304,22 +358,37 @@ def test_pattern_picks_up_a_new_topic(spark, broker, tmp_path):
 
 # --- starting offsets ---------------------------------------------------------------------
 
-def test_starting_offsets_group_resumes_where_the_group_left_off(spark, broker, new_topic,
-                                                                 tmp_path):
+
+@pytest.mark.smoke
+def test_starting_offsets_group_resumes_where_the_group_left_off(
+    spark, broker, new_topic, tmp_path
+):
     topic = new_topic(partitions=2, prefix="grp")
     group = f"grp-{uuid.uuid4().hex[:8]}"
     rows = produce(broker, topic, numbered("x", 4, partition=0) + numbered("y", 4, partition=1))
     # First query: only partition 0, so the group has no offset for partition 1.
-    first = stream(spark, broker, assign=json.dumps({topic: [0]}), startingOffsets="earliest",
-                   **{"kafka.group.id": group})
+    first = stream(
+        spark,
+        broker,
+        assign=json.dumps({topic: [0]}),
+        startingOffsets="earliest",
+        **{"kafka.group.id": group},
+    )
     _q, read = run_available_now(spark, first, tmp_path / "ck1")
     assert_same_rows(read, rows_df(spark, rows[:4]))
     wait_group(broker, group, {(topic, 0): 4})
 
-    more = produce(broker, topic, numbered("x-later", 3, partition=0)
-                   + numbered("y-later", 3, partition=1))
-    second = stream(spark, broker, subscribe=topic, startingOffsets="group",
-                    startingOffsetsFallback="earliest", **{"kafka.group.id": group})
+    more = produce(
+        broker, topic, numbered("x-later", 3, partition=0) + numbered("y-later", 3, partition=1)
+    )
+    second = stream(
+        spark,
+        broker,
+        subscribe=topic,
+        startingOffsets="group",
+        startingOffsetsFallback="earliest",
+        **{"kafka.group.id": group},
+    )
     _q, read = run_available_now(spark, second, tmp_path / "ck2")
     # Partition 0 resumes at the group's offset 4; partition 1 falls back to earliest.
     assert_same_rows(read, rows_df(spark, more[:3] + rows[4:] + more[3:]))
@@ -331,15 +400,19 @@ def test_starting_offsets_latest_reads_only_new_records(spark, mock_cluster, tmp
     topic = broker.unique_topic("latest")
     broker.create_topic(topic, partitions=2)
     produce(broker, topic, numbered("old", 6))
-    query = (stream(spark, broker, subscribe=topic)
-             .writeStream.format("memory").queryName(topic.replace("-", "_"))
-             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    query = (
+        stream(spark, broker, subscribe=topic)
+        .writeStream.format("memory")
+        .queryName(topic.replace("-", "_"))
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
     try:
         # The first batch pins the latest offsets in Spark's offset log and reads nothing.
         wait_for(lambda: query.lastProgress is not None, 60, what="first batch")
         first = query.recentProgress[0]
         assert first["numInputRows"] == 0
-        assert json.loads(first["sources"][0]["startOffset"]) is None   # none for batch 0
+        assert json.loads(first["sources"][0]["startOffset"]) is None  # none for batch 0
         pinned = json.loads(first["sources"][0]["endOffset"])[topic]
         assert sum(pinned.values()) == 6
         new = produce(broker, topic, numbered("new", 5))
@@ -355,13 +428,24 @@ def test_trigger_once_reads_all_and_last_batch_can_be_committed(spark, mock_clus
     topic = broker.unique_topic("once")
     broker.create_topic(topic, partitions=2)
     group = f"once-{uuid.uuid4().hex[:8]}"
-    rows = produce(broker, topic, [dict(r, partition=i % 2)
-                                   for i, r in enumerate(numbered("o", 12))])
-    options = {"subscribe": topic, "startingOffsets": "earliest", "maxOffsetsPerTrigger": 3,
-               "kafka.group.id": group}
+    rows = produce(
+        broker, topic, [dict(r, partition=i % 2) for i, r in enumerate(numbered("o", 12))]
+    )
+    options = {
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": 3,
+        "kafka.group.id": group,
+    }
     name = f"once{uuid.uuid4().hex[:8]}"
-    query = (stream(spark, broker, **options).writeStream.format("memory").queryName(name)
-             .option("checkpointLocation", str(tmp_path / "ck")).trigger(once=True).start())
+    query = (
+        stream(spark, broker, **options)
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(once=True)
+        .start()
+    )
     assert query.awaitTermination(120)
     # Trigger.Once ignores maxOffsetsPerTrigger (Spark passes ReadAllAvailable).
     assert_same_rows(spark.table(name), rows_df(spark, rows))
@@ -371,8 +455,13 @@ def test_trigger_once_reads_all_and_last_batch_can_be_committed(spark, mock_clus
     time.sleep(1)
     lagging = group_offsets(broker, group, list(ends))
     assert all(lagging[tp] <= ends[tp] for tp in lagging)
-    committed = commit_query_progress(query, {"kafka.bootstrap.servers": broker.bootstrap_servers,
-                                              **{k: str(v) for k, v in options.items()}})
+    committed = commit_query_progress(
+        query,
+        {
+            "kafka.bootstrap.servers": broker.bootstrap_servers,
+            **{k: str(v) for k, v in options.items()},
+        },
+    )
     assert committed == {topic: {"0": 6, "1": 6}}
     assert group_offsets(broker, group, list(ends)) == ends
     broker.delete_topic(topic, wait=False)
@@ -380,9 +469,9 @@ def test_trigger_once_reads_all_and_last_batch_can_be_committed(spark, mock_clus
 
 # --- records deleted under a running query ---------------------------------------------------
 
+
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_records_aged_out_under_a_running_query(spark, mock_cluster, tmp_path,
-                                                fail_on_data_loss):
+def test_records_aged_out_under_a_running_query(spark, mock_cluster, tmp_path, fail_on_data_loss):
     """The mock drops a partition's oldest records past ~5 MiB (tests/integration/
     test_read.py::age_out). The first micro-batch (offsets 0-4) holds the query in its
     sink while 6 MiB more are written; the next batch starts at 5, now deleted up to 12.
@@ -404,21 +493,33 @@ def test_records_aged_out_under_a_running_query(spark, mock_cluster, tmp_path,
         in_batch.set()
         aged.wait(60)
 
-    query = (stream(spark, broker, subscribe=topic, startingOffsets="earliest",
-                    maxOffsetsPerTrigger=5, failOnDataLoss=str(fail_on_data_loss).lower())
-             .writeStream.foreachBatch(sink)
-             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    query = (
+        stream(
+            spark,
+            broker,
+            subscribe=topic,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger=5,
+            failOnDataLoss=str(fail_on_data_loss).lower(),
+        )
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
     try:
         assert in_batch.wait(60), "no first micro-batch"
         assert seen == [0, 1, 2, 3, 4]
         placed = age_out(broker, topic)
-        assert placed[-1] == (0, 15)    # 10-15 written; the mock keeps 12-15
+        assert placed[-1] == (0, 15)  # 10-15 written; the mock keeps 12-15
         aged.set()
         if fail_on_data_loss:
             with pytest.raises(StreamingQueryException) as failure:
                 query.awaitTermination(120)
-            assert re.search(rf"DataLossError: Offsets \[5, 10\) of {topic}-0 are no longer "
-                             r"available \(earliest is 12\)", str(failure.value))
+            assert re.search(
+                rf"DataLossError: Offsets \[5, 10\) of {topic}-0 are no longer "
+                r"available \(earliest is 12\)",
+                str(failure.value),
+            )
         else:
             wait_for(lambda: seen[-1:] == [15], 120, what="offset 15 read")
             assert seen == [0, 1, 2, 3, 4, 12, 13, 14, 15]

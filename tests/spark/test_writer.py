@@ -9,6 +9,7 @@ Expected partitions come from ``java_murmur2`` (tests/unit/test_partitioner.py),
 kafka_ds. The write path without Spark: tests/unit/test_writer.py and
 tests/integration/test_writer.py.
 """
+
 import datetime as dt
 import os
 import tempfile
@@ -25,8 +26,10 @@ from kafka_ds.write.plan import plan_columns
 from tests.integration.test_writer import batch_headers, quirk
 from tests.support.brokers import consume_confluent, kafka_python_api_version
 from tests.support.faultproxy import FaultProxy
-from tests.support.spark_support import make_spark
-from tests.support.spark_support import spark  # noqa: F401  (fixture)
+from tests.support.spark_support import (
+    make_spark,
+    spark,  # noqa: F401  (fixture)
+)
 from tests.unit.test_partitioner import java_partition
 
 N = 100_000
@@ -45,12 +48,13 @@ END"""
 
 # --- the 100k-row dataset ------------------------------------------------------------------
 
+
 class Dataset:
     """The DataFrame and, per row, what a consumer must see."""
 
     def __init__(self, spark):
         self.df = spark.range(0, N, 1, 2).selectExpr(
-            "id",   # not a Kafka column: ignored by the sink, as in Spark's Kafka sink
+            "id",  # not a Kafka column: ignored by the sink, as in Spark's Kafka sink
             "CASE WHEN id % 97 = 0 THEN cast(concat('tomb-', id) AS binary) "
             "     WHEN id % 10 = 0 THEN NULL "
             "     ELSE cast(concat('key-', id % 5000) AS binary) END AS key",
@@ -59,27 +63,40 @@ class Dataset:
             f"{HEADERS_SQL} AS headers",
             f"CASE WHEN id % 11 = 0 THEN cast(id % {PARTITIONS} AS int) END AS partition",
             f"CASE WHEN id % 13 = 0 THEN NULL ELSE timestamp_millis({BASE_TS} + id) END "
-            "AS timestamp")
+            "AS timestamp",
+        )
         table = self.df.toArrow()
-        self.rows = {}   # match id (value, or key of a tombstone) -> expectation
+        self.rows = {}  # match id (value, or key of a tombstone) -> expectation
         for i, key, value, headers, partition, ts in zip(
-                *(table.column(c).to_pylist() for c in
-                  ("id", "key", "value", "headers", "partition", "timestamp"))):
+            *(
+                table.column(c).to_pylist()
+                for c in ("id", "key", "value", "headers", "partition", "timestamp")
+            ),
+            strict=True,
+        ):
             if partition is None and key is not None:
                 partition = java_partition(key, PARTITIONS)
             self.rows[value if value is not None else key] = (
-                i, key, value, [(h["key"], h["value"]) for h in headers or []], partition,
-                None if ts is None else BASE_TS + i)
+                i,
+                key,
+                value,
+                [(h["key"], h["value"]) for h in headers or []],
+                partition,
+                None if ts is None else BASE_TS + i,
+            )
         assert len(self.rows) == N
 
     def check(self, records, written_from_ms, written_to_ms, client):
         """records: (key, value, headers, partition, offset, timestamp_ms, create_time)."""
         assert len(records) == N, f"{client} read {len(records)} records, expected {N}"
         seen = set()
-        last_id = {}   # (partition, task) -> id of the last record seen, offsets ascending
+        last_id = {}  # (partition, task) -> id of the last record seen, offsets ascending
         for key, value, headers, partition, offset, ts, create_time in sorted(
-                records, key=lambda r: (r[3], r[4])):
-            i, e_key, e_value, e_headers, e_partition, e_ts = self.rows[value if value is not None else key]
+            records, key=lambda r: (r[3], r[4])
+        ):
+            i, e_key, e_value, e_headers, e_partition, e_ts = self.rows[
+                value if value is not None else key
+            ]
             where = f"{client}: row {i} at {partition}/{offset}"
             assert i not in seen, f"{where} is a duplicate"
             seen.add(i)
@@ -104,26 +121,44 @@ def dataset(spark):
 
 
 def confluent_records(bootstrap, topic):
-    return [(m.key, m.value, m.headers, m.partition, m.offset, m.timestamp[1], m.timestamp[0] == 1)
-            for m in consume_confluent(bootstrap, topic, timeout=60)]   # to the end: no extras
+    return [
+        (m.key, m.value, m.headers, m.partition, m.offset, m.timestamp[1], m.timestamp[0] == 1)
+        for m in consume_confluent(bootstrap, topic, timeout=60)
+    ]  # to the end: no extras
 
 
 def kafka_python_records(bootstrap, topic, expected, timeout=60.0):
     from kafka import KafkaConsumer, TopicPartition
 
     servers = bootstrap.split(",")
-    consumer = KafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False,
-                             group_id=None, api_version=kafka_python_api_version(servers[0]))
+    consumer = KafkaConsumer(
+        bootstrap_servers=servers,
+        enable_auto_commit=False,
+        group_id=None,
+        api_version=kafka_python_api_version(servers[0]),
+    )
     try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        partitions = [
+            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))
+        ]
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         out = []
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=500, max_records=expected).values():
-                out.extend((r.key, r.value, list(r.headers or []), r.partition, r.offset,
-                            r.timestamp, r.timestamp_type == 0) for r in records)
+                out.extend(
+                    (
+                        r.key,
+                        r.value,
+                        list(r.headers or []),
+                        r.partition,
+                        r.offset,
+                        r.timestamp,
+                        r.timestamp_type == 0,
+                    )
+                    for r in records
+                )
         return out
     finally:
         consumer.close()
@@ -138,6 +173,7 @@ def writer(df, bootstrap, **options):
 
 # --- the main round trip -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_dataframe_round_trip_byte_exact(spark, dataset, broker, new_topic, codec):
     topic = new_topic(partitions=PARTITIONS)
@@ -150,8 +186,9 @@ def test_dataframe_round_trip_byte_exact(spark, dataset, broker, new_topic, code
     dataset.check(confluent, started, finished, "confluent-kafka")
     kafka_python = kafka_python_records(bootstrap, topic, N)
     dataset.check(kafka_python, started, finished, "kafka-python")
-    assert sorted(kafka_python, key=lambda r: (r[3], r[4])) == \
-        sorted(confluent, key=lambda r: (r[3], r[4]))
+    assert sorted(kafka_python, key=lambda r: (r[3], r[4])) == sorted(
+        confluent, key=lambda r: (r[3], r[4])
+    )
 
     # the codec really is the one asked for, and batches are big (not one per record)
     for partition in range(PARTITIONS):
@@ -159,30 +196,44 @@ def test_dataframe_round_trip_byte_exact(spark, dataset, broker, new_topic, code
         assert {attributes & 7 for _size, attributes, _count in batches} == {CODECS.index(codec)}
         assert max(count for _size, _attributes, count in batches) > 1000
 
-    if codec == "lz4":   # one codec per broker: the Spark round trip
-        reader = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic).option("includeHeaders", "true"))
-        if broker.name == "tansu":
-            # Tansu's ListOffsets LATEST is wrong after multi-record batches (README,
-            # Tansu deviation 1); the reader can take the high watermark from Fetch.
-            reader = reader.option("latestOffsetsVia", "fetch")
+    if codec == "lz4":  # one codec per broker: the Spark round trip
+        reader = (
+            spark.read.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("includeHeaders", "true")
+        )
         actual = reader.load()
         epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
         expected = spark.createDataFrame(
-            [(key, value, topic, partition, offset, epoch + dt.timedelta(milliseconds=ts), 0,
-              headers or None)
-             for key, value, headers, partition, offset, ts, _c in confluent],
-            actual.schema)
+            [
+                (
+                    key,
+                    value,
+                    topic,
+                    partition,
+                    offset,
+                    epoch + dt.timedelta(milliseconds=ts),
+                    0,
+                    headers or None,
+                )
+                for key, value, headers, partition, offset, ts, _c in confluent
+            ],
+            actual.schema,
+        )
         order = ["partition", "offset"]
         assert_df_equality(actual.orderBy(order), expected.orderBy(order), ignore_nullable=True)
 
 
+@pytest.mark.smoke
 def test_topic_column_string_columns_and_several_topics(spark, broker, new_topic):
     """Rows go to the topic of their row; string key/value are written as UTF-8."""
     topics = [new_topic(partitions=3), new_topic(partitions=2)]
     df = spark.range(0, 3000, 1, 2).selectExpr(
         f"CASE WHEN id % 2 = 0 THEN '{topics[0]}' ELSE '{topics[1]}' END AS TOPIC",
-        "concat('ключ-', id % 50) AS key", "concat('значение ', id) AS value")
+        "concat('ключ-', id % 50) AS key",
+        "concat('значение ', id) AS value",
+    )
     writer(df, broker.bootstrap_servers).save()
     for index, topic in enumerate(topics):
         msgs = consume_confluent(broker.bootstrap_servers, topic, timeout=30)
@@ -197,25 +248,37 @@ def test_topic_column_string_columns_and_several_topics(spark, broker, new_topic
 
 def test_topic_option_overrides_the_column(spark, broker, new_topic):
     topic = new_topic(partitions=1)
-    df = spark.range(0, 10, 1, 1).selectExpr("'no-such-topic' AS topic",
-                                             "cast(id AS string) AS value")
+    df = spark.range(0, 10, 1, 1).selectExpr(
+        "'no-such-topic' AS topic", "cast(id AS string) AS value"
+    )
     writer(df, broker.bootstrap_servers, topic=topic).save()
-    assert sorted(int(m.value) for m in consume_confluent(broker.bootstrap_servers, topic)) == \
-        list(range(10))
+    assert sorted(int(m.value) for m in consume_confluent(broker.bootstrap_servers, topic)) == list(
+        range(10)
+    )
 
 
 # --- save modes, schema and options (Spark shows our messages) ---------------------------
 
+
 def test_default_save_mode_and_overwrite_say_use_append(spark):
     df = spark.range(1).selectExpr("cast(id AS string) AS value")
-    base = df.write.format("pykafka").option("kafka.bootstrap.servers", "127.0.0.1:9") \
+    base = (
+        df.write.format("pykafka")
+        .option("kafka.bootstrap.servers", "127.0.0.1:9")
         .option("topic", "t")
+    )
     # Spark refuses the default mode (ErrorIfExists) itself, before the source is asked.
-    with pytest.raises(Exception, match=r'cannot be written in the "ErrorIfExists" mode.*'
-                                        r'"Append"'):
+    with pytest.raises(
+        Exception,
+        match=r'cannot be written in the "ErrorIfExists" mode.*'
+        r'"Append"',
+    ):
         base.save()
-    with pytest.raises(Exception, match=r"Save mode Overwrite is not supported by the pykafka "
-                                        r"sink.*mode\(\"append\"\)"):
+    with pytest.raises(
+        Exception,
+        match=r"Save mode Overwrite is not supported by the pykafka "
+        r"sink.*mode\(\"append\"\)",
+    ):
         base.mode("overwrite").save()
 
 
@@ -230,22 +293,33 @@ def struct_type(ddl):
     # the spark fixture when a test already started it).
     make_spark()
     from pyspark.sql.types import _parse_datatype_string
+
     return _parse_datatype_string(ddl)
 
 
-@pytest.mark.parametrize("ddl,options,message", [
-    ("key binary", {"topic": "t"}, r"needs a 'value' column.*columns are: key"),
-    ("value int", {"topic": "t"}, r"Column 'value' must be binary or string.*int"),
-    ("value binary, key array<int>", {"topic": "t"}, r"Column 'key' must be binary or string"),
-    ("value binary", {}, r"set the option 'topic'.*or add a string 'topic' column"),
-    ("value binary, topic binary", {}, r"Column 'topic' must be string.*binary"),
-    ("value binary, partition bigint", {"topic": "t"}, r"Column 'partition' must be int.*bigint"),
-    ("value binary, headers array<struct<key:string,value:string>>", {"topic": "t"},
-     r"Column 'headers' must be array<struct<key:string,value:binary>>"),
-    ("value binary, headers map<string,binary>", {"topic": "t"}, r"Column 'headers' must be"),
-    ("value binary, timestamp bigint", {"topic": "t"}, r"Column 'timestamp' must be timestamp"),
-    ("value binary, VALUE string", {"topic": "t"}, r"two 'value' columns"),
-])
+@pytest.mark.parametrize(
+    "ddl,options,message",
+    [
+        ("key binary", {"topic": "t"}, r"needs a 'value' column.*columns are: key"),
+        ("value int", {"topic": "t"}, r"Column 'value' must be binary or string.*int"),
+        ("value binary, key array<int>", {"topic": "t"}, r"Column 'key' must be binary or string"),
+        ("value binary", {}, r"set the option 'topic'.*or add a string 'topic' column"),
+        ("value binary, topic binary", {}, r"Column 'topic' must be string.*binary"),
+        (
+            "value binary, partition bigint",
+            {"topic": "t"},
+            r"Column 'partition' must be int.*bigint",
+        ),
+        (
+            "value binary, headers array<struct<key:string,value:string>>",
+            {"topic": "t"},
+            r"Column 'headers' must be array<struct<key:string,value:binary>>",
+        ),
+        ("value binary, headers map<string,binary>", {"topic": "t"}, r"Column 'headers' must be"),
+        ("value binary, timestamp bigint", {"topic": "t"}, r"Column 'timestamp' must be timestamp"),
+        ("value binary, VALUE string", {"topic": "t"}, r"two 'value' columns"),
+    ],
+)
 def test_schema_validation(ddl, options, message):
     opts = parse_write_options({"kafka.bootstrap.servers": "h:1", **options})
     with pytest.raises(ConfigurationError, match=message):
@@ -254,17 +328,28 @@ def test_schema_validation(ddl, options, message):
 
 def test_schema_validation_accepts_spark_kafka_sink_columns():
     opts = parse_write_options({"kafka.bootstrap.servers": "h:1"})
-    plan = plan_columns(struct_type(
-        "extra int, Key string, value binary, topic string, partition int, "
-        "headers array<struct<key:string,value:binary>>, timestamp timestamp"), opts)
-    assert (plan.key, plan.value, plan.topic, plan.partition, plan.headers, plan.timestamp) == \
-        (1, 2, 3, 4, 5, 6)
+    plan = plan_columns(
+        struct_type(
+            "extra int, Key string, value binary, topic string, partition int, "
+            "headers array<struct<key:string,value:binary>>, timestamp timestamp"
+        ),
+        opts,
+    )
+    assert (plan.key, plan.value, plan.topic, plan.partition, plan.headers, plan.timestamp) == (
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    )
     # with the topic option, the topic column is not used (nor type-checked)
     opts = parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "t"})
     assert plan_columns(struct_type("value string, topic int"), opts).topic == -1
 
 
 # --- errors in the data, naming topic / partition / row ------------------------------------
+
 
 def test_missing_topic_is_created_as_the_java_producer_does(spark, broker):
     """Both test brokers create a topic named in a Metadata request with
@@ -281,24 +366,35 @@ def test_missing_topic_is_created_as_the_java_producer_does(spark, broker):
 
 def test_unknown_topic_option_fails_on_the_driver_without_auto_creation(spark, broker):
     df = spark.range(1).selectExpr("cast(id AS string) AS value")
-    with pytest.raises(Exception, match=r"Topic 'no-such-topic-x' does not exist.*does not "
-                                        r"create topics with 'kafka.allow.auto.create.topics'"):
-        writer(df, broker.bootstrap_servers, topic="no-such-topic-x",
-               **{"kafka.allow.auto.create.topics": "false"}).save()
+    with pytest.raises(
+        Exception,
+        match=r"Topic 'no-such-topic-x' does not exist.*does not "
+        r"create topics with 'kafka.allow.auto.create.topics'",
+    ):
+        writer(
+            df,
+            broker.bootstrap_servers,
+            topic="no-such-topic-x",
+            **{"kafka.allow.auto.create.topics": "false"},
+        ).save()
     assert "no-such-topic-x" not in broker.list_topics()
 
 
 def test_null_topic_value_fails_the_task_naming_the_row(spark, broker, new_topic):
     topic = new_topic()
     df = spark.range(0, 100, 1, 2).selectExpr(
-        f"CASE WHEN id = 77 THEN NULL ELSE '{topic}' END AS topic", "cast(id AS string) AS value")
+        f"CASE WHEN id = 77 THEN NULL ELSE '{topic}' END AS topic", "cast(id AS string) AS value"
+    )
     # rows 50..99 are Spark partition 1: id 77 is its row 27
-    with pytest.raises(Exception, match=r"Column 'topic' is null at row 27 of Spark partition "
-                                        r"1's input"):
+    with pytest.raises(
+        Exception,
+        match=r"Column 'topic' is null at row 27 of Spark partition "
+        r"1's input",
+    ):
         writer(df, broker.bootstrap_servers).save()
 
 
-@pytest.mark.only_brokers("kafka")   # kafka_ds's own check: the broker plays no part
+@pytest.mark.only_brokers("kafka")  # kafka_ds's own check: the broker plays no part
 def test_record_larger_than_the_request_limit_fails_the_write(spark, broker, new_topic):
     """A record that cannot fit 'kafka.max.request.size' (1 MiB by default) even alone: the
     write fails, naming topic, partition, size and the limit. (A broker's own limit:
@@ -306,22 +402,32 @@ def test_record_larger_than_the_request_limit_fails_the_write(spark, broker, new
     topic = new_topic(partitions=2)
     df = spark.range(0, 4, 1, 1).selectExpr(
         "CAST(id % 2 AS int) AS partition",
-        "CASE WHEN id = 3 THEN repeat('x', 2 * 1024 * 1024) ELSE 'small' END AS value")
-    with pytest.raises(Exception, match=rf"record at row 3 of Spark partition 0's input for "
-                                        rf"topic '{topic}' partition 1 is about 20972\d\d bytes, "
-                                        r"more than 'kafka.max.request.size' \(1048576\)"):
+        "CASE WHEN id = 3 THEN repeat('x', 2 * 1024 * 1024) ELSE 'small' END AS value",
+    )
+    with pytest.raises(
+        Exception,
+        match=rf"record at row 3 of Spark partition 0's input for "
+        rf"topic '{topic}' partition 1 is about 20972\d\d bytes, "
+        r"more than 'kafka.max.request.size' \(1048576\)",
+    ):
         writer(df, broker.bootstrap_servers, topic=topic).save()
 
 
 # --- retries, idempotence, faults ----------------------------------------------------------
 
+
 def test_lost_produce_answers_do_not_duplicate_rows(spark, broker, new_topic, request):
-    quirk(request, broker, ["mock"],
-          "the mock checks producer sequences only for transactional producers, so a resent "
-          "batch is appended again (tests/README.md, mock deviation 8)")
+    quirk(
+        request,
+        broker,
+        ["mock"],
+        "the mock checks producer sequences only for transactional producers, so a resent "
+        "batch is appended again (tests/README.md, mock deviation 8)",
+    )
     topic = new_topic(partitions=3)
-    df = spark.range(0, 20000, 1, 2).selectExpr("cast(id AS string) AS key",
-                                                "cast(id AS string) AS value")
+    df = spark.range(0, 20000, 1, 2).selectExpr(
+        "cast(id AS string) AS key", "cast(id AS string) AS value"
+    )
     with FaultProxy(broker.bootstrap_servers) as proxy:
         proxy.drop_produce_replies(count=2, skip=1)
         writer(df, proxy.bootstrap_servers, topic=topic, kafka_batch_size="16384").save()
@@ -332,6 +438,8 @@ def test_lost_produce_answers_do_not_duplicate_rows(spark, broker, new_topic, re
 
 # --- streaming sink -------------------------------------------------------------------
 
+
+@pytest.mark.smoke
 def test_streaming_sink(spark, broker, new_topic):
     topic = new_topic(partitions=2)
     with tempfile.TemporaryDirectory() as tmp:
@@ -339,22 +447,35 @@ def test_streaming_sink(spark, broker, new_topic):
         os.makedirs(source)
         for part in range(3):
             ids = range(part * 500, (part + 1) * 500)
-            pq.write_table(pa.table({
-                "key": pa.array([b"k%d" % (i % 9) for i in ids]),
-                "value": pa.array([b"row-%d" % i for i in ids]),
-                "timestamp": pa.array([BASE_TS + i for i in ids], pa.timestamp("ms", tz="UTC")),
-            }), os.path.join(source, f"part-{part}.parquet"))
+            pq.write_table(
+                pa.table(
+                    {
+                        "key": pa.array([b"k%d" % (i % 9) for i in ids]),
+                        "value": pa.array([b"row-%d" % i for i in ids]),
+                        "timestamp": pa.array(
+                            [BASE_TS + i for i in ids], pa.timestamp("ms", tz="UTC")
+                        ),
+                    }
+                ),
+                os.path.join(source, f"part-{part}.parquet"),
+            )
         schema = spark.read.parquet(source).schema
-        query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(source)
-                 .writeStream.format("pykafka")
-                 .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-                 .option("topic", topic)
-                 .option("checkpointLocation", os.path.join(tmp, "checkpoint"))
-                 .outputMode("append").trigger(availableNow=True).start())
+        query = (
+            spark.readStream.schema(schema)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(source)
+            .writeStream.format("pykafka")
+            .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+            .option("topic", topic)
+            .option("checkpointLocation", os.path.join(tmp, "checkpoint"))
+            .outputMode("append")
+            .trigger(availableNow=True)
+            .start()
+        )
         assert query.awaitTermination(120)
         assert query.exception() is None
         batches = [p["batchId"] for p in query.recentProgress if p["numInputRows"]]
-        assert len(batches) == 3   # one micro-batch per file
+        assert len(batches) == 3  # one micro-batch per file
     msgs = consume_confluent(broker.bootstrap_servers, topic, timeout=30)
     assert sorted(m.value for m in msgs) == sorted(b"row-%d" % i for i in range(1500))
     for m in msgs:

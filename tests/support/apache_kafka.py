@@ -18,6 +18,7 @@ Each node runs under ``mock_cluster_child.py guard``: the JVM dies with its guar
 a broker shared by pytest-xdist workers lives as long as the pytest run, not as long as the
 worker that happened to start it (tests/conftest.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,18 @@ import uuid
 from pathlib import Path
 
 from tests.support.brokers import (
-    CHILD_SCRIPT, HOST, BrokerError, _Broker, _live, _log_tail, api_versions, free_port,
+    CHILD_SCRIPT,
+    HOST,
+    BrokerError,
+    _Broker,
+    _live,
+    _log_tail,
+    api_versions,
+    free_port,
 )
 
-DEFAULT_VERSION = "4.4.0"     # the newest Apache Kafka release; the suite's `kafka` and `kafka3`
-OLDER_VERSION = "3.9.1"       # the last 3.x line (KRaft): a smoke set on an older broker
+DEFAULT_VERSION = "4.4.0"  # the newest Apache Kafka release; the suite's `kafka` and `kafka3`
+OLDER_VERSION = "3.9.1"  # the last 3.x line (KRaft): a smoke set on an older broker
 POM = Path(__file__).resolve().with_name("maven") / "pom.xml"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = Path(os.environ.get("KAFKA_DS_KAFKA_CACHE") or PROJECT_ROOT / ".venv-kafka")
@@ -91,8 +99,13 @@ def _replication_settings(nodes: int) -> dict:
 # The JVM: a bounded heap, the serial collector and C1 only (start-up costs half the CPU of
 # the default tiered compilation). JAVA_TOOL_OPTIONS of the suite (Spark's class archive) is
 # not passed on.
-TEST_JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
-                    "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
+TEST_JVM_OPTIONS = (
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Xss512k",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
 HEAP = {1: "512m", 3: "320m"}
 
 
@@ -125,25 +138,43 @@ def classpath(version: str = DEFAULT_VERSION) -> str:
                 return jars
         mvn = shutil.which("mvn")
         if mvn is None:
-            raise BrokerError("Apache Kafka's jars come from Maven Central through Maven: "
-                              "install it (apt-get install maven) and put `mvn` on PATH")
+            raise BrokerError(
+                "Apache Kafka's jars come from Maven Central through Maven: "
+                "install it (apt-get install maven) and put `mvn` on PATH"
+            )
         partial = target.with_suffix(".partial")
         started = time.monotonic()
         run = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(POM), f"-Dkafka.version={version}",
-             "dependency:build-classpath", f"-Dmdep.outputFile={partial}"],
-            capture_output=True, text=True, timeout=1200)
+            [
+                mvn,
+                "-q",
+                "-B",
+                "-f",
+                str(POM),
+                f"-Dkafka.version={version}",
+                "dependency:build-classpath",
+                f"-Dmdep.outputFile={partial}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
         if run.returncode != 0 or not partial.exists():
-            raise BrokerError(f"mvn could not resolve org.apache.kafka:kafka_2.13:{version} "
-                              f"(rc={run.returncode}):\n{run.stdout[-3000:]}{run.stderr[-3000:]}")
+            raise BrokerError(
+                f"mvn could not resolve org.apache.kafka:kafka_2.13:{version} "
+                f"(rc={run.returncode}):\n{run.stdout[-3000:]}{run.stderr[-3000:]}"
+            )
         os.replace(partial, target)
-        print(f"resolved Apache Kafka {version} from Maven Central in "
-              f"{time.monotonic() - started:.0f} s", file=sys.stderr)
+        print(
+            f"resolved Apache Kafka {version} from Maven Central in "
+            f"{time.monotonic() - started:.0f} s",
+            file=sys.stderr,
+        )
         return target.read_text().strip()
 
 
 def _random_cluster_id() -> str:
-    while True:   # as Kafka's Uuid.randomUuid: none that a command line reads as an option
+    while True:  # as Kafka's Uuid.randomUuid: none that a command line reads as an option
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
@@ -158,7 +189,7 @@ def _pid_alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    try:   # a zombie (exited, not yet reaped by its guard) is not alive
+    try:  # a zombie (exited, not yet reaped by its guard) is not alive
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
@@ -173,6 +204,8 @@ class Node:
         self.node_id = node_id
         self.port = port
         self.controller_port = controller_port
+        # extra listeners (KafkaCluster's ``listeners``): name -> port
+        self.listener_ports: dict[str, int] = {}
         self.dir = os.path.join(cluster.directory, f"node-{node_id}")
         self.properties_path = os.path.join(self.dir, "server.properties")
         self.log_path = os.path.join(self.dir, "server.log")
@@ -185,15 +218,24 @@ class Node:
 
     def write_config(self, voters: str, settings: dict):
         os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        extra = self.cluster.listeners
+        advertised = ",".join(
+            [f"PLAINTEXT://{self.address}"]
+            + [f"{name}://{HOST}:{self.listener_ports[name]}" for name in extra]
+        )
+        protocols = ",".join(
+            ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+            + [f"{name}:{protocol}" for name, protocol in extra.items()]
+        )
         config = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{self.address},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.address}",
+            "listeners": f"{advertised},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": protocols,
             "log.dirs": os.path.join(self.dir, "data"),
             **settings,
         }
@@ -201,33 +243,69 @@ class Node:
             out.writelines(f"{key}={value}\n" for key, value in config.items())
         level = os.environ.get("KAFKA_DS_KAFKA_LOG_LEVEL", "WARN")
         with open(os.path.join(self.dir, "log4j2.properties"), "w") as out:
-            out.write(f"rootLogger.level={level}\nrootLogger.appenderRef.file.ref=file\n"
-                      f"appender.file.type=File\nappender.file.name=file\n"
-                      f"appender.file.fileName={self.log_path}\n"
-                      "appender.file.layout.type=PatternLayout\n"
-                      "appender.file.layout.pattern=[%d] %p %m (%c)%n\n")
+            out.write(
+                f"rootLogger.level={level}\nrootLogger.appenderRef.file.ref=file\n"
+                f"appender.file.type=File\nappender.file.name=file\n"
+                f"appender.file.fileName={self.log_path}\n"
+                "appender.file.layout.type=PatternLayout\n"
+                "appender.file.layout.pattern=[%d] %p %m (%c)%n\n"
+            )
 
     def _java(self, main_class: str, *args: str) -> list[str]:
         cluster = self.cluster
-        return [java_executable(), f"-Xmx{cluster.heap}", "-Xms64m", *TEST_JVM_OPTIONS,
-                f"-Dlog4j2.configurationFile={os.path.join(self.dir, 'log4j2.properties')}",
-                f"-Dkafka.logs.dir={self.dir}", "-cp", cluster.classpath, main_class, *args]
+        return [
+            java_executable(),
+            f"-Xmx{cluster.heap}",
+            "-Xms64m",
+            *TEST_JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={os.path.join(self.dir, 'log4j2.properties')}",
+            f"-Dkafka.logs.dir={self.dir}",
+            "-cp",
+            cluster.classpath,
+            main_class,
+            *args,
+        ]
 
     def format_storage(self) -> subprocess.Popen:
         return subprocess.Popen(
-            self._java("kafka.tools.StorageTool", "format", "-t", self.cluster.cluster_id,
-                       "-c", self.properties_path),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_jvm_environment())
+            self._java(
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster.cluster_id,
+                "-c",
+                self.properties_path,
+                *self.cluster.format_args,
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=_jvm_environment(),
+        )
 
     def start(self):
         """Start the JVM (returns at once; :meth:`KafkaCluster.wait_ready` waits for it)."""
         cmd = self._java("kafka.Kafka", self.properties_path)
         self._guard = subprocess.Popen(
-            [sys.executable, CHILD_SCRIPT, "guard", os.path.join(self.dir, "stdout.log"),
-             "--owner", str(self.cluster.owner_pid), "--grace", "10", "--", *cmd],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=_jvm_environment(), close_fds=True, start_new_session=True)
-        first = self._guard.stdout.readline().decode().split()   # "pid N"
+            [
+                sys.executable,
+                CHILD_SCRIPT,
+                "guard",
+                os.path.join(self.dir, "stdout.log"),
+                "--owner",
+                str(self.cluster.owner_pid),
+                "--grace",
+                "10",
+                "--",
+                *cmd,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_jvm_environment(),
+            close_fds=True,
+            start_new_session=True,
+        )
+        first = self._guard.stdout.readline().decode().split()  # "pid N"
         self._guard.stdout.close()
         if first[:1] != ["pid"]:
             raise BrokerError(f"node {self.node_id}: the guard did not start the JVM")
@@ -252,22 +330,29 @@ class Node:
         deadline = time.monotonic() + timeout
         while _pid_alive(self.java_pid):
             if time.monotonic() > deadline:
-                raise BrokerError(f"node {self.node_id} (pid {self.java_pid}) still running "
-                                  f"after {timeout}s")
+                raise BrokerError(
+                    f"node {self.node_id} (pid {self.java_pid}) still running after {timeout}s"
+                )
             time.sleep(0.05)
         if self._guard is not None:
             self._guard.wait(10)
             self._guard = None
 
     def log_tail(self, lines: int = 30) -> str:
-        return (_log_tail(os.path.join(self.dir, "stdout.log"), lines) + "\n"
-                + _log_tail(self.log_path, lines))
+        return (
+            _log_tail(os.path.join(self.dir, "stdout.log"), lines)
+            + "\n"
+            + _log_tail(self.log_path, lines)
+        )
 
 
 def _jvm_environment() -> dict:
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
-                          "KAFKA_OPTS", "CLASSPATH")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key
+        not in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "KAFKA_OPTS", "CLASSPATH")
+    }
     return env
 
 
@@ -281,9 +366,27 @@ class KafkaCluster(_Broker):
 
     name = "kafka"
 
-    def __init__(self, nodes: int = 1, version: str = DEFAULT_VERSION, *,
-                 settings: dict | None = None, owner_pid: int | None = None,
-                 start_timeout: float = 120.0, name: str | None = None):
+    def __init__(
+        self,
+        nodes: int = 1,
+        version: str = DEFAULT_VERSION,
+        *,
+        settings: dict | None = None,
+        owner_pid: int | None = None,
+        start_timeout: float = 120.0,
+        name: str | None = None,
+        listeners: dict | None = None,
+        format_args: tuple = (),
+        prepare=None,
+        ready=None,
+        heap: str | None = None,
+    ):
+        """``listeners``: extra listeners besides PLAINTEXT (inter-broker, the suite's admin)
+        and CONTROLLER, ``{name: security protocol}``, each on a free port of every node
+        (:meth:`listener_servers`). ``format_args``: extra ``kafka-storage format``
+        arguments (e.g. ``--add-scram``). ``prepare(cluster) -> dict``: called before the
+        configs are written (files in ``cluster.directory``), its settings are added;
+        ``ready(cluster)``: called once the nodes answer (e.g. to create ACLs)."""
         if name:
             self.name = name
         super().__init__()
@@ -291,12 +394,18 @@ class KafkaCluster(_Broker):
         self.directory = self._tmpdir
         self.owner_pid = owner_pid or os.getpid()
         self.owned = True
-        self.heap = HEAP.get(nodes, "384m")
+        self.heap = heap or HEAP.get(nodes, "384m")
         self.cluster_id = _random_cluster_id()
         self.classpath = classpath(version)
+        self.listeners = dict(listeners or {})
+        self.format_args = tuple(format_args)
+        self._prepare, self._ready = prepare, ready
         self.settings = {**COMMON_SETTINGS, **_replication_settings(nodes), **(settings or {})}
-        self.nodes = [Node(self, node_id, free_port(), free_port())
-                      for node_id in range(1, nodes + 1)]
+        self.nodes = [
+            Node(self, node_id, free_port(), free_port()) for node_id in range(1, nodes + 1)
+        ]
+        for node in self.nodes:
+            node.listener_ports = {name: free_port() for name in self.listeners}
         self.log_path = self.nodes[0].log_path
         self.bootstrap_servers = ",".join(node.address for node in self.nodes)
         self.broker_ids = [node.node_id for node in self.nodes]
@@ -311,17 +420,22 @@ class KafkaCluster(_Broker):
     def _start(self, start_timeout: float):
         started = time.monotonic()
         voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in self.nodes)
+        if self._prepare is not None:
+            self.settings.update(self._prepare(self))
         for node in self.nodes:
             node.write_config(voters, self.settings)
         formats = [(node, node.format_storage()) for node in self.nodes]
         for node, run in formats:
             output = run.communicate(timeout=120)[0].decode("utf-8", "replace")
             if run.returncode != 0:
-                raise BrokerError(f"kafka-storage format failed for node {node.node_id}:\n"
-                                  f"{output[-3000:]}")
+                raise BrokerError(
+                    f"kafka-storage format failed for node {node.node_id}:\n{output[-3000:]}"
+                )
         for node in self.nodes:
             node.start()
         self.wait_ready(start_timeout - (time.monotonic() - started))
+        if self._ready is not None:
+            self._ready(self)
         self.start_seconds = time.monotonic() - started
 
     def wait_ready(self, timeout: float = 60.0, nodes: list[Node] | None = None):
@@ -332,8 +446,10 @@ class KafkaCluster(_Broker):
         while True:
             dead = [node for node in waiting if not node.is_alive()]
             if dead:
-                raise BrokerError(f"{self.name}: node {dead[0].node_id} exited during start-up\n"
-                                  f"{dead[0].log_tail()}")
+                raise BrokerError(
+                    f"{self.name}: node {dead[0].node_id} exited during start-up\n"
+                    f"{dead[0].log_tail()}"
+                )
             try:
                 for node in waiting:
                     api_versions(node.address, timeout=2.0)
@@ -344,9 +460,27 @@ class KafkaCluster(_Broker):
             except Exception as e:  # refused while starting, or Metadata without all brokers
                 last = e
             if time.monotonic() > deadline:
-                raise BrokerError(f"{self.name} not ready after {timeout:.0f}s: {last!r}\n"
-                                  f"{waiting[0].log_tail()}")
+                raise BrokerError(
+                    f"{self.name} not ready after {timeout:.0f}s: {last!r}\n{waiting[0].log_tail()}"
+                )
             time.sleep(0.1)
+
+    def listener_servers(self, name: str) -> str:
+        """``host:port,...`` of the extra listener ``name`` on every node."""
+        return ",".join(f"{HOST}:{node.listener_ports[name]}" for node in self.nodes)
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the nodes' JVMs (from /proc), for the suite's README."""
+        total = 0
+        for node in self.nodes:
+            with (
+                contextlib.suppress(OSError, ValueError),
+                open(f"/proc/{node.java_pid}/status") as status,
+            ):
+                total += next(
+                    int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:")
+                )
+        return total
 
     def node(self, node_id: int) -> Node:
         return next(node for node in self.nodes if node.node_id == node_id)
@@ -381,14 +515,18 @@ class KafkaCluster(_Broker):
         while True:
             try:
                 metadata = self.list_topics().get(topic)
-                if metadata and len(metadata.partitions) == partitions and all(
-                        len(p.isrs) >= replicas for p in metadata.partitions.values()):
+                if (
+                    metadata
+                    and len(metadata.partitions) == partitions
+                    and all(len(p.isrs) >= replicas for p in metadata.partitions.values())
+                ):
                     return
             except Exception:
                 pass
             if time.monotonic() > deadline:
-                raise BrokerError(f"{topic}: fewer than {replicas} in-sync replicas after "
-                                  f"{timeout}s")
+                raise BrokerError(
+                    f"{topic}: fewer than {replicas} in-sync replicas after {timeout}s"
+                )
             time.sleep(0.1)
 
     def is_alive(self) -> bool:
@@ -406,7 +544,7 @@ class KafkaCluster(_Broker):
             if self.owned:
                 for node in self.nodes:
                     if node.java_pid and _pid_alive(node.java_pid):
-                        os.kill(node.java_pid, signal.SIGKILL)   # the data is thrown away
+                        os.kill(node.java_pid, signal.SIGKILL)  # the data is thrown away
                 for node in self.nodes:
                     with contextlib.suppress(BrokerError):
                         node._wait_gone(10)
@@ -416,23 +554,39 @@ class KafkaCluster(_Broker):
                 self._remove_tmpdir()
 
     # -- topics
-    def create_topic(self, name: str, partitions: int = 1, replication: int | None = None,
-                     wait: bool = True, timeout: float = 30.0, config: dict | None = None) -> str:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication: int | None = None,
+        wait: bool = True,
+        timeout: float = 30.0,
+        config: dict | None = None,
+    ) -> str:
         from confluent_kafka.admin import NewTopic
 
         replicas = int(replication) if replication else len(self.nodes[:3])
         future = self.admin().create_topics(
-            [NewTopic(name, num_partitions=int(partitions), replication_factor=replicas,
-                      config=config or {})],
-            operation_timeout=timeout, request_timeout=timeout)[name]
+            [
+                NewTopic(
+                    name,
+                    num_partitions=int(partitions),
+                    replication_factor=replicas,
+                    config=config or {},
+                )
+            ],
+            operation_timeout=timeout,
+            request_timeout=timeout,
+        )[name]
         future.result(timeout=timeout)
         if wait:
             self.wait_topic(name, partitions, timeout)
         return name
 
     def delete_topic(self, name: str, wait: bool = True, timeout: float = 30.0):
-        future = self.admin().delete_topics([name], operation_timeout=timeout,
-                                            request_timeout=timeout)[name]
+        future = self.admin().delete_topics(
+            [name], operation_timeout=timeout, request_timeout=timeout
+        )[name]
         future.result(timeout=timeout)
         if wait:
             self.wait_topic_gone(name, timeout)
@@ -442,12 +596,26 @@ class KafkaCluster(_Broker):
 
     # -- shared by pytest-xdist workers
     def state(self) -> dict:
-        return {"name": self.name, "version": self.version, "directory": self.directory,
-                "owner_pid": self.owner_pid, "cluster_id": self.cluster_id,
-                "start_seconds": round(getattr(self, "start_seconds", 0.0), 1),
-                "nodes": [{"node_id": n.node_id, "port": n.port,
-                           "controller_port": n.controller_port, "java_pid": n.java_pid}
-                          for n in self.nodes]}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "directory": self.directory,
+            "owner_pid": self.owner_pid,
+            "cluster_id": self.cluster_id,
+            "start_seconds": round(getattr(self, "start_seconds", 0.0), 1),
+            "heap": self.heap,
+            "listeners": self.listeners,
+            "nodes": [
+                {
+                    "node_id": n.node_id,
+                    "port": n.port,
+                    "controller_port": n.controller_port,
+                    "java_pid": n.java_pid,
+                    "listener_ports": n.listener_ports,
+                }
+                for n in self.nodes
+            ],
+        }
 
     @classmethod
     def attach(cls, state: dict) -> KafkaCluster:
@@ -462,13 +630,17 @@ class KafkaCluster(_Broker):
         cluster.cluster_id = state["cluster_id"]
         cluster.start_seconds = state.get("start_seconds", 0.0)
         cluster.owned = False
-        cluster.heap = HEAP.get(len(state["nodes"]), "384m")
+        cluster.heap = state.get("heap") or HEAP.get(len(state["nodes"]), "384m")
+        cluster.listeners = dict(state.get("listeners") or {})
+        cluster.format_args = ()
+        cluster._prepare = cluster._ready = None
         cluster.classpath = ""
         cluster.settings = {}
         cluster.nodes = []
         for entry in state["nodes"]:
             node = Node(cluster, entry["node_id"], entry["port"], entry["controller_port"])
             node.java_pid = entry["java_pid"]
+            node.listener_ports = dict(entry.get("listener_ports") or {})
             cluster.nodes.append(node)
         cluster.log_path = cluster.nodes[0].log_path
         cluster.bootstrap_servers = ",".join(node.address for node in cluster.nodes)
@@ -492,7 +664,7 @@ def shared_cluster(state_dir: str, name: str, owner_pid: int, **kwargs) -> Kafka
         except Exception as e:
             state_path.write_text(json.dumps({"error": str(e)[:2000]}))
             raise
-        cluster.owned = False          # pytest's main process removes it (stop_shared)
+        cluster.owned = False  # pytest's main process removes it (stop_shared)
         _live.discard(cluster)
         state_path.write_text(json.dumps(cluster.state()))
         return cluster
@@ -516,12 +688,20 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.support.apache_kafka",
         description="Start Apache Kafka (KRaft) on 127.0.0.1 from Maven Central's jars; print "
-                    "its bootstrap servers; run until Ctrl-C or SIGTERM, then remove it all.")
-    parser.add_argument("--brokers", type=int, default=1,
-                        help="number of nodes (each broker and controller); 3 gives replication "
-                             "factor 3 and min.insync.replicas=2 (default 1)")
-    parser.add_argument("--version", default=DEFAULT_VERSION,
-                        help=f"Apache Kafka release from Maven Central (default {DEFAULT_VERSION})")
+        "its bootstrap servers; run until Ctrl-C or SIGTERM, then remove it all.",
+    )
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="number of nodes (each broker and controller); 3 gives replication "
+        "factor 3 and min.insync.replicas=2 (default 1)",
+    )
+    parser.add_argument(
+        "--version",
+        default=DEFAULT_VERSION,
+        help=f"Apache Kafka release from Maven Central (default {DEFAULT_VERSION})",
+    )
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -529,8 +709,12 @@ def main(argv=None) -> int:
     cluster = KafkaCluster(args.brokers, args.version)
     try:
         print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
-        print(f"Apache Kafka {args.version}, {args.brokers} node(s), started in "
-              f"{cluster.start_seconds:.1f} s; Ctrl-C stops it", file=sys.stderr, flush=True)
+        print(
+            f"Apache Kafka {args.version}, {args.brokers} node(s), started in "
+            f"{cluster.start_seconds:.1f} s; Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
         while not stop.wait(0.5):
             if not cluster.is_alive():
                 print("a node exited:\n" + cluster.log_tail(), file=sys.stderr)

@@ -6,6 +6,7 @@ reasons it cannot (an empty list: it can). Schemas are parsed JSON (or JSON text
 ``*_named`` dicts give named types defined elsewhere (a registry's schema references), by
 full name. Logical types resolve as their underlying types.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,9 @@ def parse(schema, named: dict | None = None) -> tuple:
 
 
 def _is_bare_name(text) -> bool:
-    return isinstance(text, str) and (text in PRIMITIVES or text.replace(".", "").replace(
-        "_", "").isalnum())
+    return isinstance(text, str) and (
+        text in PRIMITIVES or text.replace(".", "").replace("_", "").isalnum()
+    )
 
 
 def _collect(node, namespace, table):
@@ -69,9 +71,12 @@ def _collect(node, namespace, table):
         full = _full_name(node["name"], inner_namespace)
         inner_namespace = full.rpartition(".")[0] or None
         aliases = {_full_name(a, inner_namespace) for a in node.get("aliases", ())}
-        definition = {"kind": kind if kind != "error" else "record", "name": full,
-                      "aliases": aliases}
-        table[full] = definition      # before the fields: a record may refer to itself
+        definition = {
+            "kind": kind if kind != "error" else "record",
+            "name": full,
+            "aliases": aliases,
+        }
+        table[full] = definition  # before the fields: a record may refer to itself
         if kind == "enum":
             definition["symbols"] = list(node.get("symbols", ()))
             definition["default"] = node.get("default")
@@ -83,15 +88,20 @@ def _collect(node, namespace, table):
             if not isinstance(node.get("fields"), list):
                 raise AvroSchemaError(f"record '{full}' needs a list of fields")
             definition["fields"] = [
-                {"name": field["name"], "type": _collect(field["type"], inner_namespace, table),
-                 "has_default": "default" in field, "aliases": set(field.get("aliases", ()))}
-                for field in node["fields"]]
+                {
+                    "name": field["name"],
+                    "type": _collect(field["type"], inner_namespace, table),
+                    "has_default": "default" in field,
+                    "aliases": set(field.get("aliases", ())),
+                }
+                for field in node["fields"]
+            ]
         return full
     if kind == "array":
         return ("array", _collect(node.get("items"), namespace, table))
     if kind == "map":
         return ("map", _collect(node.get("values"), namespace, table))
-    return _collect(kind, namespace, table)     # {"type": "int", "logicalType": ...}
+    return _collect(kind, namespace, table)  # {"type": "int", "logicalType": ...}
 
 
 def incompatibilities(reader, writer, reader_named=None, writer_named=None) -> list[str]:
@@ -116,28 +126,40 @@ def _check(reader, writer, rtable, wtable, path, problems, seen) -> bool:
         ok = True
         for index, branch in enumerate(writer[1]):
             if not _readable_by(reader, branch, rtable, wtable, seen):
-                problems.append(f"MISSING_UNION_BRANCH at '{path or '/'}': the writer's union "
-                                f"branch {index} ({_describe(branch)}) has no match in the "
-                                f"reader's {_describe(reader)}")
+                problems.append(
+                    f"MISSING_UNION_BRANCH at '{path or '/'}': the writer's union "
+                    f"branch {index} ({_describe(branch)}) has no match in the "
+                    f"reader's {_describe(reader)}"
+                )
                 ok = False
         return ok
     if isinstance(reader, tuple) and reader[0] == "union":
         if any(_readable_by(branch, writer, rtable, wtable, seen) for branch in reader[1]):
             return True
-        problems.append(f"MISSING_UNION_BRANCH at '{path or '/'}': the reader's union has no "
-                        f"branch for the writer's {_describe(writer)}")
+        problems.append(
+            f"MISSING_UNION_BRANCH at '{path or '/'}': the reader's union has no "
+            f"branch for the writer's {_describe(writer)}"
+        )
         return False
     if rdef is None and wdef is None:
         if isinstance(reader, tuple) and isinstance(writer, tuple) and reader[0] == writer[0]:
-            return _check(reader[1], writer[1], rtable, wtable,
-                          f"{path}/{'items' if reader[0] == 'array' else 'values'}", problems,
-                          seen)
+            return _check(
+                reader[1],
+                writer[1],
+                rtable,
+                wtable,
+                f"{path}/{'items' if reader[0] == 'array' else 'values'}",
+                problems,
+                seen,
+            )
         if reader == writer or (isinstance(writer, str) and reader in PROMOTIONS.get(writer, ())):
             return True
     elif rdef is not None and wdef is not None and rdef["kind"] == wdef["kind"]:
         return _check_named(rdef, wdef, rtable, wtable, path, problems, seen)
-    problems.append(f"TYPE_MISMATCH at '{path or '/'}': the reader's {_describe(reader)} "
-                    f"cannot read the writer's {_describe(writer)}")
+    problems.append(
+        f"TYPE_MISMATCH at '{path or '/'}': the reader's {_describe(reader)} "
+        f"cannot read the writer's {_describe(writer)}"
+    )
     return False
 
 
@@ -150,26 +172,34 @@ def _short(name: str) -> str:
 
 
 def _check_named(rdef, wdef, rtable, wtable, path, problems, seen) -> bool:
-    if _short(rdef["name"]) != _short(wdef["name"]) and wdef["name"] not in rdef["aliases"] \
-            and _short(wdef["name"]) not in {_short(a) for a in rdef["aliases"]}:
-        problems.append(f"NAME_MISMATCH at '{path or '/'}': the reader's {rdef['name']} is "
-                        f"not the writer's {wdef['name']}")
+    if (
+        _short(rdef["name"]) != _short(wdef["name"])
+        and wdef["name"] not in rdef["aliases"]
+        and _short(wdef["name"]) not in {_short(a) for a in rdef["aliases"]}
+    ):
+        problems.append(
+            f"NAME_MISMATCH at '{path or '/'}': the reader's {rdef['name']} is "
+            f"not the writer's {wdef['name']}"
+        )
         return False
     if (rdef["name"], wdef["name"]) in seen:
-        return True                                   # recursion: checked further up
+        return True  # recursion: checked further up
     seen = seen | {(rdef["name"], wdef["name"])}
     kind = rdef["kind"]
     if kind == "fixed":
         if rdef["size"] != wdef["size"]:
-            problems.append(f"FIXED_SIZE_MISMATCH at '{path or '/'}': {rdef['size']} != "
-                            f"{wdef['size']}")
+            problems.append(
+                f"FIXED_SIZE_MISMATCH at '{path or '/'}': {rdef['size']} != {wdef['size']}"
+            )
             return False
         return True
     if kind == "enum":
         missing = [s for s in wdef["symbols"] if s not in rdef["symbols"]]
         if missing and rdef["default"] is None:
-            problems.append(f"MISSING_ENUM_SYMBOLS at '{path or '/'}': the reader's "
-                            f"{rdef['name']} lacks {missing} and has no default")
+            problems.append(
+                f"MISSING_ENUM_SYMBOLS at '{path or '/'}': the reader's "
+                f"{rdef['name']} lacks {missing} and has no default"
+            )
             return False
         return True
     ok = True
@@ -180,11 +210,14 @@ def _check_named(rdef, wdef, rtable, wtable, path, problems, seen) -> bool:
         field_path = f"{path}/fields/{index}"
         if match is None:
             if not field["has_default"]:
-                problems.append(f"READER_FIELD_MISSING_DEFAULT_VALUE at '{field_path}': the "
-                                f"field '{field['name']}' has no default value and is missing "
-                                f"from the writer's {wdef['name']}")
+                problems.append(
+                    f"READER_FIELD_MISSING_DEFAULT_VALUE at '{field_path}': the "
+                    f"field '{field['name']}' has no default value and is missing "
+                    f"from the writer's {wdef['name']}"
+                )
                 ok = False
-        elif not _check(field["type"], match["type"], rtable, wtable, f"{field_path}/type",
-                        problems, seen):
+        elif not _check(
+            field["type"], match["type"], rtable, wtable, f"{field_path}/type", problems, seen
+        ):
             ok = False
     return ok

@@ -9,6 +9,7 @@ Both expose the same small interface: ``name``, ``bootstrap_servers``,
 ``create_topic``, ``delete_topic``, ``set_leader``, ``topic_metadata``,
 ``is_alive``, ``log_path``, ``stop``. See tests/README.md for quirks.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -48,6 +49,7 @@ class BrokerError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- utils
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -130,6 +132,7 @@ def _log_tail(path, n=40):
 
 # --------------------------------------------------------------------------- base
 
+
 class _Broker:
     name = "?"
     bootstrap_servers: str = ""
@@ -148,8 +151,13 @@ class _Broker:
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers,
-                                       "log_level": 3, "socket.timeout.ms": 5000})
+            self._admin = AdminClient(
+                {
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "log_level": 3,
+                    "socket.timeout.ms": 5000,
+                }
+            )
         return self._admin
 
     def list_topics(self, timeout: float = 5.0) -> dict:
@@ -169,22 +177,31 @@ class _Broker:
         last = None
         while True:
             try:
-                last = self.topic_metadata(topic, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+                last = self.topic_metadata(
+                    topic, timeout=max(0.5, min(5.0, deadline - time.monotonic()))
+                )
             except Exception as e:  # KafkaException on transient errors
                 last = e
-            if (isinstance(last, dict) and last
-                    and (partitions is None or len(last) == partitions)
-                    and all(leader >= 0 for leader, _ in last.values())):
+            if (
+                isinstance(last, dict)
+                and last
+                and (partitions is None or len(last) == partitions)
+                and all(leader >= 0 for leader, _ in last.values())
+            ):
                 return last
             if time.monotonic() > deadline:
-                raise BrokerError(f"{self.name}: topic {topic!r} not ready after {timeout}s: {last!r}")
+                raise BrokerError(
+                    f"{self.name}: topic {topic!r} not ready after {timeout}s: {last!r}"
+                )
             time.sleep(0.05)
 
     def wait_topic_gone(self, topic: str, timeout: float = 15.0):
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if topic not in self.list_topics(timeout=max(0.5, min(5.0, deadline - time.monotonic()))):
+                if topic not in self.list_topics(
+                    timeout=max(0.5, min(5.0, deadline - time.monotonic()))
+                ):
                     return
             except Exception:
                 pass
@@ -218,6 +235,7 @@ class _Broker:
 
 # --------------------------------------------------------------------------- mock
 
+
 class MockCluster(_Broker):
     """librdkafka mock cluster in a child process (see mock_cluster_child.py).
 
@@ -227,8 +245,9 @@ class MockCluster(_Broker):
 
     name = "mock"
 
-    def __init__(self, num_brokers: int = 3, start_timeout: float = 10.0,
-                 command_timeout: float = 10.0):
+    def __init__(
+        self, num_brokers: int = 3, start_timeout: float = 10.0, command_timeout: float = 10.0
+    ):
         super().__init__()
         self.num_brokers = num_brokers
         self.command_timeout = command_timeout
@@ -238,8 +257,12 @@ class MockCluster(_Broker):
         self._log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(
             [sys.executable, CHILD_SCRIPT, "mock", librdkafka_path(), str(num_brokers)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            bufsize=0, close_fds=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            bufsize=0,
+            close_fds=True,
+        )
         _live.add(self)
         threading.Thread(target=self._pump, name="mock-cluster-stdout", daemon=True).start()
         try:
@@ -249,7 +272,9 @@ class MockCluster(_Broker):
             raise
         if not first.startswith("bootstrap "):
             self.stop()
-            raise BrokerError(f"mock cluster failed to start: {first!r}\n{_log_tail(self.log_path)}")
+            raise BrokerError(
+                f"mock cluster failed to start: {first!r}\n{_log_tail(self.log_path)}"
+            )
         self.bootstrap_servers = first.split(None, 1)[1]
         self.broker_ids = list(range(1, num_brokers + 1))
 
@@ -262,10 +287,13 @@ class MockCluster(_Broker):
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
-            raise BrokerError(f"mock cluster: no answer within {timeout}s\n{_log_tail(self.log_path)}")
+            raise BrokerError(
+                f"mock cluster: no answer within {timeout}s\n{_log_tail(self.log_path)}"
+            ) from None
         if line is None:
-            raise BrokerError(f"mock cluster child exited (rc={self._proc.poll()})\n"
-                              f"{_log_tail(self.log_path)}")
+            raise BrokerError(
+                f"mock cluster child exited (rc={self._proc.poll()})\n{_log_tail(self.log_path)}"
+            )
         return line
 
     def is_alive(self) -> bool:
@@ -280,7 +308,9 @@ class MockCluster(_Broker):
                 self._proc.stdin.write(line.encode() + b"\n")
                 self._proc.stdin.flush()
             except (BrokenPipeError, OSError) as e:
-                raise BrokerError(f"mock cluster child gone: {e}\n{_log_tail(self.log_path)}")
+                raise BrokerError(
+                    f"mock cluster child gone: {e}\n{_log_tail(self.log_path)}"
+                ) from e
             try:
                 reply = self._read_line(timeout or self.command_timeout)
             except BrokerError:
@@ -292,8 +322,14 @@ class MockCluster(_Broker):
         return reply
 
     # -- topic management (the mock has no CreateTopics/DeleteTopics over the wire)
-    def create_topic(self, name: str, partitions: int = 1, replication: int = 1,
-                     wait: bool = True, timeout: float = 15.0) -> str:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication: int = 1,
+        wait: bool = True,
+        timeout: float = 15.0,
+    ) -> str:
         self.command(f"create {name} {int(partitions)} {int(replication)}")
         if wait:
             self.wait_topic(name, partitions, timeout)
@@ -304,8 +340,9 @@ class MockCluster(_Broker):
         if wait:
             self.wait_topic_gone(name, timeout)
 
-    def set_leader(self, topic: str, partition: int, broker_id: int, wait: bool = True,
-                   timeout: float = 15.0):
+    def set_leader(
+        self, topic: str, partition: int, broker_id: int, wait: bool = True, timeout: float = 15.0
+    ):
         """Move the partition leader (-1: no leader). Waits until metadata shows it."""
         self.command(f"leader {topic} {int(partition)} {int(broker_id)}")
         if not wait:
@@ -371,6 +408,7 @@ class MockCluster(_Broker):
 
 # --------------------------------------------------------------------------- tansu
 
+
 class TansuBroker(_Broker):
     """One Tansu node, memory storage, on a free 127.0.0.1 port.
 
@@ -380,8 +418,14 @@ class TansuBroker(_Broker):
 
     name = "tansu"
 
-    def __init__(self, port: int | None = None, start_timeout: float = 15.0,
-                 cluster_id: str = "kafka_ds_tests", extra_args=(), attempts: int = 3):
+    def __init__(
+        self,
+        port: int | None = None,
+        start_timeout: float = 15.0,
+        cluster_id: str = "kafka_ds_tests",
+        extra_args=(),
+        attempts: int = 3,
+    ):
         super().__init__()
         self.binary = tansu_path()
         self.log_path = os.path.join(self._tmpdir, "tansu.log")
@@ -400,23 +444,37 @@ class TansuBroker(_Broker):
             raise last
         _live.add(self)
 
-    advertised = None   # host:port that Metadata names instead of the listener (secure_proxy)
+    advertised = None  # host:port that Metadata names instead of the listener (secure_proxy)
 
     def _launch(self, extra_args):
         """Start tansu under its guard process (returns once the guard reported its pid)."""
         url = f"tcp://{HOST}:{self.port}"
         advertised = f"tcp://{self.advertised}" if self.advertised else url
-        cmd = [self.binary, "broker", "--listener-url", url, "--advertised-listener-url",
-               advertised, "--storage-engine", "memory://tansu/", "--cluster-id",
-               self.cluster_id, *extra_args]
+        cmd = [
+            self.binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            advertised,
+            "--storage-engine",
+            "memory://tansu/",
+            "--cluster-id",
+            self.cluster_id,
+            *extra_args,
+        ]
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
         with open(self.log_path, "ab") as log:
             log.write(("$ " + " ".join(cmd) + "\n").encode())
         self._proc = subprocess.Popen(
             [sys.executable, CHILD_SCRIPT, "guard", self.log_path, "--", *cmd],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=env, close_fds=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            close_fds=True,
+        )
         first = self._proc.stdout.readline().decode().split()  # "pid N" (b"" if the guard died)
         self.tansu_pid = int(first[1]) if first[:1] == ["pid"] else None
         self.bootstrap_servers = f"{HOST}:{self.port}"
@@ -427,7 +485,9 @@ class TansuBroker(_Broker):
         last = None
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise BrokerError(f"tansu exited rc={self._proc.returncode}\n{_log_tail(self.log_path)}")
+                raise BrokerError(
+                    f"tansu exited rc={self._proc.returncode}\n{_log_tail(self.log_path)}"
+                )
             try:
                 api_versions(self.bootstrap_servers, timeout=1.0)
                 md = self.admin().list_topics(timeout=2.0)
@@ -437,28 +497,46 @@ class TansuBroker(_Broker):
             except Exception as e:
                 last = e
             time.sleep(0.05)
-        raise BrokerError(f"tansu not ready on {self.bootstrap_servers} after {start_timeout}s: "
-                          f"{last!r}\n{_log_tail(self.log_path)}")
+        raise BrokerError(
+            f"tansu not ready on {self.bootstrap_servers} after {start_timeout}s: "
+            f"{last!r}\n{_log_tail(self.log_path)}"
+        )
 
     def is_alive(self) -> bool:
         return not self._stopped and self._proc is not None and self._proc.poll() is None
 
-    def create_topic(self, name: str, partitions: int = 1, replication: int = 1,
-                     wait: bool = True, timeout: float = 15.0, config: dict | None = None) -> str:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication: int = 1,
+        wait: bool = True,
+        timeout: float = 15.0,
+        config: dict | None = None,
+    ) -> str:
         from confluent_kafka.admin import NewTopic
 
         fut = self.admin().create_topics(
-            [NewTopic(name, num_partitions=int(partitions), replication_factor=int(replication),
-                      config=config or {})],
-            operation_timeout=timeout, request_timeout=timeout)[name]
+            [
+                NewTopic(
+                    name,
+                    num_partitions=int(partitions),
+                    replication_factor=int(replication),
+                    config=config or {},
+                )
+            ],
+            operation_timeout=timeout,
+            request_timeout=timeout,
+        )[name]
         fut.result(timeout=timeout)
         if wait:
             self.wait_topic(name, partitions, timeout)
         return name
 
     def delete_topic(self, name: str, wait: bool = True, timeout: float = 15.0):
-        fut = self.admin().delete_topics([name], operation_timeout=timeout,
-                                         request_timeout=timeout)[name]
+        fut = self.admin().delete_topics(
+            [name], operation_timeout=timeout, request_timeout=timeout
+        )[name]
         fut.result(timeout=timeout)
         if wait:
             self.wait_topic_gone(name, timeout)
@@ -500,6 +578,7 @@ def start_broker(name: str):
 
 # --------------------------------------------------------------------------- clients
 
+
 def _norm_record(r):
     if isinstance(r, dict):
         return r
@@ -510,8 +589,9 @@ def _b(x):
     return x.encode() if isinstance(x, str) else x
 
 
-def produce_confluent(bootstrap, topic, records, compression="none", partition=None,
-                      timeout=30.0, **conf):
+def produce_confluent(
+    bootstrap, topic, records, compression="none", partition=None, timeout=30.0, **conf
+):
     """Produce with confluent-kafka; returns [(partition, offset)] in record order.
 
     records: dicts with optional key, value, headers [(str, bytes|None)],
@@ -521,9 +601,14 @@ def produce_confluent(bootstrap, topic, records, compression="none", partition=N
     """
     from confluent_kafka import KafkaException, Producer
 
-    cfg = {"bootstrap.servers": bootstrap, "compression.type": compression,
-           "acks": "all", "linger.ms": 5, "log_level": 3,
-           "message.timeout.ms": int(timeout * 1000)}
+    cfg = {
+        "bootstrap.servers": bootstrap,
+        "compression.type": compression,
+        "acks": "all",
+        "linger.ms": 5,
+        "log_level": 3,
+        "message.timeout.ms": int(timeout * 1000),
+    }
     cfg.update(conf)
     p = Producer(cfg)
     results = [None] * len(records)
@@ -535,6 +620,7 @@ def produce_confluent(bootstrap, topic, records, compression="none", partition=N
                 errors.append((i, err))
             else:
                 results[i] = (msg.partition(), msg.offset())
+
         return _cb
 
     for i, r in enumerate(map(_norm_record, records)):
@@ -548,8 +634,9 @@ def produce_confluent(bootstrap, topic, records, compression="none", partition=N
             kw["headers"] = [(k, _b(v)) for k, v in r["headers"]]
         while True:
             try:
-                p.produce(topic, value=_b(r.get("value")), key=_b(r.get("key")),
-                          on_delivery=cb(i), **kw)
+                p.produce(
+                    topic, value=_b(r.get("value")), key=_b(r.get("key")), on_delivery=cb(i), **kw
+                )
                 break
             except BufferError:
                 p.poll(0.1)
@@ -574,12 +661,19 @@ def kafka_python_api_version(hostport):
     return None
 
 
-_KP_CODECS = {"none": None, None: None, "gzip": "gzip", "snappy": "snappy",
-              "lz4": "lz4", "zstd": "zstd"}
+_KP_CODECS = {
+    "none": None,
+    None: None,
+    "gzip": "gzip",
+    "snappy": "snappy",
+    "lz4": "lz4",
+    "zstd": "zstd",
+}
 
 
-def produce_kafka_python(bootstrap, topic, records, compression="none", partition=None,
-                         timeout=30.0, **conf):
+def produce_kafka_python(
+    bootstrap, topic, records, compression="none", partition=None, timeout=30.0, **conf
+):
     """Same as produce_confluent, with kafka-python's KafkaProducer (3.x).
 
     Extra KafkaProducer kwargs via ``**conf`` (e.g. linger_ms=0, batch_size=...).
@@ -591,9 +685,15 @@ def produce_kafka_python(bootstrap, topic, records, compression="none", partitio
 
     if isinstance(bootstrap, str):  # kafka-python does not split "a:1,b:2"
         bootstrap = [h.strip() for h in bootstrap.split(",") if h.strip()]
-    cfg = dict(bootstrap_servers=bootstrap, compression_type=_KP_CODECS[compression],
-               acks="all", linger_ms=5, request_timeout_ms=int(timeout * 1000),
-               max_block_ms=int(timeout * 1000), bootstrap_timeout_ms=int(timeout * 1000))
+    cfg = dict(
+        bootstrap_servers=bootstrap,
+        compression_type=_KP_CODECS[compression],
+        acks="all",
+        linger_ms=5,
+        request_timeout_ms=int(timeout * 1000),
+        max_block_ms=int(timeout * 1000),
+        bootstrap_timeout_ms=int(timeout * 1000),
+    )
     if "api_version" not in conf:
         cfg["api_version"] = kafka_python_api_version(bootstrap[0])
     cfg.update(conf)
@@ -603,9 +703,16 @@ def produce_kafka_python(bootstrap, topic, records, compression="none", partitio
         for r in map(_norm_record, records):
             part = r.get("partition", partition)
             headers = [(k, _b(v)) for k, v in r["headers"]] if r.get("headers") else None
-            futs.append(p.send(topic, value=_b(r.get("value")), key=_b(r.get("key")),
-                               headers=headers, partition=part,
-                               timestamp_ms=r.get("timestamp_ms")))
+            futs.append(
+                p.send(
+                    topic,
+                    value=_b(r.get("value")),
+                    key=_b(r.get("key")),
+                    headers=headers,
+                    partition=part,
+                    timestamp_ms=r.get("timestamp_ms"),
+                )
+            )
         p.flush(timeout=timeout)
         out = []
         for f in futs:
@@ -620,8 +727,7 @@ Msg = collections.namedtuple("Msg", "key value headers partition offset timestam
 Msg.__doc__ = "timestamp = (timestamp_type, ms); headers = [(str, bytes|None)]"
 
 
-def consume_confluent(bootstrap, topic, partitions=None, expected=None, timeout=15.0,
-                      **conf):
+def consume_confluent(bootstrap, topic, partitions=None, expected=None, timeout=15.0, **conf):
     """Read a topic from the earliest offsets with confluent-kafka, no commits.
 
     partitions: list of partition ids (default: all, from metadata).
@@ -632,10 +738,16 @@ def consume_confluent(bootstrap, topic, partitions=None, expected=None, timeout=
     """
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-    cfg = {"bootstrap.servers": bootstrap, "group.id": f"kafka_ds-tests-{uuid.uuid4().hex[:8]}",
-           "enable.auto.commit": False, "enable.auto.offset.store": False,
-           "enable.partition.eof": True, "auto.offset.reset": "earliest", "log_level": 3,
-           "topic.metadata.refresh.interval.ms": 1000}
+    cfg = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"kafka_ds-tests-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        "log_level": 3,
+        "topic.metadata.refresh.interval.ms": 1000,
+    }
     cfg.update(conf)
     c = Consumer(cfg)
     deadline = time.monotonic() + timeout
@@ -644,7 +756,9 @@ def consume_confluent(bootstrap, topic, partitions=None, expected=None, timeout=
             md = c.list_topics(topic, timeout=max(1.0, deadline - time.monotonic()))
             tmd = md.topics.get(topic)
             if tmd is None or tmd.error is not None:
-                raise KafkaException(tmd.error if tmd else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+                raise KafkaException(
+                    tmd.error if tmd else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+                )
             partitions = sorted(tmd.partitions)
         # Offset 0, not OFFSET_BEGINNING: Tansu's ListOffsets EARLIEST can name a batch
         # stored first but written later (tests/README.md, Tansu deviation 15). Where 0 is
@@ -665,12 +779,23 @@ def consume_confluent(bootstrap, topic, partitions=None, expected=None, timeout=
                 if err.code() == KafkaError._PARTITION_EOF:
                     eof.add(m.partition())
                     continue
-                if err.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN) or err.retriable():
+                if (
+                    err.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+                    or err.retriable()
+                ):
                     continue
                 raise KafkaException(err)
             eof.discard(m.partition())
-            msgs.append(Msg(m.key(), m.value(), list(m.headers() or []), m.partition(),
-                            m.offset(), m.timestamp()))
+            msgs.append(
+                Msg(
+                    m.key(),
+                    m.value(),
+                    list(m.headers() or []),
+                    m.partition(),
+                    m.offset(),
+                    m.timestamp(),
+                )
+            )
         msgs.sort(key=lambda x: (x.partition, x.offset))
         return msgs
     finally:

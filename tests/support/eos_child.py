@@ -27,6 +27,7 @@ so no path entry is needed); SPEC: ``scenario``, ``bootstrap``, ``topic``, ``fla
 * ``stream``: ``source`` topic -> pykafka sink (exactly-once, ``checkpoint``), trigger
   ``trigger_ms``, until killed or, with ``available_now``, until the source is drained.
 """
+
 import json
 import os
 import sys
@@ -37,16 +38,20 @@ def session(master, **conf):
     from pyspark.sql import SparkSession
 
     import kafka_ds
+
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = (builder.master(master).appName("kafka_ds-eos-child")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
-             .config("spark.python.worker.reuse", "true")
-             .getOrCreate())
+    spark = (
+        builder.master(master)
+        .appName("kafka_ds-eos-child")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     kafka_ds.register(spark)
     return spark
@@ -73,19 +78,23 @@ def write_rows(spark, spec, rows, tasks, each_value, source="pykafka"):
     from pyspark.sql.types import BinaryType
 
     through = F.udf(each_value, BinaryType())
-    df = (spark.range(0, rows, 1, tasks)
-          .select(through(F.concat(F.lit("row-"), F.col("id").cast("string")).cast("binary"))
-                  .alias("value")))
-    (df.write.format(source)
-     .option("kafka.bootstrap.servers", spec["bootstrap"])
-     .option("topic", spec["topic"])
-     .option("deliveryGuarantee", "exactly-once")
-     .option("kafka.batch.size", "16384")
-     .mode("append").save())
+    df = spark.range(0, rows, 1, tasks).select(
+        through(F.concat(F.lit("row-"), F.col("id").cast("string")).cast("binary")).alias("value")
+    )
+    (
+        df.write.format(source)
+        .option("kafka.bootstrap.servers", spec["bootstrap"])
+        .option("topic", spec["topic"])
+        .option("deliveryGuarantee", "exactly-once")
+        .option("kafka.batch.size", "16384")
+        .mode("append")
+        .save()
+    )
 
 
 def _wait_for(path, seconds=240.0):
     import time
+
     deadline = time.monotonic() + seconds
     while not os.path.exists(path):
         if time.monotonic() > deadline:
@@ -99,7 +108,9 @@ def speculative_write(spark, spec):
 
     def pace(value):
         import time
+
         from pyspark import TaskContext
+
         context = TaskContext.get()
         if context.partitionId() != 0 or value != b"row-20000":
             return value
@@ -136,8 +147,9 @@ def zombie_write(spark, spec):
     from kafka_ds.writer import KafkaDataSourceWriter
 
     flags = spec["flag"]
-    started, aborted, done = (os.path.join(flags, name)
-                              for name in ("task2-started", "aborted", "zombie-done"))
+    started, aborted, done = (
+        os.path.join(flags, name) for name in ("task2-started", "aborted", "zombie-done")
+    )
 
     class ZombieWriter(KafkaDataSourceWriter):
         def write(self, iterator):
@@ -180,7 +192,7 @@ def zombie_write(spark, spec):
 
     try:
         write_rows(spark, spec, 9000, 3, fail_task_1, source="pykafka_zombie_test")
-    except Exception as exc:   # noqa: BLE001 -- the job is meant to fail
+    except Exception as exc:  # noqa: BLE001 -- the job is meant to fail
         print("FAILED", type(exc).__name__, flush=True)
     else:
         print("DONE", flush=True)
@@ -190,18 +202,23 @@ def zombie_write(spark, spec):
 
 
 def stream(spark, spec):
-    reader = (spark.readStream.format("pykafka")
-              .option("kafka.bootstrap.servers", spec["bootstrap"])
-              .option("subscribe", spec["source"])
-              .option("startingOffsets", "earliest")
-              .option("latestOffsetsVia", "fetch")   # Tansu: ListOffsets LATEST is off
-              .option("maxOffsetsPerTrigger", str(spec.get("max_offsets", 20000))))
-    writer = (reader.load().selectExpr("value")
-              .writeStream.format("pykafka")
-              .option("kafka.bootstrap.servers", spec["bootstrap"])
-              .option("topic", spec["topic"])
-              .option("deliveryGuarantee", "exactly-once")
-              .option("checkpointLocation", spec["checkpoint"]))
+    reader = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", spec["bootstrap"])
+        .option("subscribe", spec["source"])
+        .option("startingOffsets", "earliest")
+        .option("latestOffsetsVia", "fetch")  # Tansu: ListOffsets LATEST is off
+        .option("maxOffsetsPerTrigger", str(spec.get("max_offsets", 20000)))
+    )
+    writer = (
+        reader.load()
+        .selectExpr("value")
+        .writeStream.format("pykafka")
+        .option("kafka.bootstrap.servers", spec["bootstrap"])
+        .option("topic", spec["topic"])
+        .option("deliveryGuarantee", "exactly-once")
+        .option("checkpointLocation", spec["checkpoint"])
+    )
     if spec.get("available_now"):
         query = writer.trigger(availableNow=True).start()
     else:
@@ -218,13 +235,20 @@ def main():
         stream(session("local[2]"), spec)
         return
     if scenario == "speculate":
-        spark = session(spec["master"], **{
-            "spark.speculation": "true", "spark.speculation.interval": "100ms",
-            "spark.speculation.quantile": "0.5", "spark.speculation.multiplier": "1.5",
-            "spark.speculation.minTaskRuntime": "500ms",
-            "spark.speculation.efficiency.enabled": "false",
-            "spark.executor.memory": "1024m", "spark.executor.cores": "1",
-            "spark.driver.host": "127.0.0.1"})
+        spark = session(
+            spec["master"],
+            **{
+                "spark.speculation": "true",
+                "spark.speculation.interval": "100ms",
+                "spark.speculation.quantile": "0.5",
+                "spark.speculation.multiplier": "1.5",
+                "spark.speculation.minTaskRuntime": "500ms",
+                "spark.speculation.efficiency.enabled": "false",
+                "spark.executor.memory": "1024m",
+                "spark.executor.cores": "1",
+                "spark.driver.host": "127.0.0.1",
+            },
+        )
         spark.sparkContext.setLogLevel("WARN")
         speculative_write(spark, spec)
         print("DONE", flush=True)
@@ -239,7 +263,7 @@ def main():
     elif scenario == "fail":
         try:
             batch_write(spark, spec, always_fail=True)
-        except Exception as exc:   # noqa: BLE001 -- the job is meant to fail
+        except Exception as exc:  # noqa: BLE001 -- the job is meant to fail
             print("FAILED", type(exc).__name__, flush=True)
             return
         print("DONE", flush=True)

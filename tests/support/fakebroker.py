@@ -3,6 +3,7 @@
 Each accepted connection runs ``handler(request_header, request_body_bytes, conn)``
 per request frame; the handler writes raw bytes back (or closes, or stalls).
 """
+
 import socket
 import struct
 import threading
@@ -73,10 +74,20 @@ def _read_exact(conn, n):
 def api_versions_v0_answer(correlation_id, apis=None, version=0):
     """An ApiVersions answer (v0 unless ``version`` says otherwise) listing ``apis``."""
     apis = apis or {18: (0, 3), 3: (0, 12), 1: (4, 12), 2: (1, 8)}
-    return bytes(encode_response(m.API_VERSIONS, version, correlation_id, {
-        "error_code": 0,
-        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
-                     for k, (lo, hi) in apis.items()]}))
+    return bytes(
+        encode_response(
+            m.API_VERSIONS,
+            version,
+            correlation_id,
+            {
+                "error_code": 0,
+                "api_keys": [
+                    {"api_key": k, "min_version": lo, "max_version": hi}
+                    for k, (lo, hi) in apis.items()
+                ],
+            },
+        )
+    )
 
 
 def serve_cluster(topics, handlers, apis=None):
@@ -89,12 +100,34 @@ def serve_cluster(topics, handlers, apis=None):
         if api_key == 18:
             conn.sendall(api_versions_v0_answer(correlation_id, apis, version))
         elif api_key == 3:
-            conn.sendall(encode_response(m.METADATA, version, correlation_id, {
-                "brokers": [{"node_id": 0, "host": "127.0.0.1", "port": broker.port}],
-                "topics": [{"error_code": 0, "name": name, "partitions": [
-                    {"error_code": 0, "partition_index": p, "leader_id": 0,
-                     "replica_nodes": [0], "isr_nodes": [0], "offline_replicas": []}
-                    for p in range(count)]} for name, count in topics.items()]}))
+            conn.sendall(
+                encode_response(
+                    m.METADATA,
+                    version,
+                    correlation_id,
+                    {
+                        "brokers": [{"node_id": 0, "host": "127.0.0.1", "port": broker.port}],
+                        "topics": [
+                            {
+                                "error_code": 0,
+                                "name": name,
+                                "partitions": [
+                                    {
+                                        "error_code": 0,
+                                        "partition_index": p,
+                                        "leader_id": 0,
+                                        "replica_nodes": [0],
+                                        "isr_nodes": [0],
+                                        "offline_replicas": [],
+                                    }
+                                    for p in range(count)
+                                ],
+                            }
+                            for name, count in topics.items()
+                        ],
+                    },
+                )
+            )
         else:
             return handlers[api_key](version, correlation_id, frame, conn)
 

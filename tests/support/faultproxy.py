@@ -42,6 +42,7 @@ refused answer), how many Produce requests were unanswered on its connection the
 (itself included); ``produce_errors``: error code -> partition answers the broker sent
 with it (the proxy's own refusals not counted).
 """
+
 from __future__ import annotations
 
 import socket
@@ -112,13 +113,13 @@ class _Pair:
         self.proxy = proxy
         self.client = client
         self.server = server
-        self.requests = {}   # correlation id -> (api key, version)
+        self.requests = {}  # correlation id -> (api key, version)
         self.lock = threading.Lock()
         # Answers go to the client in request order: ``order`` holds the correlation ids
         # of requests that get one; ``refused`` the proxy's own answers among them.
         self.order = deque()
         self.refused = {}
-        self.send_lock = threading.Lock()   # taken before ``lock``
+        self.send_lock = threading.Lock()  # taken before ``lock``
         self.produce_in_flight = 0
         self.closed = False
         with proxy.lock:
@@ -126,7 +127,7 @@ class _Pair:
             # list of every connection it ever had
             proxy.pairs[:] = [pair for pair in proxy.pairs if not pair.closed]
             proxy.pairs.append(self)
-        if proxy.is_down:    # down() came between the accept and here
+        if proxy.is_down:  # down() came between the accept and here
             self.close()
             return
         threading.Thread(target=self._requests, daemon=True).start()
@@ -222,14 +223,13 @@ class _Pair:
             if kind == "stall":
                 time.sleep(seconds)
             elif kind == "truncate":
-                self.client.sendall(frame[:max(len(frame) // 2, 5)])
+                self.client.sendall(frame[: max(len(frame) // 2, 5)])
                 return False
             elif kind == "reset":
-                self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                       struct.pack("ii", 1, 0))
+                self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.client.close()
                 return False
-            else:   # drop
+            else:  # drop
                 return False
         if api_key == METADATA:
             frame = self.proxy._rewrite_metadata(version, frame)
@@ -267,13 +267,29 @@ class _Pair:
 
 def _refusal(version, correlation_id, body, code) -> bytes:
     """A Produce answer with error ``code`` for every partition of the request ``body``."""
-    responses = [{"name": topic["name"], "partition_responses": [
-        {"index": part["index"], "error_code": code, "base_offset": -1,
-         "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
-         "error_message": None}
-        for part in topic["partition_data"]]} for topic in body["topic_data"]]
-    return bytes(encode_response(m.PRODUCE, version, correlation_id,
-                                 {"responses": responses, "throttle_time_ms": 0}))
+    responses = [
+        {
+            "name": topic["name"],
+            "partition_responses": [
+                {
+                    "index": part["index"],
+                    "error_code": code,
+                    "base_offset": -1,
+                    "log_append_time_ms": -1,
+                    "log_start_offset": -1,
+                    "record_errors": [],
+                    "error_message": None,
+                }
+                for part in topic["partition_data"]
+            ],
+        }
+        for topic in body["topic_data"]
+    ]
+    return bytes(
+        encode_response(
+            m.PRODUCE, version, correlation_id, {"responses": responses, "throttle_time_ms": 0}
+        )
+    )
 
 
 class FaultProxy:
@@ -286,13 +302,13 @@ class FaultProxy:
         self._skip = 0
         self._drop = 0
         self.by_api: Counter = Counter()
-        self._faults: deque = deque()   # [api_key, kind, remaining, seconds]
-        self.injected: Counter = Counter()   # kind -> faults applied
-        self._refuse = [0, 0, 0]   # skip, count, error code
+        self._faults: deque = deque()  # [api_key, kind, remaining, seconds]
+        self.injected: Counter = Counter()  # kind -> faults applied
+        self._refuse = [0, 0, 0]  # skip, count, error code
         self._held = threading.Event()
         self.max_produce_in_flight = 0
-        self.in_flight_at_fault: list = []   # (kind, Produce requests unanswered then)
-        self.produce_errors: Counter = Counter()   # broker's Produce error code -> partitions
+        self.in_flight_at_fault: list = []  # (kind, Produce requests unanswered then)
+        self.produce_errors: Counter = Counter()  # broker's Produce error code -> partitions
         self._listeners: dict[tuple[str, int], _Listener] = {}
         client = KafkaClient(bootstrap_servers)
         try:
@@ -302,8 +318,7 @@ class FaultProxy:
             client.close()
         for host, port in brokers:
             self._listener((host, port))
-        self.bootstrap_servers = ",".join(
-            f"127.0.0.1:{self._listener(hp).port}" for hp in brokers)
+        self.bootstrap_servers = ",".join(f"127.0.0.1:{self._listener(hp).port}" for hp in brokers)
 
     def _listener(self, upstream) -> _Listener:
         with self.lock:
@@ -364,8 +379,15 @@ class FaultProxy:
         with self.lock:
             self.in_flight_at_fault.append((kind, in_flight))
 
-    def inject(self, api_key: int, kind: str, count: int = 1, seconds: float = 0.0,
-               skip: int = 0, behind: int = 0) -> None:
+    def inject(
+        self,
+        api_key: int,
+        kind: str,
+        count: int = 1,
+        seconds: float = 0.0,
+        skip: int = 0,
+        behind: int = 0,
+    ) -> None:
         if kind not in ("drop", "truncate", "stall", "reset", "hold"):
             raise ValueError(f"unknown fault {kind!r}")
         if kind == "hold":
@@ -382,7 +404,7 @@ class FaultProxy:
         with self.lock:
             for entry in self._faults:
                 if entry[0] == api_key and entry[2] > 0:
-                    if entry[4] > 0:   # answers to let through first
+                    if entry[4] > 0:  # answers to let through first
                         entry[4] -= 1
                         return None
                     entry[2] -= 1
@@ -413,7 +435,7 @@ class FaultProxy:
         correlation_id = struct.unpack_from(">i", frame, 4)[0]
         try:
             body = decode_response(m.METADATA, version, memoryview(frame)[4:])
-        except Exception as exc:   # pragma: no cover - a proxy bug must be visible
+        except Exception as exc:  # pragma: no cover - a proxy bug must be visible
             print(f"faultproxy: cannot decode Metadata v{version}: {exc}", file=sys.stderr)
             return frame
         for broker in body["brokers"]:

@@ -15,6 +15,7 @@ run without it. A JVM whose class path differs from the training run's (another 
 release, keytool, Spark's launcher) does not use it. ``-Xlog:disable`` keeps the JVM's
 notes about that off stdout, which some programs parse.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,6 +49,7 @@ if os.path.exists(partial):
 
 def archive_path() -> str:
     import pyspark
+
     key = hashlib.sha1(f"{os.path.dirname(pyspark.__file__)}|{pyspark.__version__}".encode())
     return os.path.join(tempfile.gettempdir(), f"kafka_ds-tests-spark-{key.hexdigest()[:12]}.jsa")
 
@@ -68,10 +70,17 @@ def train_in_background(path: str) -> None:
     if os.path.exists(path):
         return
     partial = f"{path}.{os.getpid()}.partial"
-    env = {**os.environ,
-           "JAVA_TOOL_OPTIONS": f"{BASE} -XX:ArchiveClassesAtExit={partial} -Xlog:disable",
-           "PYSPARK_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "JAVA_TOOL_OPTIONS": f"{BASE} -XX:ArchiveClassesAtExit={partial} -Xlog:disable",
+        "PYSPARK_PYTHON": sys.executable,
+    }
     # No archive if this fails: the JVMs run without it, as before it existed.
-    subprocess.Popen([sys.executable, "-c", TRAINING, partial, path], env=env,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        [sys.executable, "-c", TRAINING, partial, path],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )

@@ -33,6 +33,7 @@ Set KAFKA_DS_MOCK_DEBUG (a librdkafka ``debug`` list, e.g. ``mock,protocol``) to
 get the mock's debug log on stderr (the parent writes it to the broker log).
 Only the standard library is imported, so start-up is fast.
 """
+
 import ctypes
 import os
 import signal
@@ -71,9 +72,13 @@ class _Mock:
             "rd_kafka_mock_broker_set_up": ([vp, i32], ctypes.c_int),
             "rd_kafka_mock_broker_set_rtt": ([vp, i32, ctypes.c_int], ctypes.c_int),
             "rd_kafka_mock_push_request_errors_array": (
-                [vp, ctypes.c_int16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)], None),
+                [vp, ctypes.c_int16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)],
+                None,
+            ),
             "rd_kafka_mock_set_apiversion": (
-                [vp, ctypes.c_int16, ctypes.c_int16, ctypes.c_int16], ctypes.c_int),
+                [vp, ctypes.c_int16, ctypes.c_int16, ctypes.c_int16],
+                ctypes.c_int,
+            ),
         }
         for name, (args, res) in sig.items():
             fn = getattr(lib, name)
@@ -106,7 +111,7 @@ class _Mock:
 
     def _res(self, err):
         if err:
-            return "err %d %s" % (err, self.lib.rd_kafka_err2str(err).decode())
+            return f"err {err} {self.lib.rd_kafka_err2str(err).decode()}"
         return "ok"
 
     def handle(self, words):
@@ -114,12 +119,15 @@ class _Mock:
         if cmd == "ping":
             return "ok"
         if cmd == "create":
-            return self._res(lib.rd_kafka_mock_topic_create(mc, a[0].encode(), int(a[1]), int(a[2])))
+            return self._res(
+                lib.rd_kafka_mock_topic_create(mc, a[0].encode(), int(a[1]), int(a[2]))
+            )
         if cmd == "delete":
             return self._res(lib.rd_kafka_mock_topic_delete(mc, a[0].encode()))
         if cmd == "leader":
-            return self._res(lib.rd_kafka_mock_partition_set_leader(
-                mc, a[0].encode(), int(a[1]), int(a[2])))
+            return self._res(
+                lib.rd_kafka_mock_partition_set_leader(mc, a[0].encode(), int(a[1]), int(a[2]))
+            )
         if cmd == "rebalance_delay":
             lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mc, int(a[0]))
             return "ok"
@@ -136,16 +144,16 @@ class _Mock:
             return "ok"
         if cmd == "apiversion":
             return self._res(lib.rd_kafka_mock_set_apiversion(mc, int(a[0]), int(a[1]), int(a[2])))
-        return "err -1 unknown command %r" % cmd
+        return f"err -1 unknown command {cmd!r}"
 
 
 def run_mock(libpath, num_brokers):
     try:
         mock = _Mock(libpath, num_brokers)
     except Exception as e:  # report start-up failure on the protocol line
-        print("fail %s" % e, flush=True)
+        print(f"fail {e}", flush=True)
         return 1
-    print("bootstrap %s" % mock.bootstraps, flush=True)
+    print(f"bootstrap {mock.bootstraps}", flush=True)
     try:
         for line in sys.stdin:
             words = line.split()
@@ -156,7 +164,7 @@ def run_mock(libpath, num_brokers):
             try:
                 reply = mock.handle(words)
             except (IndexError, ValueError) as e:
-                reply = "err -1 bad arguments: %s" % e
+                reply = f"err -1 bad arguments: {e}"
             print(reply, flush=True)
     finally:
         mock.destroy()
@@ -176,9 +184,14 @@ def _pid_alive(pid):
 
 def run_guard(logfile, cmd, owner_pid=None, grace=1.0):
     log = open(logfile, "ab", buffering=0)
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            preexec_fn=_set_pdeathsig)  # safe: this process has one thread
-    print("pid %d" % proc.pid, flush=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_set_pdeathsig,
+    )  # safe: this process has one thread
+    print(f"pid {proc.pid}", flush=True)
     done = threading.Event()
     # SIGTERM to the guard stops CMD the same way as the end of its watch
     signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -216,7 +229,7 @@ def main(argv):
         options = argv[3:sep]
         owner = int(options[options.index("--owner") + 1]) if "--owner" in options else None
         grace = float(options[options.index("--grace") + 1]) if "--grace" in options else 1.0
-        return run_guard(argv[2], argv[sep + 1:], owner, grace)
+        return run_guard(argv[2], argv[sep + 1 :], owner, grace)
     print("usage: mock LIB N | guard LOG [--owner PID] [--grace S] -- CMD...", file=sys.stderr)
     return 2
 

@@ -2,6 +2,7 @@
 in code, SchemaLookups over confluent-kafka's in-memory MockSchemaRegistryClient and over
 dicts. The registry served over real sockets is ``schema_registry.py`` (its state in
 ``registry_store.py``)."""
+
 from __future__ import annotations
 
 import itertools
@@ -12,22 +13,32 @@ from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema, SchemaLookup, SchemaReference
 
 try:
-    from confluent_kafka.schema_registry.mock_schema_registry_client import \
-        MockSchemaRegistryClient
+    from confluent_kafka.schema_registry.mock_schema_registry_client import MockSchemaRegistryClient
 except ImportError:
     try:  # confluent-kafka >= 2.10 keeps it in the sync package
-        from confluent_kafka.schema_registry._sync.mock_schema_registry_client import \
-            MockSchemaRegistryClient
+        from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (
+            MockSchemaRegistryClient,
+        )
     except ImportError:  # older confluent-kafka: the test modules skip
         MockSchemaRegistryClient = None
 
 _F = descriptor_pb2.FieldDescriptorProto
 TYPES = {
-    "int32": _F.TYPE_INT32, "sint32": _F.TYPE_SINT32, "sfixed32": _F.TYPE_SFIXED32,
-    "uint32": _F.TYPE_UINT32, "fixed32": _F.TYPE_FIXED32, "int64": _F.TYPE_INT64,
-    "sint64": _F.TYPE_SINT64, "sfixed64": _F.TYPE_SFIXED64, "uint64": _F.TYPE_UINT64,
-    "fixed64": _F.TYPE_FIXED64, "float": _F.TYPE_FLOAT, "double": _F.TYPE_DOUBLE,
-    "bool": _F.TYPE_BOOL, "string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES,
+    "int32": _F.TYPE_INT32,
+    "sint32": _F.TYPE_SINT32,
+    "sfixed32": _F.TYPE_SFIXED32,
+    "uint32": _F.TYPE_UINT32,
+    "fixed32": _F.TYPE_FIXED32,
+    "int64": _F.TYPE_INT64,
+    "sint64": _F.TYPE_SINT64,
+    "sfixed64": _F.TYPE_SFIXED64,
+    "uint64": _F.TYPE_UINT64,
+    "fixed64": _F.TYPE_FIXED64,
+    "float": _F.TYPE_FLOAT,
+    "double": _F.TYPE_DOUBLE,
+    "bool": _F.TYPE_BOOL,
+    "string": _F.TYPE_STRING,
+    "bytes": _F.TYPE_BYTES,
 }
 
 
@@ -37,14 +48,14 @@ def _add_field(message, name, number, spec):
     field = message.field.add(name=name, number=number, label=_F.LABEL_OPTIONAL)
     if spec.startswith("repeated "):
         field.label = _F.LABEL_REPEATED
-        spec = spec[len("repeated "):]
+        spec = spec[len("repeated ") :]
     elif spec.startswith("optional "):
-        spec = spec[len("optional "):]
+        spec = spec[len("optional ") :]
         field.proto3_optional = True
         field.oneof_index = len(message.oneof_decl)
         message.oneof_decl.add(name=f"_{name}")
     elif spec.startswith("oneof:"):
-        group, spec = spec[len("oneof:"):].split(" ", 1)
+        group, spec = spec[len("oneof:") :].split(" ", 1)
         names = [o.name for o in message.oneof_decl]
         if group not in names:
             message.oneof_decl.add(name=group)
@@ -63,7 +74,7 @@ def _add_field(message, name, number, spec):
         return
     if spec.startswith("enum:"):
         field.type = _F.TYPE_ENUM
-        field.type_name = spec[len("enum:"):]
+        field.type_name = spec[len("enum:") :]
     elif spec.startswith("."):
         field.type = _F.TYPE_MESSAGE
         field.type_name = spec
@@ -101,7 +112,8 @@ def message_classes(*protos):
     """{full message name: generated class} for file protos (dependencies first), each
     call in a pool of its own."""
     pool = descriptor_pool.DescriptorPool()
-    from google.protobuf import timestamp_pb2, wrappers_pb2, duration_pb2  # noqa: F401
+    from google.protobuf import duration_pb2, timestamp_pb2, wrappers_pb2  # noqa: F401
+
     default = descriptor_pool.Default()
     for proto in protos:
         for dep in proto.dependency:
@@ -119,6 +131,7 @@ def message_classes(*protos):
             classes[desc.full_name] = message_factory.GetMessageClass(desc)
             for inner in desc.nested_types:
                 walk(inner)
+
         for desc in file_desc.message_types_by_name.values():
             walk(desc)
     return classes
@@ -133,10 +146,12 @@ class MockLookup(SchemaLookup):
 
     @staticmethod
     def _convert(schema, schema_id=None, subject=None, version=None):
-        refs = tuple(SchemaReference(r.name, r.subject, r.version)
-                     for r in (schema.references or []))
-        return RegisteredSchema(schema.schema_type or "AVRO", schema.schema_str, refs,
-                                schema_id, subject, version)
+        refs = tuple(
+            SchemaReference(r.name, r.subject, r.version) for r in (schema.references or [])
+        )
+        return RegisteredSchema(
+            schema.schema_type or "AVRO", schema.schema_str, refs, schema_id, subject, version
+        )
 
     def schema_by_id(self, schema_id, fmt=None):
         self.calls.append(("id", schema_id, fmt))
@@ -145,8 +160,7 @@ class MockLookup(SchemaLookup):
     def schema_version(self, subject, version, fmt=None):
         self.calls.append(("version", subject, version, fmt))
         registered = self.client.get_version(subject, version, fmt=fmt)
-        return self._convert(registered.schema, registered.schema_id, subject,
-                             registered.version)
+        return self._convert(registered.schema, registered.schema_id, subject, registered.version)
 
 
 class DictLookup(SchemaLookup):
@@ -155,7 +169,7 @@ class DictLookup(SchemaLookup):
     def __init__(self, by_id=None, by_version=None):
         self.by_id = dict(by_id or {})
         self.by_version = dict(by_version or {})
-        self.calls = []   # the ids asked for, in order
+        self.calls = []  # the ids asked for, in order
 
     def schema_by_id(self, schema_id, fmt=None):
         self.calls.append(schema_id)
@@ -181,7 +195,8 @@ class DownLookup(SchemaLookup):
         if self.down:
             raise RegistryUnavailableError(
                 f"schema registry unavailable for {what}: no answer within the retry budget "
-                "of 20000 ms from http://127.0.0.1:1; last cause: ConnectionRefusedError")
+                "of 20000 ms from http://127.0.0.1:1; last cause: ConnectionRefusedError"
+            )
 
     def schema_by_id(self, schema_id, fmt=None):
         self._check(f"schema id {schema_id}")
@@ -200,6 +215,6 @@ def assert_decode_contract(result, values):
     assert len(decoded) == len(values)
     bad = result.bad_rows.tolist()
     assert len(set(bad)) == len(bad) == len(result.reasons) == len(result.schema_ids)
-    for row, (value, out) in enumerate(zip(values, decoded)):
+    for row, (value, out) in enumerate(zip(values, decoded, strict=True)):
         assert (out is None) == (value is None or row in bad), (row, value, out)
     return decoded

@@ -1,6 +1,7 @@
 """The fake Schema Registry's store: schemas by id, subjects' versions, compatibility levels,
 and what each REST call does to them (``schema_registry.py`` is the HTTP side and lists the
 deviations from the real registry)."""
+
 from __future__ import annotations
 
 import base64
@@ -10,8 +11,15 @@ from dataclasses import dataclass
 
 from tests.support import avro_compat
 
-LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
-          "FULL_TRANSITIVE")
+LEVELS = (
+    "NONE",
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+)
 
 
 class RegistryError(Exception):
@@ -61,9 +69,13 @@ class RegistryStore:
             if number < 1:
                 raise ValueError
         except ValueError:
-            raise RegistryError(422, 42202, f"The specified version '{version}' is not a valid "
-                                "version id. Allowed values are between [1, 2^31-1] and the "
-                                "string \"latest\"") from None
+            raise RegistryError(
+                422,
+                42202,
+                f"The specified version '{version}' is not a valid "
+                "version id. Allowed values are between [1, 2^31-1] and the "
+                'string "latest"',
+            ) from None
         for v in versions:
             if v.version == number:
                 return v
@@ -84,30 +96,46 @@ class RegistryStore:
         return answer
 
     def _render(self, stored: Stored, fmt) -> str:
-        if fmt == "serialized" and stored.schema_type == "PROTOBUF" \
-                and _file_descriptor(stored.text) is None:
-            raise RegistryError(422, 42201, "the fake registry cannot render .proto text as "
-                                            "format=serialized (register the base64 form)")
+        if (
+            fmt == "serialized"
+            and stored.schema_type == "PROTOBUF"
+            and _file_descriptor(stored.text) is None
+        ):
+            raise RegistryError(
+                422,
+                42201,
+                "the fake registry cannot render .proto text as "
+                "format=serialized (register the base64 form)",
+            )
         return stored.text
 
     def _describe(self, subject, version: Version, fmt=None) -> dict:
         stored = self.schemas[version.schema_id]
-        return {"subject": subject, "version": version.version, "id": stored.schema_id,
-                **self._schema_answer(stored, fmt)}
+        return {
+            "subject": subject,
+            "version": version.version,
+            "id": stored.schema_id,
+            **self._schema_answer(stored, fmt),
+        }
 
     def _parse_body(self, body) -> tuple:
         if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
             raise RegistryError(422, 42201, "Invalid schema: the request has no 'schema' text")
         schema_type = (body.get("schemaType") or "AVRO").upper()
-        references = [{"name": r["name"], "subject": r["subject"], "version": int(r["version"])}
-                      for r in body.get("references") or ()]
+        references = [
+            {"name": r["name"], "subject": r["subject"], "version": int(r["version"])}
+            for r in body.get("references") or ()
+        ]
         text = body["schema"]
         self._validate(schema_type, text, references)
         canonical = text
         if schema_type in ("AVRO", "JSON"):
             canonical = json.dumps(json.loads(text), separators=(",", ":"))
-        key = (schema_type, canonical, tuple((r["name"], r["subject"], r["version"])
-                                            for r in references))
+        key = (
+            schema_type,
+            canonical,
+            tuple((r["name"], r["subject"], r["version"]) for r in references),
+        )
         return schema_type, text, references, key
 
     def _validate(self, schema_type, text, references) -> None:
@@ -119,12 +147,14 @@ class RegistryStore:
         if schema_type == "AVRO":
             try:
                 import fastavro
+
                 fastavro.parse_schema(json.loads(text), named_schemas=self._avro_named(references))
-            except Exception as exc:                      # fastavro raises several kinds
+            except Exception as exc:  # fastavro raises several kinds
                 raise RegistryError(422, 42201, f"Invalid schema {text[:100]}: {exc}") from None
         elif schema_type == "JSON":
             try:
                 import jsonschema
+
                 schema = json.loads(text)
                 jsonschema.validators.validator_for(schema).check_schema(schema)
             except Exception as exc:
@@ -138,6 +168,7 @@ class RegistryStore:
     def _avro_named(self, references, out=None) -> dict:
         """fastavro's named-schema table from the references (depth first)."""
         import fastavro
+
         out = {} if out is None else out
         for ref in references:
             stored = self.schemas[self._version(ref["subject"], str(ref["version"])).schema_id]
@@ -160,12 +191,17 @@ class RegistryStore:
         for v in versions:
             if self.schemas[v.schema_id].key == key:
                 return v.schema_id
-        problems = self._problems(subject, schema_type, text, references, versions,
-                                  self._level_of(subject))
+        problems = self._problems(
+            subject, schema_type, text, references, versions, self._level_of(subject)
+        )
         if problems:
-            raise RegistryError(409, 409, "Schema being registered is incompatible with an "
-                                f"earlier schema for subject \"{subject}\", details: "
-                                f"{problems}")
+            raise RegistryError(
+                409,
+                409,
+                "Schema being registered is incompatible with an "
+                f'earlier schema for subject "{subject}", details: '
+                f"{problems}",
+            )
         schema_id = self._ids_by_key.get(key)
         if schema_id is None:
             schema_id = self._ids_by_key[key] = len(self.schemas) + 1
@@ -187,21 +223,25 @@ class RegistryStore:
         for v in versions:
             old = self.schemas[v.schema_id]
             if old.schema_type != schema_type:
-                problems.append(f"Incompatible because of different schema type: version "
-                                f"{v.version} is {old.schema_type}, the new schema {schema_type}")
+                problems.append(
+                    f"Incompatible because of different schema type: version "
+                    f"{v.version} is {old.schema_type}, the new schema {schema_type}"
+                )
                 continue
             if schema_type != "AVRO":
-                continue                     # deviation: any JSON/PROTOBUF change is accepted
+                continue  # deviation: any JSON/PROTOBUF change is accepted
             new_named = self._compat_named(references)
             old_named = self._compat_named(old.references)
             if level.startswith(("BACKWARD", "FULL")):
-                problems += [f"{p} (new schema reading version {v.version})"
-                             for p in avro_compat.incompatibilities(text, old.text, new_named,
-                                                                    old_named)]
+                problems += [
+                    f"{p} (new schema reading version {v.version})"
+                    for p in avro_compat.incompatibilities(text, old.text, new_named, old_named)
+                ]
             if level.startswith(("FORWARD", "FULL")):
-                problems += [f"{p} (version {v.version} reading the new schema)"
-                             for p in avro_compat.incompatibilities(old.text, text, old_named,
-                                                                    new_named)]
+                problems += [
+                    f"{p} (version {v.version} reading the new schema)"
+                    for p in avro_compat.incompatibilities(old.text, text, old_named, new_named)
+                ]
         return problems
 
     def _lookup(self, subject, body, deleted) -> dict:
@@ -216,15 +256,17 @@ class RegistryStore:
         every = self.subjects.get(subject)
         if not every:
             raise RegistryError(404, 40401, f"Subject '{subject}' not found.")
-        if version is None:       # soft: the live versions; permanent: all, soft-deleted first
+        if version is None:  # soft: the live versions; permanent: all, soft-deleted first
             chosen = list(every) if permanent else [v for v in every if not v.deleted]
         else:
             chosen = [self._version(subject, version, deleted=permanent)]
         if permanent:
             if any(not v.deleted for v in chosen):
-                raise RegistryError(404, 40405 if version is None else 40407,
-                                    f"Subject '{subject}' was not deleted first before being "
-                                    "permanently deleted")
+                raise RegistryError(
+                    404,
+                    40405 if version is None else 40407,
+                    f"Subject '{subject}' was not deleted first before being permanently deleted",
+                )
             self.subjects[subject] = [v for v in every if v not in chosen]
             if not self.subjects[subject]:
                 del self.subjects[subject]
@@ -238,13 +280,15 @@ class RegistryStore:
     def _test_compatibility(self, subject, body, version, query) -> dict:
         schema_type, text, references, _ = self._parse_body(body)
         level = self._level_of(subject)
-        if version is None:                                       # all versions
+        if version is None:  # all versions
             versions = [v for v in self.subjects.get(subject, ()) if not v.deleted]
-            level = level if level.endswith("_TRANSITIVE") or level == "NONE" \
-                else f"{level}_TRANSITIVE"
+            level = (
+                level if level.endswith("_TRANSITIVE") or level == "NONE" else f"{level}_TRANSITIVE"
+            )
         elif version in ("latest", "-1") and not any(
-                not v.deleted for v in self.subjects.get(subject, ())):
-            versions = []                   # as the registry: nothing to break yet
+            not v.deleted for v in self.subjects.get(subject, ())
+        ):
+            versions = []  # as the registry: nothing to break yet
         else:
             versions = [self._version(subject, version)]
             level = level.removesuffix("_TRANSITIVE")
@@ -254,6 +298,7 @@ class RegistryStore:
             answer["messages"] = problems
         return answer
 
+
 def flag(query: dict, name: str) -> bool:
     return query.get(name, "false").lower() == "true"
 
@@ -261,8 +306,9 @@ def flag(query: dict, name: str) -> bool:
 def parse_level(body) -> str:
     level = (body or {}).get("compatibility") or (body or {}).get("compatibilityLevel")
     if not isinstance(level, str) or level.upper() not in LEVELS:
-        raise RegistryError(422, 42203, f"Invalid compatibility level. Valid values are "
-                                        f"{', '.join(LEVELS)}")
+        raise RegistryError(
+            422, 42203, f"Invalid compatibility level. Valid values are {', '.join(LEVELS)}"
+        )
     return level.upper()
 
 
@@ -270,6 +316,7 @@ def _file_descriptor(text: str):
     """The FileDescriptorProto in base64 ``text``, or None when it is not one."""
     from google.protobuf import descriptor_pb2
     from google.protobuf.message import DecodeError
+
     try:
         return descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True))
     except (binascii.Error, ValueError, DecodeError):

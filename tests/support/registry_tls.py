@@ -1,5 +1,6 @@
 """TLS material for the fake Schema Registry (``trustme``): a CA, a server certificate for
 127.0.0.1 and a client certificate for mutual TLS, as PEM files."""
+
 from __future__ import annotations
 
 import ssl
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 @dataclass
 class TlsFiles:
     """PEM files: the CA clients trust, and a client certificate + key for mutual TLS."""
+
     ca: str
     client_certificate: str
     client_key: str
@@ -20,6 +22,7 @@ def make_tls(directory, *, require_client_cert: bool) -> tuple[TlsFiles, ssl.SSL
     """A CA, a server certificate for 127.0.0.1/localhost and a client certificate, written
     to ``directory``; and the server's context (asking for a client certificate or not)."""
     import trustme
+
     authority = trustme.CA()
     server_cert = authority.issue_cert("127.0.0.1", "localhost")
     client_cert = authority.issue_cert("kafka-ds-client@example.com")

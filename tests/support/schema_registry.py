@@ -35,6 +35,7 @@ the real registry, on purpose:
 ``stop()`` and ``start()`` take the registry down and up on the same port; ``fail_next(n,
 status)`` answers the next n requests with an error; ``requests`` logs every request.
 """
+
 from __future__ import annotations
 
 import base64
@@ -46,6 +47,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
+
 from tests.support.registry_store import RegistryError, RegistryStore, flag, parse_level
 from tests.support.registry_tls import TlsFiles, make_tls
 
@@ -62,7 +64,7 @@ class LoggedRequest:
 class _Handler(BaseHTTPRequestHandler):
     server_version = "FakeSchemaRegistry/1.0"
 
-    def log_message(self, *args):        # quiet
+    def log_message(self, *args):  # quiet
         pass
 
     def _serve(self):
@@ -72,8 +74,14 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class FakeSchemaRegistry(RegistryStore):
-    def __init__(self, *, basic_auth: str | None = None, bearer_token: str | None = None,
-                 tls: TlsFiles | None = None, server_context: ssl.SSLContext | None = None):
+    def __init__(
+        self,
+        *,
+        basic_auth: str | None = None,
+        bearer_token: str | None = None,
+        tls: TlsFiles | None = None,
+        server_context: ssl.SSLContext | None = None,
+    ):
         super().__init__()
         self.basic_auth = basic_auth
         self.bearer_token = bearer_token
@@ -101,8 +109,12 @@ class FakeSchemaRegistry(RegistryStore):
             server.socket = self._server_context.wrap_socket(server.socket, server_side=True)
         self.port = server.server_address[1]
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"fake-registry-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-registry-{self.port}",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -137,8 +149,9 @@ class FakeSchemaRegistry(RegistryStore):
             failure = self._failures.pop(0) if self._failures else None
         try:
             if failure is not None:
-                raise RegistryError(failure, failure * 100 + 1 if failure >= 500 else failure,
-                                    "injected failure")
+                raise RegistryError(
+                    failure, failure * 100 + 1 if failure >= 500 else failure, "injected failure"
+                )
             self._authenticate(handler)
             if raw:
                 try:
@@ -174,8 +187,11 @@ class FakeSchemaRegistry(RegistryStore):
     def _route(self, method, segments, query, body):
         match (method, segments):
             case ("GET", ["subjects"]):
-                return sorted(s for s, vs in self.subjects.items()
-                              if any(not v.deleted or flag(query, "deleted") for v in vs))
+                return sorted(
+                    s
+                    for s, vs in self.subjects.items()
+                    if any(not v.deleted or flag(query, "deleted") for v in vs)
+                )
             case ("GET", ["subjects", subject, "versions"]):
                 return [v.version for v in self._live(subject, flag(query, "deleted"))]
             case ("GET", ["subjects", subject, "versions", version]):
@@ -194,12 +210,22 @@ class FakeSchemaRegistry(RegistryStore):
                 return self._schema_answer(stored, query.get("format"))
             case ("GET", ["schemas", "ids", schema_id, "versions"]):
                 stored = self._schema(schema_id)
-                return [{"subject": s, "version": v.version} for s, vs in self.subjects.items()
-                        for v in vs if v.schema_id == stored.schema_id and not v.deleted]
+                return [
+                    {"subject": s, "version": v.version}
+                    for s, vs in self.subjects.items()
+                    for v in vs
+                    if v.schema_id == stored.schema_id and not v.deleted
+                ]
             case ("GET", ["schemas", "ids", schema_id, "subjects"]):
                 stored = self._schema(schema_id)
-                return sorted({s for s, vs in self.subjects.items() for v in vs
-                               if v.schema_id == stored.schema_id and not v.deleted})
+                return sorted(
+                    {
+                        s
+                        for s, vs in self.subjects.items()
+                        for v in vs
+                        if v.schema_id == stored.schema_id and not v.deleted
+                    }
+                )
             case ("GET", ["schemas", "types"]):
                 return ["JSON", "PROTOBUF", "AVRO"]
             case ("GET", ["config"]):
@@ -212,8 +238,11 @@ class FakeSchemaRegistry(RegistryStore):
                     return {"compatibilityLevel": self.subject_levels[subject]}
                 if flag(query, "defaultToGlobal"):
                     return {"compatibilityLevel": self.global_level}
-                raise RegistryError(404, 40408, f"Subject '{subject}' does not have "
-                                                "subject-level compatibility configured")
+                raise RegistryError(
+                    404,
+                    40408,
+                    f"Subject '{subject}' does not have subject-level compatibility configured",
+                )
             case ("PUT", ["config", subject]):
                 self.subject_levels[subject] = parse_level(body)
                 return {"compatibility": self.subject_levels[subject]}
@@ -231,8 +260,10 @@ class FakeSchemaRegistry(RegistryStore):
 
 # --- fixtures ---------------------------------------------------------------------------------
 
-def start_registry(tmp_path=None, *, tls: bool = False, mtls: bool = False,
-                   **kwargs) -> FakeSchemaRegistry:
+
+def start_registry(
+    tmp_path=None, *, tls: bool = False, mtls: bool = False, **kwargs
+) -> FakeSchemaRegistry:
     files = context = None
     if tls or mtls:
         files, context = make_tls(tmp_path, require_client_cert=mtls)

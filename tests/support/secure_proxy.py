@@ -19,6 +19,7 @@ The wire formats here are written by hand from the Kafka protocol guide on purpo
 fixture does not use kafka_ds's codec, and it is proven with confluent-kafka first
 (tests/integration/test_security.py).
 """
+
 from __future__ import annotations
 
 import base64
@@ -55,8 +56,9 @@ class AdvertisingTansu(brokers.TansuBroker):
         last = None
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise BrokerError(f"tansu exited rc={self._proc.returncode}\n"
-                                  f"{_log_tail(self.log_path)}")
+                raise BrokerError(
+                    f"tansu exited rc={self._proc.returncode}\n{_log_tail(self.log_path)}"
+                )
             try:
                 self.api_table = brokers.api_versions(self.bootstrap_servers, timeout=1.0)
                 return
@@ -67,6 +69,7 @@ class AdvertisingTansu(brokers.TansuBroker):
 
 
 # --- hand-written wire helpers -------------------------------------------------------
+
 
 def _uvarint(buf, pos):
     shift = value = 0
@@ -102,8 +105,9 @@ def parse_request_header(frame):
     api_key, version, correlation_id = struct.unpack_from(">hhi", frame, 0)
     (client_len,) = struct.unpack_from(">h", frame, 8)
     pos = 10 + max(client_len, 0)
-    flexible = (api_key == API_VERSIONS and version >= 3) or \
-        (api_key == SASL_AUTHENTICATE and version >= 2)
+    flexible = (api_key == API_VERSIONS and version >= 3) or (
+        api_key == SASL_AUTHENTICATE and version >= 2
+    )
     if flexible:
         pos = _skip_tags(frame, pos)
     return api_key, version, correlation_id, pos
@@ -125,30 +129,49 @@ def api_versions_response(correlation_id, version, table):
     entries = sorted(table.items())
     if version > 4:  # like Kafka: answer v0 with UNSUPPORTED_VERSION and the table
         body = struct.pack(">hi", 35, len(entries)) + b"".join(
-            struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in entries)
+            struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in entries
+        )
         return _frame(correlation_id, body)
     if version >= 3:
-        body = struct.pack(">h", 0) + _write_uvarint(len(entries) + 1) + b"".join(
-            struct.pack(">hhh", k, lo, hi) + b"\0" for k, (lo, hi) in entries)
+        body = (
+            struct.pack(">h", 0)
+            + _write_uvarint(len(entries) + 1)
+            + b"".join(struct.pack(">hhh", k, lo, hi) + b"\0" for k, (lo, hi) in entries)
+        )
         body += struct.pack(">i", 0) + b"\0"
         return _frame(correlation_id, body)
     body = struct.pack(">hi", 0, len(entries)) + b"".join(
-        struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in entries)
+        struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in entries
+    )
     if version >= 1:
         body += struct.pack(">i", 0)
     return _frame(correlation_id, body)
 
 
-def sasl_authenticate_response(correlation_id, version, error_code, error_message,
-                               auth_bytes=b"", lifetime_ms=0):
+def sasl_authenticate_response(
+    correlation_id, version, error_code, error_message, auth_bytes=b"", lifetime_ms=0
+):
     if version >= 2:
-        msg = _write_uvarint(0) if error_message is None else \
-            _write_uvarint(len(error_message.encode()) + 1) + error_message.encode()
-        body = (struct.pack(">h", error_code) + msg + _write_uvarint(len(auth_bytes) + 1)
-                + auth_bytes + struct.pack(">q", lifetime_ms) + b"\0")
+        msg = (
+            _write_uvarint(0)
+            if error_message is None
+            else _write_uvarint(len(error_message.encode()) + 1) + error_message.encode()
+        )
+        body = (
+            struct.pack(">h", error_code)
+            + msg
+            + _write_uvarint(len(auth_bytes) + 1)
+            + auth_bytes
+            + struct.pack(">q", lifetime_ms)
+            + b"\0"
+        )
         return _frame(correlation_id, body, flexible_header=True)
-    body = struct.pack(">h", error_code) + _string(error_message) + \
-        struct.pack(">i", len(auth_bytes)) + auth_bytes
+    body = (
+        struct.pack(">h", error_code)
+        + _string(error_message)
+        + struct.pack(">i", len(auth_bytes))
+        + auth_bytes
+    )
     if version >= 1:
         body += struct.pack(">q", lifetime_ms)
     return _frame(correlation_id, body)
@@ -157,12 +180,13 @@ def sasl_authenticate_response(correlation_id, version, error_code, error_messag
 def read_sasl_auth_bytes(frame, version, pos):
     if version >= 2:
         size, pos = _uvarint(frame, pos)
-        return bytes(frame[pos:pos + size - 1])
+        return bytes(frame[pos : pos + size - 1])
     (size,) = struct.unpack_from(">i", frame, pos)
-    return bytes(frame[pos + 4:pos + 4 + size])
+    return bytes(frame[pos + 4 : pos + 4 + size])
 
 
 # --- server-side SASL mechanisms ---------------------------------------------------
+
 
 class AuthFailed(Exception):
     pass
@@ -197,8 +221,10 @@ class ScramServer:
 
     def step(self, data):
         text = data.decode()
-        fail = AuthFailed("Authentication failed during authentication due to invalid "
-                          f"credentials with SASL mechanism {self.mechanism}")
+        fail = AuthFailed(
+            "Authentication failed during authentication due to invalid "
+            f"credentials with SASL mechanism {self.mechanism}"
+        )
         if self.state == 0:
             if not text.startswith("n,"):
                 raise fail
@@ -211,13 +237,13 @@ class ScramServer:
             self.user = user
             self.salt = secrets.token_bytes(16)
             self.iterations = 4096
-            salted = hashlib.pbkdf2_hmac(self.hash, password.encode(), self.salt,
-                                         self.iterations)
+            salted = hashlib.pbkdf2_hmac(self.hash, password.encode(), self.salt, self.iterations)
             self.stored_key = hashlib.new(self.hash, self._hmac(salted, b"Client Key")).digest()
             self.server_key = self._hmac(salted, b"Server Key")
             self.nonce = attrs["r"] + secrets.token_urlsafe(18)
-            self.server_first = (f"r={self.nonce},s={base64.b64encode(self.salt).decode()},"
-                                 f"i={self.iterations}")
+            self.server_first = (
+                f"r={self.nonce},s={base64.b64encode(self.salt).decode()},i={self.iterations}"
+            )
             self.state = 1
             return self.server_first.encode(), False
         if self.state == 1:
@@ -227,7 +253,9 @@ class ScramServer:
                 raise fail
             auth_message = f"{self.client_first_bare},{self.server_first},{without_proof}".encode()
             signature = self._hmac(self.stored_key, auth_message)
-            client_key = bytes(a ^ b for a, b in zip(base64.b64decode(proof), signature))
+            client_key = bytes(
+                a ^ b for a, b in zip(base64.b64decode(proof), signature, strict=True)
+            )
             if hashlib.new(self.hash, client_key).digest() != self.stored_key:
                 raise fail
             server_signature = self._hmac(self.server_key, auth_message)
@@ -258,7 +286,7 @@ class OAuthBearerServer:
         kv = dict(item.split("=", 1) for item in items)
         auth = kv.pop("auth", "")
         self.extensions = kv
-        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
         try:
             header_b64, payload_b64, _sig = token.split(".")
             pad = lambda s: s + "=" * (-len(s) % 4)  # noqa: E731
@@ -269,7 +297,8 @@ class OAuthBearerServer:
             if float(payload["exp"]) < time.time():
                 self.failed = "token expired"
             elif self.proxy.required_extensions and any(
-                    kv.get(k) != v for k, v in self.proxy.required_extensions.items()):
+                kv.get(k) != v for k, v in self.proxy.required_extensions.items()
+            ):
                 self.failed = "missing extension"
         except (ValueError, KeyError):
             self.failed = "invalid token"
@@ -282,13 +311,25 @@ class OAuthBearerServer:
 
 # --- the proxy ---------------------------------------------------------------------
 
+
 class SecureProxy:
     """``SecureProxy(tls=..., sasl=[mechanisms], users={...})``; ``bootstrap_servers``."""
 
-    def __init__(self, *, tls: bool = False, client_auth: bool = False, sasl=(),
-                 users=None, session_lifetime_ms: int = 0, bad_server_signature: bool = False,
-                 server_hostnames=("127.0.0.1",), ca=None, required_extensions=None):
+    def __init__(
+        self,
+        *,
+        tls: bool = False,
+        client_auth: bool = False,
+        sasl=(),
+        users=None,
+        session_lifetime_ms: int = 0,
+        bad_server_signature: bool = False,
+        server_hostnames=("127.0.0.1",),
+        ca=None,
+        required_extensions=None,
+    ):
         import trustme
+
         self.tls = tls
         self.sasl = tuple(sasl)
         self.users = dict(users or {})
@@ -431,8 +472,7 @@ class _Session:
                 api_key, version, correlation_id, pos = parse_request_header(frame)
                 if api_key == API_VERSIONS:
                     self.wait_idle()
-                    self.send(api_versions_response(correlation_id, version,
-                                                    self.proxy.api_table))
+                    self.send(api_versions_response(correlation_id, version, self.proxy.api_table))
                 elif api_key == SASL_HANDSHAKE and self.proxy.sasl:
                     self.wait_idle()
                     if not self.handshake(frame, version, correlation_id, pos):
@@ -458,11 +498,10 @@ class _Session:
 
     def handshake(self, frame, version, correlation_id, pos):
         (length,) = struct.unpack_from(">h", frame, pos)
-        mechanism = bytes(frame[pos + 2:pos + 2 + length]).decode()
+        mechanism = bytes(frame[pos + 2 : pos + 2 + length]).decode()
         mechanisms = [m for m in self.proxy.sasl]
         error = 0 if mechanism in mechanisms else UNSUPPORTED_SASL_MECHANISM
-        body = struct.pack(">hi", error, len(mechanisms)) + b"".join(
-            _string(m) for m in mechanisms)
+        body = struct.pack(">hi", error, len(mechanisms)) + b"".join(_string(m) for m in mechanisms)
         self.send(_frame(correlation_id, body))
         if error or version < 1:
             return False  # v0 (raw SASL bytes) is not served
@@ -477,20 +516,28 @@ class _Session:
 
     def authenticate(self, frame, version, correlation_id, pos):
         if self.server is None:
-            self.send(sasl_authenticate_response(correlation_id, version, ILLEGAL_SASL_STATE,
-                                                 "SaslAuthenticate before SaslHandshake"))
+            self.send(
+                sasl_authenticate_response(
+                    correlation_id,
+                    version,
+                    ILLEGAL_SASL_STATE,
+                    "SaslAuthenticate before SaslHandshake",
+                )
+            )
             return False
         data = read_sasl_auth_bytes(frame, version, pos)
         try:
             reply, done = self.server.step(data)
         except AuthFailed as exc:
             time.sleep(0.1)  # Kafka's connection.failed.authentication.delay.ms
-            self.send(sasl_authenticate_response(correlation_id, version,
-                                                 SASL_AUTHENTICATION_FAILED, str(exc)))
+            self.send(
+                sasl_authenticate_response(
+                    correlation_id, version, SASL_AUTHENTICATION_FAILED, str(exc)
+                )
+            )
             return False
         lifetime = self.proxy.session_lifetime_ms if done else 0
-        self.send(sasl_authenticate_response(correlation_id, version, 0, None, reply,
-                                             lifetime))
+        self.send(sasl_authenticate_response(correlation_id, version, 0, None, reply, lifetime))
         if done:
             if self.authenticated:
                 self.proxy.reauthentications += 1

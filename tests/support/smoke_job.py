@@ -15,6 +15,7 @@ No ``kafka_ds.register`` call: Spark must find ``format("pykafka")`` by itself. 
 
 Prints one JSON line ``SMOKE {...}`` with what it saw; exits 1 on any mismatch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,7 +30,8 @@ def _java_ancestor(_rows):
     """PID of the JVM this Python worker runs under (its nearest ``java`` ancestor)."""
     import os
     import time
-    time.sleep(0.5)   # keep each task busy a moment, so both executors get some
+
+    time.sleep(0.5)  # keep each task busy a moment, so both executors get some
     pid = os.getpid()
     while pid > 1:
         with open(f"/proc/{pid}/stat") as stat:
@@ -57,13 +59,14 @@ def offsets_by_partition(rows) -> dict:
 def broker_ends(bootstrap: str, topic: str) -> dict:
     """{partition: [ListOffsets latest, Fetch high watermark]} straight from the broker."""
     from kafka_ds.client import LATEST, KafkaClient
+
     client = KafkaClient(bootstrap)
     try:
         partitions = client.partitions_of_topics([topic], 0)[topic]
         listed = client.list_offsets({(topic, p): LATEST for p in partitions})
         marks = client.fetch_watermarks({(topic, p): 0 for p in partitions})
         return {str(p): [listed[(topic, p)][0], marks[(topic, p)][0]] for p in partitions}
-    except Exception as exc:   # a diagnosis only: never hide the failure being diagnosed
+    except Exception as exc:  # a diagnosis only: never hide the failure being diagnosed
         return {"error": repr(exc)}
     finally:
         client.close()
@@ -73,23 +76,31 @@ def mistyped_option(spark, bootstrap: str, topic: str) -> dict:
     """What reaches this driver of ``.option("startingOffset", ...)``: the strict read's
     error, and the warnings in ``python_worker_logs()`` (None where pyspark has none).
     ``.schema`` makes Spark analyse the read, as an action would (Spark Connect is lazy)."""
+
     def read():
-        return (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic).option("startingOffset", "earliest"))
+        return (
+            spark.read.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffset", "earliest")
+        )
 
     seen = {"strict_error": None, "worker_log_warnings": None}
     try:
-        read().option("strictOptions", "true").load().schema
+        read().option("strictOptions", "true").load().schema  # noqa: B018 (analysis runs)
     except Exception as exc:
         seen["strict_error"] = str(exc)[:3000]
     if hasattr(spark, "tvf") and hasattr(spark.tvf, "python_worker_logs"):
         spark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
         try:
-            read().load().schema
+            read().load().schema  # noqa: B018 (analysis runs)
             seen["worker_log_warnings"] = [
-                r.msg for r in spark.tvf.python_worker_logs()
-                .where("logger = 'kafka_ds.options'").collect()
-                if "is not a pykafka option" in r.msg]
+                r.msg
+                for r in spark.tvf.python_worker_logs()
+                .where("logger = 'kafka_ds.options'")
+                .collect()
+                if "is not a pykafka option" in r.msg
+            ]
         finally:
             spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
     return seen
@@ -102,16 +113,20 @@ def main(argv=None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--remote", help="Spark Connect: e.g. local[2] (starts a local server)")
     parser.add_argument("--conf", action="append", default=[], help="key=value")
-    parser.add_argument("--count-executor-jvms", action="store_true",
-                        help="report how many distinct JVMs ran the Python tasks of a job")
+    parser.add_argument(
+        "--count-executor-jvms",
+        action="store_true",
+        help="report how many distinct JVMs ran the Python tasks of a job",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    import kafka_ds
     import pyspark
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
+
+    import kafka_ds
 
     began = time.perf_counter()
     timings = {}
@@ -121,40 +136,60 @@ def main(argv=None) -> int:
 
     builder = SparkSession.builder.appName("kafka_ds smoke")
     builder = builder.remote(args.remote) if args.remote else builder.master(args.master)
-    for item in ["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2",
-                 "spark.sql.session.timeZone=UTC"] + args.conf:
+    for item in [
+        "spark.ui.enabled=false",
+        "spark.sql.shuffle.partitions=2",
+        "spark.sql.session.timeZone=UTC",
+    ] + args.conf:
         key, value = item.split("=", 1)
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    seen = {"pyspark": pyspark.__version__, "kafka_ds": os.path.dirname(kafka_ds.__file__),
-            "spark": spark.version, "seconds": timings}
+    seen = {
+        "pyspark": pyspark.__version__,
+        "kafka_ds": os.path.dirname(kafka_ds.__file__),
+        "spark": spark.version,
+        "seconds": timings,
+    }
     lap("start")
     failures = []
 
     def rows(first, count):
-        return (spark.range(first, first + count)
-                .select(F.concat(F.lit("k"), (F.col("id") % 7).cast("string")).alias("key"),
-                        F.concat(F.lit("v"), F.col("id").cast("string")).alias("value"),
-                        F.array(F.struct(F.lit("h").alias("key"),
-                                         F.lit(b"x").cast("binary").alias("value")))
-                        .alias("headers")))
+        return spark.range(first, first + count).select(
+            F.concat(F.lit("k"), (F.col("id") % 7).cast("string")).alias("key"),
+            F.concat(F.lit("v"), F.col("id").cast("string")).alias("value"),
+            F.array(
+                F.struct(F.lit("h").alias("key"), F.lit(b"x").cast("binary").alias("value"))
+            ).alias("headers"),
+        )
 
     def write(first, count):
-        (rows(first, count).write.format("pykafka").option("kafka.bootstrap.servers",
-                                                             args.bootstrap)
-         .option("topic", args.topic).mode("append").save())
+        (
+            rows(first, count)
+            .write.format("pykafka")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("topic", args.topic)
+            .mode("append")
+            .save()
+        )
 
     try:
         if args.count_executor_jvms:
             seen["executor_jvms"] = executor_jvms(spark)
         write(0, 300)
         lap("write")
-        back = (spark.read.format("pykafka").option("kafka.bootstrap.servers", args.bootstrap)
-                .option("subscribe", args.topic).option("includeHeaders", "true").load())
+        back = (
+            spark.read.format("pykafka")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("subscribe", args.topic)
+            .option("includeHeaders", "true")
+            .load()
+        )
         seen["schema"] = back.schema.simpleString()
         collected = back.collect()
-        got = sorted((r.key.decode(), r.value.decode(), [(h.key, bytes(h.value)) for h in r.headers])
-                     for r in collected)
+        got = sorted(
+            (r.key.decode(), r.value.decode(), [(h.key, bytes(h.value)) for h in r.headers])
+            for r in collected
+        )
         want = sorted((f"k{i % 7}", f"v{i}", [("h", b"x")]) for i in range(300))
         seen["batch_rows"] = len(got)
         if got != want:
@@ -172,14 +207,19 @@ def main(argv=None) -> int:
             out, checkpoint = os.path.join(work, "out"), os.path.join(work, "chk")
 
             def stream_once():
-                query = (spark.readStream.format("pykafka")
-                         .option("kafka.bootstrap.servers", args.bootstrap)
-                         .option("subscribe", args.topic).option("startingOffsets", "earliest")
-                         .load()
-                         .selectExpr("CAST(value AS STRING) AS value", "partition", "offset")
-                         .writeStream.format("parquet").option("path", out)
-                         .option("checkpointLocation", checkpoint)
-                         .trigger(availableNow=True).start())
+                query = (
+                    spark.readStream.format("pykafka")
+                    .option("kafka.bootstrap.servers", args.bootstrap)
+                    .option("subscribe", args.topic)
+                    .option("startingOffsets", "earliest")
+                    .load()
+                    .selectExpr("CAST(value AS STRING) AS value", "partition", "offset")
+                    .writeStream.format("parquet")
+                    .option("path", out)
+                    .option("checkpointLocation", checkpoint)
+                    .trigger(availableNow=True)
+                    .start()
+                )
                 query.awaitTermination(300)
                 done = not query.isActive
                 query.stop()
@@ -194,12 +234,14 @@ def main(argv=None) -> int:
             lap("restart")
             values = sorted(int(r.value[1:]) for r in spark.read.parquet(out).collect())
             if seen["stream_first"] != 300 or values != list(range(500)):
-                failures.append(f"stream: {seen['stream_first']} rows before the restart, "
-                                f"{len(values)} after ({len(set(values))} distinct), "
-                                "expected 300 then 500 distinct")
+                failures.append(
+                    f"stream: {seen['stream_first']} rows before the restart, "
+                    f"{len(values)} after ({len(set(values))} distinct), "
+                    "expected 300 then 500 distinct"
+                )
         seen["mistyped_option"] = mistyped_option(spark, args.bootstrap, args.topic)
         lap("mistyped")
-    except Exception as exc:   # report what failed in the one JSON line, too
+    except Exception as exc:  # report what failed in the one JSON line, too
         failures.append(f"{type(exc).__name__}: {str(exc)[:2000]}")
     finally:
         spark.stop()

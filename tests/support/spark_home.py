@@ -13,6 +13,7 @@ per pyspark installation in the temp folder; a Spark job started with another py
 venvs of tests/spark/test_spark_versions.py and tests/spark/test_wheel.py) must drop
 ``SPARK_HOME`` from its environment (``clean_env``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,6 +27,7 @@ def install() -> str | None:
     if "SPARK_HOME" in os.environ:
         return None
     import pyspark
+
     real = os.path.dirname(os.path.abspath(pyspark.__file__))
     key = hashlib.sha1(f"{real}|{pyspark.__version__}".encode()).hexdigest()[:12]
     home = os.path.join(tempfile.gettempdir(), f"kafka_ds-tests-spark-home-{key}")
@@ -35,8 +37,8 @@ def install() -> str | None:
             if name != "python":
                 os.symlink(os.path.join(real, name), os.path.join(partial, name))
         try:
-            os.rename(partial, home)   # atomic: parallel workers never see a half-made home
-        except OSError:                # another process made it first
+            os.rename(partial, home)  # atomic: parallel workers never see a half-made home
+        except OSError:  # another process made it first
             for name in os.listdir(partial):
                 os.unlink(os.path.join(partial, name))
             os.rmdir(partial)

@@ -1,4 +1,5 @@
 """One local Spark session for the whole test run (a JVM start costs seconds)."""
+
 import os
 import sys
 
@@ -13,13 +14,16 @@ def make_spark(app_name="kafka_ds-tests", driver_memory="2g", conf=None):
 
     import kafka_ds
 
-    spark = (SparkSession.builder.master("local[2]").appName(app_name)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.memory", driver_memory)
-             .config("spark.python.worker.reuse", "true"))
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.python.worker.reuse", "true")
+    )
     for key, value in (conf or {}).items():
         spark = spark.config(key, value)
     spark = spark.getOrCreate()

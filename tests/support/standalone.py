@@ -6,6 +6,7 @@ master has the same host, so speculation needs a real cluster: one master on 127
 and one one-core worker per loopback address 127.0.0.2, 127.0.0.3, ... (Linux answers
 on all of 127/8). Processes come from the pip pyspark's ``bin/spark-class``.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,14 @@ from tests.support.brokers import free_port
 def spark_home() -> str:
     """The suite's Spark home (tests/support/spark_home.py), else the pip pyspark's folder."""
     import pyspark
+
     return os.environ.get("SPARK_HOME") or os.path.dirname(os.path.abspath(pyspark.__file__))
 
 
 class StandaloneCluster:
-    def __init__(self, workdir: str, workers: int = 2, worker_memory: str = "1g",
-                 start_timeout: float = 90.0):
+    def __init__(
+        self, workdir: str, workers: int = 2, worker_memory: str = "1g", start_timeout: float = 90.0
+    ):
         self.workdir = workdir
         os.makedirs(workdir, exist_ok=True)
         self.port = free_port()
@@ -38,28 +41,63 @@ class StandaloneCluster:
         with open(properties, "w") as f:
             f.write("spark.master.rest.enabled false\n")
         try:
-            self._start("master", ["org.apache.spark.deploy.master.Master", "--host",
-                                   "127.0.0.1", "--port", str(self.port), "--webui-port",
-                                   str(self.ui_port), "--properties-file", properties])
+            self._start(
+                "master",
+                [
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--webui-port",
+                    str(self.ui_port),
+                    "--properties-file",
+                    properties,
+                ],
+            )
             for i, host in enumerate(self.hosts):
-                self._start(f"worker{i}", [
-                    "org.apache.spark.deploy.worker.Worker", "--host", host, "--cores", "1",
-                    "--memory", worker_memory, "--webui-port", str(free_port()),
-                    "--work-dir", os.path.join(workdir, f"work{i}"),
-                    "--properties-file", properties, self.url])
+                self._start(
+                    f"worker{i}",
+                    [
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        host,
+                        "--cores",
+                        "1",
+                        "--memory",
+                        worker_memory,
+                        "--webui-port",
+                        str(free_port()),
+                        "--work-dir",
+                        os.path.join(workdir, f"work{i}"),
+                        "--properties-file",
+                        properties,
+                        self.url,
+                    ],
+                )
             self._wait(workers, start_timeout)
         except BaseException:
             self.stop()
             raise
 
     def _start(self, name: str, args: list[str]) -> None:
-        env = {**os.environ, "SPARK_HOME": spark_home(), "SPARK_NO_DAEMONIZE": "1",
-               "SPARK_LOG_DIR": self.workdir}
+        env = {
+            **os.environ,
+            "SPARK_HOME": spark_home(),
+            "SPARK_NO_DAEMONIZE": "1",
+            "SPARK_LOG_DIR": self.workdir,
+        }
         log = open(os.path.join(self.workdir, f"{name}.log"), "wb")
-        self._procs.append(subprocess.Popen(
-            [os.path.join(spark_home(), "bin", "spark-class"), *args], stdout=log,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True))
+        self._procs.append(
+            subprocess.Popen(
+                [os.path.join(spark_home(), "bin", "spark-class"), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        )
         log.close()
 
     def _wait(self, workers: int, timeout: float) -> None:
@@ -70,16 +108,18 @@ class StandaloneCluster:
                 if proc.poll() is not None:
                     raise RuntimeError(f"a Spark cluster process exited: {self.log_tail()}")
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/",
-                                            timeout=2) as answer:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.ui_port}/json/", timeout=2
+                ) as answer:
                     alive = json.load(answer).get("aliveworkers")
                 if alive == workers:
                     return
             except OSError:
                 pass
             time.sleep(0.5)
-        raise RuntimeError(f"{alive} of {workers} Spark workers registered in {timeout} s: "
-                           f"{self.log_tail()}")
+        raise RuntimeError(
+            f"{alive} of {workers} Spark workers registered in {timeout} s: {self.log_tail()}"
+        )
 
     def log_tail(self, lines: int = 30) -> str:
         out = []

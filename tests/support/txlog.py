@@ -8,6 +8,7 @@ batch always counts. Transactional batches with no marker after them are
 
 ``produce_in_transaction`` writes in a transaction it leaves open, as a write task does.
 """
+
 from __future__ import annotations
 
 import struct
@@ -15,11 +16,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from kafka_ds.client import KafkaClient
-from kafka_ds.client import EARLIEST, LATEST
-from kafka_ds.client.reads import fetch_watermarks
+from kafka_ds.client import EARLIEST, LATEST, KafkaClient
 from kafka_ds.client.config import ProducerConfig
 from kafka_ds.client.producer import Producer
+from kafka_ds.client.reads import fetch_watermarks
 from kafka_ds.client.transactions import Transaction
 from kafka_ds.protocol.records import decode_records
 from kafka_ds.protocol.records_encode import encode_record_batch
@@ -35,16 +35,16 @@ class LogBatch:
     last_offset: int
     producer_id: int
     transactional: bool
-    control: int | None          # None for data, 0 ABORT, 1 COMMIT
+    control: int | None  # None for data, 0 ABORT, 1 COMMIT
     values: list = field(default_factory=list)
 
 
 @dataclass
 class LogVerdict:
-    committed: list              # values of committed records, log order per partition
+    committed: list  # values of committed records, log order per partition
     aborted: list
-    open: list                   # values of transactional records with no marker yet
-    markers: dict                # (partition, producer_id) -> [control types]
+    open: list  # values of transactional records with no marker yet
+    markers: dict  # (partition, producer_id) -> [control types]
     batches: list
 
     @property
@@ -59,9 +59,9 @@ def _control_type(raw: bytes, pos: int) -> int:
     for _ in range(1):
         while raw[p] & 0x80:
             p += 1
-        p += 1            # length
-    p += 1                # attributes
-    for _ in range(3):    # timestamp delta, offset delta, key length
+        p += 1  # length
+    p += 1  # attributes
+    for _ in range(3):  # timestamp delta, offset delta, key length
         while raw[p] & 0x80:
             p += 1
         p += 1
@@ -85,16 +85,30 @@ def read_log(bootstrap: str, topic: str) -> list[LogBatch]:
             offset = start
             empty_answers = 0
             for _ in range(100000):
-                part = client.fetch(topic, partition, offset, max_bytes=8 << 20, max_wait_ms=1,
-                                    min_bytes=0)
+                part = client.fetch(
+                    topic, partition, offset, max_bytes=8 << 20, max_wait_ms=1, min_bytes=0
+                )
                 assert part["error_code"] == 0, part["error_code"]
                 raw = bytes(part["records"] or b"")
                 high = part["high_watermark"]
                 pos = 0
                 progressed = False
                 while pos + 61 <= len(raw):
-                    (base, length, _ple, _magic, _crc, attrs, last_delta, _fts, _mts, pid,
-                     _epoch, _seq, _count) = _HEADER.unpack_from(raw, pos)
+                    (
+                        base,
+                        length,
+                        _ple,
+                        _magic,
+                        _crc,
+                        attrs,
+                        last_delta,
+                        _fts,
+                        _mts,
+                        pid,
+                        _epoch,
+                        _seq,
+                        _count,
+                    ) = _HEADER.unpack_from(raw, pos)
                     end = pos + 12 + length
                     if end > len(raw):
                         break
@@ -102,11 +116,21 @@ def read_log(bootstrap: str, topic: str) -> list[LogBatch]:
                         control = _control_type(raw, pos) if attrs & _CONTROL else None
                         values = []
                         if control is None:
-                            decoded = decode_records(raw[pos:end], topic=topic,
-                                                     partition=partition, fetch_offset=base)
+                            decoded = decode_records(
+                                raw[pos:end], topic=topic, partition=partition, fetch_offset=base
+                            )
                             values = decoded.batch.column("value").to_pylist()
-                        batches.append(LogBatch(partition, base, base + last_delta, pid,
-                                                bool(attrs & _TRANSACTIONAL), control, values))
+                        batches.append(
+                            LogBatch(
+                                partition,
+                                base,
+                                base + last_delta,
+                                pid,
+                                bool(attrs & _TRANSACTIONAL),
+                                control,
+                                values,
+                            )
+                        )
                         offset = base + last_delta + 1
                         progressed = True
                     pos = end
@@ -116,8 +140,10 @@ def read_log(bootstrap: str, topic: str) -> list[LogBatch]:
                     # Tansu deviation 16: now and then no records below the high watermark
                     empty_answers += 1
                     if empty_answers > 5:
-                        raise AssertionError(f"{topic}-{partition}: no records at offset "
-                                             f"{offset} below the high watermark {high}")
+                        raise AssertionError(
+                            f"{topic}-{partition}: no records at offset "
+                            f"{offset} below the high watermark {high}"
+                        )
                     continue
                 empty_answers = 0
         return batches
@@ -136,9 +162,16 @@ def verdict(bootstrap: str, topic: str) -> LogVerdict:
         if not batch.transactional:
             committed.extend(batch.values)
             continue
-        outcome = next((b.control for b in batches[i + 1:]
-                        if b.partition == batch.partition and b.producer_id == batch.producer_id
-                        and b.control is not None), None)
+        outcome = next(
+            (
+                b.control
+                for b in batches[i + 1 :]
+                if b.partition == batch.partition
+                and b.producer_id == batch.producer_id
+                and b.control is not None
+            ),
+            None,
+        )
         (committed if outcome == 1 else aborted if outcome == 0 else open_).extend(batch.values)
     return LogVerdict(committed, aborted, open_, markers, batches)
 
@@ -154,9 +187,14 @@ def produce_in_transaction(bootstrap, topic, txn_id, values_by_partition, timeou
         txn.add_partitions([(topic, p) for p in values_by_partition])
         for partition, values in values_by_partition.items():
             pid, epoch, seq = producer.batch_identity(topic, partition, len(values))
-            data = encode_record_batch(keys=None, values=pa.array(values, pa.binary()),
-                                       producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                                       is_transactional=True)
+            data = encode_record_batch(
+                keys=None,
+                values=pa.array(values, pa.binary()),
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=seq,
+                is_transactional=True,
+            )
             producer.send(topic, partition, data, len(values), base_sequence=seq)
         producer.flush()
         return txn.handle

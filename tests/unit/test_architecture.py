@@ -2,6 +2,7 @@
 import cycles (imports inside functions and under TYPE_CHECKING included), at most ten
 modules sit directly in kafka_ds/, the package carries no test switches or reads of
 pyspark's private stack frames, and the Spark-facing modules import nothing heavy."""
+
 import ast
 import fnmatch
 import os
@@ -37,7 +38,7 @@ def import_graph(found):
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
-                    parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(parts + ([node.module] if node.module else []))
                 else:
                     base = node.module or ""
@@ -98,7 +99,7 @@ def named_in_tree(text):
     """{folder relative to kafka_ds ("" for the top): file names and patterns named in it},
     from the page's tree drawing: a line's names belong to the innermost folder opened on a
     line indented less than it (or on the line itself)."""
-    named, folders = {}, []          # folders: (indent, path) of the open folders
+    named, folders = {}, []  # folders: (indent, path) of the open folders
     for line in text.splitlines():
         if not line.strip() or line.strip().startswith("```"):
             continue
@@ -119,16 +120,17 @@ def test_architecture_page_names_every_module():
     pattern there (``avro*.py``, ``*_declarations.py``) covers it; a package's
     ``__init__.py`` is named by its folder."""
     page = open(os.path.join(ROOT, "docs", "architecture.md")).read()
-    tree = page[page.index("```", page.index("## The tree")):page.index("What may import what")]
-    named = named_in_tree(tree[tree.index("kafka_ds/") + len("kafka_ds/"):])
+    tree = page[page.index("```", page.index("## The tree")) : page.index("What may import what")]
+    named = named_in_tree(tree[tree.index("kafka_ds/") + len("kafka_ds/") :])
     missing = []
     for path in modules().values():
         relative = os.path.relpath(path, PACKAGE)
         folder = os.path.dirname(relative) + "/" if os.path.dirname(relative) else ""
         if os.path.basename(path) == "__init__.py" and (folder in named or not folder):
             continue
-        if not any(fnmatch.fnmatch(os.path.basename(path), pattern)
-                   for pattern in named.get(folder, ())):
+        if not any(
+            fnmatch.fnmatch(os.path.basename(path), pattern) for pattern in named.get(folder, ())
+        ):
             missing.append(relative)
     assert missing == [], "docs/architecture.md does not name: " + ", ".join(sorted(missing))
 
@@ -148,16 +150,20 @@ def test_no_test_switches_or_stack_frames_in_the_package():
     assert hits == []
 
 
-@pytest.mark.parametrize("module", ["kafka_ds.source", "kafka_ds.reader", "kafka_ds.writer",
-                                    "kafka_ds.stream"])
+@pytest.mark.parametrize(
+    "module", ["kafka_ds.source", "kafka_ds.reader", "kafka_ds.writer", "kafka_ds.stream"]
+)
 def test_spark_facing_modules_import_nothing_heavy(module):
     """Spark unpickles the source, its readers and writers in Python processes of their own
     (schema(), partitions(), writer(), commit(), every task): importing these modules must
     not load pandas, numpy or pyarrow -- those load inside read/write, where needed. A
     fresh interpreter, so nothing is loaded already."""
-    code = (f"import sys; import {module}; "
-            "print(sorted(m for m in ('pandas', 'numpy', 'pyarrow') if m in sys.modules))")
+    code = (
+        f"import sys; import {module}; "
+        "print(sorted(m for m in ('pandas', 'numpy', 'pyarrow') if m in sys.modules))"
+    )
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout.strip()
     assert out == "[]", f"importing {module} loads {out}"

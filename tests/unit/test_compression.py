@@ -1,4 +1,5 @@
 """Tests for kafka_ds.protocol.compression (pure, no broker)."""
+
 from __future__ import annotations
 
 import gzip
@@ -11,12 +12,24 @@ import pytest
 import snappy
 import zstandard
 
+from kafka_ds.errors import KafkaProtocolError
 from kafka_ds.protocol import compression as comp
 from kafka_ds.protocol.compression import (
-    GZIP, LZ4, NONE, SNAPPY, ZSTD, XERIAL_MAGIC, OutputBuffer, codec_id, codec_name,
-    compress, decompress, decompress_into, fix_legacy_lz4_header, xxh32,
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    XERIAL_MAGIC,
+    ZSTD,
+    OutputBuffer,
+    codec_id,
+    codec_name,
+    compress,
+    decompress,
+    decompress_into,
+    fix_legacy_lz4_header,
+    xxh32,
 )
-from kafka_ds.errors import KafkaProtocolError
 
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 COMPRESSED = [GZIP, SNAPPY, LZ4, ZSTD]
@@ -25,8 +38,8 @@ PAYLOADS = [
     b"",
     b"x",
     b"hello kafka " * 1000,
-    os.urandom(100_000),                        # incompressible
-    (b"abc" * 30_000) + os.urandom(5000),       # > one 64 KiB lz4 block, > 32 KiB xerial block
+    os.urandom(100_000),  # incompressible
+    (b"abc" * 30_000) + os.urandom(5000),  # > one 64 KiB lz4 block, > 32 KiB xerial block
 ]
 
 
@@ -61,8 +74,8 @@ def test_round_trip_through_independent_libraries(codec):
     # theirs -> ours
     theirs = {
         GZIP: lambda d: gzip.compress(d),
-        SNAPPY: lambda d: snappy.compress(d),                     # raw snappy
-        LZ4: lambda d: lz4.frame.compress(d),                     # with content size
+        SNAPPY: lambda d: snappy.compress(d),  # raw snappy
+        LZ4: lambda d: lz4.frame.compress(d),  # with content size
         ZSTD: lambda d: zstandard.ZstdCompressor(level=5).compress(d),
     }[codec]
     assert decompress(codec, theirs(data)) == data
@@ -80,14 +93,16 @@ def test_round_trip_through_independent_libraries(codec):
 def _xerial_decode_reference(data: bytes) -> bytes:
     """Independent xerial reader (aiokafka's)."""
     from aiokafka.codec import snappy_decode
+
     return snappy_decode(data)
 
 
 def test_aiokafka_codecs_interop():
     from aiokafka import codec as ac
+
     data = b"aiokafka interop " * 4000
     assert decompress(GZIP, ac.gzip_encode(data)) == data
-    assert decompress(SNAPPY, ac.snappy_encode(data)) == data                  # xerial
+    assert decompress(SNAPPY, ac.snappy_encode(data)) == data  # xerial
     assert decompress(SNAPPY, ac.snappy_encode(data, xerial_compatible=False)) == data
     assert decompress(LZ4, ac.lz4_encode(data)) == data
     assert decompress(ZSTD, ac.zstd_encode(data)) == data
@@ -100,9 +115,9 @@ def test_aiokafka_codecs_interop():
 def test_snappy_xerial_framing_built_by_hand():
     blocks = [b"first block " * 100, os.urandom(500), b"", b"third" * 7000]
     stream = bytearray(XERIAL_MAGIC)
-    stream += struct.pack(">ii", 1, 1)           # version, compatible version
+    stream += struct.pack(">ii", 1, 1)  # version, compatible version
     for block in blocks:
-        raw = snappy.compress(block)             # raw snappy, independent encoder
+        raw = snappy.compress(block)  # raw snappy, independent encoder
         stream += struct.pack(">i", len(raw))
         stream += raw
     assert bytes(stream[:8]) == b"\x82SNAPPY\x00"
@@ -131,7 +146,7 @@ def test_snappy_xerial_truncated_or_bad(cut):
 def test_zstd_frame_without_content_size():
     data = b"zstd streaming " * 20000
     frame = zstandard.ZstdCompressor(write_content_size=False).compress(data)
-    assert zstandard.frame_content_size(frame) == -1      # no content size in the header
+    assert zstandard.frame_content_size(frame) == -1  # no content size in the header
     assert decompress(ZSTD, frame) == data
     # streamed frames (like zstd-jni's ZstdOutputStream) do not know their size either
     cobj = zstandard.ZstdCompressor().compressobj()
@@ -144,8 +159,13 @@ def test_zstd_frame_without_content_size():
 
 def test_lz4_frame_variants():
     data = os.urandom(1000) * 200
-    for kwargs in ({}, {"store_size": False}, {"block_linked": False, "content_checksum": True},
-                   {"block_size": lz4.frame.BLOCKSIZE_MAX4MB}, {"block_checksum": True}):
+    for kwargs in (
+        {},
+        {"store_size": False},
+        {"block_linked": False, "content_checksum": True},
+        {"block_size": lz4.frame.BLOCKSIZE_MAX4MB},
+        {"block_checksum": True},
+    ):
         assert decompress(LZ4, lz4.frame.compress(data, **kwargs)) == data
 
 
@@ -154,7 +174,11 @@ def test_xxh32_known_vectors_and_lz4_header_checksum():
     assert xxh32(b"a") == 0x550D7456
     assert xxh32(b"abc") == 0x32D153FF
     # The lz4 library's own header checksums are xxh32(descriptor) >> 8 & 0xff.
-    for kwargs in ({"store_size": True}, {"store_size": False}, {"block_size": lz4.frame.BLOCKSIZE_MAX1MB}):
+    for kwargs in (
+        {"store_size": True},
+        {"store_size": False},
+        {"block_size": lz4.frame.BLOCKSIZE_MAX1MB},
+    ):
         frame = lz4.frame.compress(b"q" * 1000, **kwargs)
         flg = frame[4]
         end = 6 + (8 if flg & 0x08 else 0)
@@ -182,7 +206,7 @@ def test_legacy_lz4_broken_header_checksum():
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_decompression_bomb_is_capped(codec):
-    bomb = compress(codec, bytes(8 * 1024 * 1024))   # 8 MiB of zeros
+    bomb = compress(codec, bytes(8 * 1024 * 1024))  # 8 MiB of zeros
     assert len(bomb) < 1024 * 1024 or codec == NONE
     with pytest.raises(KafkaProtocolError, match="max_size"):
         decompress(codec, bomb, max_size=1024 * 1024)

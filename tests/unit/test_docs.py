@@ -1,6 +1,7 @@
 """The docs: the generated parts (option tables, the errors page) match the code, the errors
 page names every exception class, the site builds in strict mode (a broken link or anchor
 fails it), and the README stays a front door."""
+
 import importlib.util
 import inspect
 import pathlib
@@ -8,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -42,6 +42,7 @@ def test_generation_rewrites_a_stale_table(tmp_path, capsys):
 def test_option_tables_name_every_declared_option():
     from kafka_ds.options.registry import FORBIDDEN, OPTIONS
     from kafka_ds.options.security_declarations import SECURITY_OPTIONS
+
     options, security = (DOCS / "options.md").read_text(), (DOCS / "security.md").read_text()
     for option in OPTIONS:
         assert f"| `{option.name}` |" in options
@@ -62,8 +63,11 @@ def test_errors_page_names_every_exception_class():
     rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", page, re.M))
     for module in (kafka_ds.errors, kafka_ds.registry.errors, transactions):
         for name, cls in vars(module).items():
-            if inspect.isclass(cls) and issubclass(cls, Exception) \
-                    and cls.__module__ == module.__name__:
+            if (
+                inspect.isclass(cls)
+                and issubclass(cls, Exception)
+                and cls.__module__ == module.__name__
+            ):
                 assert name in rows, f"docs/errors.md has no row for {name}"
                 for base in cls.__bases__:
                     assert f"`{base.__name__}`" in rows[name], (name, base)
@@ -71,8 +75,13 @@ def test_errors_page_names_every_exception_class():
 
 
 def mkdocs(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_site_builds_in_strict_mode(tmp_path):
@@ -96,6 +105,6 @@ def test_readme_is_a_front_door():
     assert len(readme.splitlines()) < 250
     commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv .venv")]
     assert commands[0].endswith("-m kafka_ds.demo") and "'.[demo]'" in commands[0]
-    assert re.match(r"python3 -m venv .* -m pytest", commands[1])   # what .ci/run runs
+    assert re.match(r"python3 -m venv .* -m pytest", commands[1])  # what .ci/run runs
     for page in re.findall(r"\]\((docs/[\w./-]+\.md)\)", readme):
         assert (ROOT / page).exists(), page

@@ -1,10 +1,11 @@
 """The Kafka error table, the named classes made from it, and the public error module."""
+
 import pytest
 
 import kafka_ds
 import kafka_ds.errors as public
-from kafka_ds.protocol import errors as e
 from kafka_ds.errors import BrokerError, RetriableError
+from kafka_ds.protocol import errors as e
 from kafka_ds.protocol.errors import (
     ERROR_TABLE,
     error_by_name,
@@ -36,7 +37,7 @@ CHECKED = {
     56: ("KAFKA_STORAGE_ERROR", True, True),
     58: ("SASL_AUTHENTICATION_FAILED", False, False),
     74: ("FENCED_LEADER_EPOCH", True, True),
-    75: ("UNKNOWN_LEADER_EPOCH", True, False),   # RetriableException, not InvalidMetadata
+    75: ("UNKNOWN_LEADER_EPOCH", True, False),  # RetriableException, not InvalidMetadata
     78: ("OFFSET_NOT_AVAILABLE", True, False),
     90: ("PRODUCER_FENCED", False, False),
     100: ("UNKNOWN_TOPIC_ID", True, True),
@@ -70,20 +71,25 @@ def test_flags_match_the_java_client(code):
 
 def test_every_code_has_a_named_class():
     for spec in ERROR_TABLE:
-        if spec.code == 0:   # NONE is no error, so no class
+        if spec.code == 0:  # NONE is no error, so no class
             continue
         cls = getattr(e, e.class_name(spec.name))
         assert cls is error_for_code(spec.code) is error_by_name(spec.name)
         assert (cls.code, cls.name, cls.retriable, cls.invalid_metadata, cls.description) == (
-            spec.code, spec.name, spec.retriable, spec.invalid_metadata, spec.description)
+            spec.code,
+            spec.name,
+            spec.retriable,
+            spec.invalid_metadata,
+            spec.description,
+        )
         assert cls.__name__ in e.__all__
 
 
 def test_naming_scheme():
     assert e.UnknownTopicOrPartition.code == 3
     assert e.NotLeaderOrFollower.code == 6
-    assert e.KafkaStorageError.code == 56           # Kafka's own name ends in ERROR
-    assert e.NetworkException.code == 13            # ... or in EXCEPTION
+    assert e.KafkaStorageError.code == 56  # Kafka's own name ends in ERROR
+    assert e.NetworkException.code == 13  # ... or in EXCEPTION
     assert e.TransactionAbortable.code == 120
     assert e.UnknownServerError.code == -1
 
@@ -105,8 +111,8 @@ def test_unknown_codes():
     unknown = error_for_code(9999)
     assert unknown.code == 9999 and unknown.name == "UNKNOWN_ERROR_CODE_9999"
     assert not unknown.retriable and not unknown.invalid_metadata
-    assert issubclass(unknown, e.UnknownServerError)   # as Java maps unknown codes
-    assert error_for_code(9999) is unknown             # one class per code
+    assert issubclass(unknown, e.UnknownServerError)  # as Java maps unknown codes
+    assert error_for_code(9999) is unknown  # one class per code
     with pytest.raises(e.UnknownServerError, match=r"\[9999 UNKNOWN_ERROR_CODE_9999\]"):
         raise_for_code(9999)
     with pytest.raises(ValueError):
@@ -116,15 +122,25 @@ def test_unknown_codes():
 def test_public_module_is_the_one_definition():
     # kafka_ds.errors defines them; the package re-exports the same classes (documented), the
     # protocol module only adds the classes of its codes.
-    for name in ("KafkaError", "RetriableError", "BrokerError", "ConfigurationError",
-                 "DataLossError", "CorruptRecordError", "KafkaProtocolError", "ProduceError",
-                 "AuthenticationError", "TlsError"):
+    for name in (
+        "KafkaError",
+        "RetriableError",
+        "BrokerError",
+        "ConfigurationError",
+        "DataLossError",
+        "CorruptRecordError",
+        "KafkaProtocolError",
+        "ProduceError",
+        "AuthenticationError",
+        "TlsError",
+    ):
         cls = getattr(public, name)
         assert cls.__module__ == "kafka_ds.errors"
         assert name not in e.__all__
         assert getattr(kafka_ds, name) is cls
         assert issubclass(cls, public.KafkaError) and cls.__doc__
     from kafka_ds.client.producer import ProduceError
+
     assert ProduceError is public.ProduceError
     assert issubclass(public.TlsError, public.AuthenticationError)
     assert not public.AuthenticationError.retriable and not public.TlsError.retriable
@@ -134,6 +150,7 @@ def test_public_module_is_the_one_definition():
 def test_public_module_imports_nothing_from_kafka_ds():
     import ast
     import inspect
+
     tree = ast.parse(inspect.getsource(public))
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):

@@ -9,6 +9,7 @@
 
 ``read_range`` on the mock cluster: tests/integration/test_fetch_pipeline.py.
 """
+
 from __future__ import annotations
 
 import struct
@@ -35,7 +36,9 @@ def batch(base, count, codec=0, size=20):
         keys=pa.array([b"k%d" % i for i in range(count)]),
         values=pa.array([(b"v%d-" % (base + i)).ljust(size, b"x") for i in range(count)]),
         timestamps_ms=pa.array([1_700_000_000_000 + i for i in range(count)], pa.int64()),
-        base_offset=base, compression=codec)
+        base_offset=base,
+        compression=codec,
+    )
 
 
 def legacy_message(magic, offset, value):
@@ -56,11 +59,12 @@ def fetch_threads():
 
 # --- the guess: next_offset_from_headers ----------------------------------------------------
 
+
 def test_next_offset_golden():
-    log = batch(100, 5) + batch(105, 3, codec=1) + batch(110, 1)   # a gap (compaction)
+    log = batch(100, 5) + batch(105, 3, codec=1) + batch(110, 1)  # a gap (compaction)
     assert next_offset_from_headers(log, 100) == 111
-    assert next_offset_from_headers(log[:-1], 100) == 108          # last batch cut
-    assert next_offset_from_headers(log[:10], 100) == 100          # not even a header
+    assert next_offset_from_headers(log[:-1], 100) == 108  # last batch cut
+    assert next_offset_from_headers(log[:10], 100) == 100  # not even a header
     assert next_offset_from_headers(b"", 7) == 7
     assert next_offset_from_headers(None, 7) == 7
     assert next_offset_from_headers(memoryview(bytearray(log)), 100) == 111
@@ -72,47 +76,59 @@ def test_next_offset_golden():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 40), st.integers(0, 3), st.sampled_from([0, 1, 3])),
-                min_size=1, max_size=6),
-       st.integers(0, 10_000), st.integers(0, 100), st.floats(0, 1))
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 40), st.integers(0, 3), st.sampled_from([0, 1, 3])),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(0, 10_000),
+    st.integers(0, 100),
+    st.floats(0, 1),
+)
 def test_next_offset_is_the_decoders(batches, base, fetch_skip, cut_at):
     parts, offset = [], base
     for count, gap, codec in batches:
         parts.append(batch(offset, count, codec))
         offset += count + gap
     log = b"".join(parts)
-    cut = log[:int(len(log) * cut_at)]
-    fetch_offset = base + min(fetch_skip, batches[0][0] - 1)   # inside the first batch
+    cut = log[: int(len(log) * cut_at)]
+    fetch_offset = base + min(fetch_skip, batches[0][0] - 1)  # inside the first batch
     assert next_offset_from_headers(cut, fetch_offset) == decoded_next(cut, fetch_offset)
 
 
 # --- FetchAhead over a log in memory ------------------------------------------------------
 
+
 class MemoryLog:
     """Fetch answers from real encoded batches, cut at ``fetch_bytes`` like a broker."""
 
     def __init__(self, batches):
-        self.batches = []          # (base, next, bytes)
+        self.batches = []  # (base, next, bytes)
         for b in batches:
             result = decode_records(b, topic="t", partition=0, fetch_offset=0)
             self.batches.append((result.batch.column("offset")[0].as_py(), result.next_offset, b))
         self.end = self.batches[-1][1]
-        self.fetched = []          # offsets fetched, in order
+        self.fetched = []  # offsets fetched, in order
         self.lock = threading.Lock()
 
     def fetch(self, offset, fetch_bytes):
         with self.lock:
             self.fetched.append(offset)
         out = b""
-        for base, following, raw in self.batches:
+        for _base, following, raw in self.batches:
             if following <= offset:
                 continue
             if out and len(out) + len(raw) > fetch_bytes:
-                out += raw[:len(raw) // 2]      # the last batch cut, as brokers send it
+                out += raw[: len(raw) // 2]  # the last batch cut, as brokers send it
                 break
             out += raw
-        return {"error_code": 0, "records": out, "high_watermark": self.end,
-                "last_stable_offset": self.end}
+        return {
+            "error_code": 0,
+            "records": out,
+            "high_watermark": self.end,
+            "last_stable_offset": self.end,
+        }
 
 
 def read_all(fa, start, end, fetch_bytes, pause=0.0):
@@ -150,13 +166,13 @@ def test_fetch_ahead_reads_everything_two_answers_at_most():
 
     fa.get = counted_get
     try:
-        offsets = read_all(fa, 0, log.end, 1000, pause=0.003)   # a slow consumer
+        offsets = read_all(fa, 0, log.end, 1000, pause=0.003)  # a slow consumer
     finally:
         fa.close()
     assert offsets == list(range(300))
     assert violations == []
     assert fa.guessed_right == len(log.fetched) - 1 >= 10 and fa.guessed_wrong == 0
-    assert log.fetched == sorted(set(log.fetched))          # each answer fetched once
+    assert log.fetched == sorted(set(log.fetched))  # each answer fetched once
     assert not fetch_threads()
 
 
@@ -164,10 +180,10 @@ def test_fetch_ahead_drops_a_wrong_guess_and_fetches_what_is_asked():
     log = MemoryLog([batch(i * 10, 10) for i in range(6)])
     fa = FetchAhead(log.fetch, limit=log.end, name=f"{THREAD_PREFIX} unit")
     try:
-        first = fa.get(0, 100)                  # one batch per answer: the thread guesses 10
+        first = fa.get(0, 100)  # one batch per answer: the thread guesses 10
         assert decoded_next(first["records"], 0) == 10
         time.sleep(0.05)
-        second = fa.get(30, 100)                # the caller jumps (say, after data loss)
+        second = fa.get(30, 100)  # the caller jumps (say, after data loss)
         assert decoded_next(second["records"], 30) == 40
         assert fa.guessed_wrong == 1
         third = fa.get(40, 100)

@@ -1,10 +1,11 @@
-"""The column-wise JSON encoder (kafka_ds.formats.json_encode) behind JsonCodec.encode.
+"""The column-wise JSON encoder (kafka_ds.formats.json.encode) behind JsonCodec.encode.
 
 Its text is checked against hand-written JSON and against the general path
 (``json.dumps(..., separators=(",", ":"), ensure_ascii=False, allow_nan=False)`` per row)
 on fixed cases and generated flat objects; confluent-kafka's JSONSerializer frames the
 same way and its payload parses to the same value.
 """
+
 import json
 
 import pyarrow as pa
@@ -12,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_ds.formats.json_encode import build_object_encoder
-from kafka_ds.formats.json_format import JsonCodec
-from kafka_ds.formats.json_schema import compile_schema
+from kafka_ds.formats.json.codec import JsonCodec
+from kafka_ds.formats.json.encode import build_object_encoder
+from kafka_ds.formats.json.schema import compile_schema
 from kafka_ds.registry.schema import RegisteredSchema
 from tests.support.registry_fixtures import MockSchemaRegistryClient
 
@@ -29,8 +30,10 @@ class GeneralEncodeCodec(JsonCodec):
 
 
 def schema(**properties):
-    return {"type": "object", "properties": {
-        name: {"type": kind} for name, kind in properties.items()}}
+    return {
+        "type": "object",
+        "properties": {name: {"type": kind} for name, kind in properties.items()},
+    }
 
 
 def codecs(json_schema, schema_id=None):
@@ -42,18 +45,39 @@ def codecs(json_schema, schema_id=None):
 ORDER = schema(id="integer", name="string", price="number", ok="boolean")
 
 
-@pytest.mark.parametrize("row,text", [
-    ({"id": 1, "name": "a", "price": 1.5, "ok": True}, '{"id":1,"name":"a","price":1.5,"ok":true}'),
-    ({"id": None, "name": None, "price": None, "ok": None},
-     '{"id":null,"name":null,"price":null,"ok":null}'),
-    ({"id": -(1 << 63), "name": "", "price": 1e16, "ok": False},
-     '{"id":-9223372036854775808,"name":"","price":1e+16,"ok":false}'),
-    ({"id": 0, "name": 'q"b\\s\n\t\x01\x7fé😀\u2028', "price": 100.0, "ok": True},
-     '{"id":0,"name":"q\\"b\\\\s\\n\\t\\u0001\x7fé😀\u2028","price":100.0,"ok":true}'),
-    ({"id": 7, "name": "x", "price": 1e-05, "ok": True}, '{"id":7,"name":"x","price":1e-05,"ok":true}'),
-    ({"id": 7, "name": "x", "price": -0.0, "ok": True}, '{"id":7,"name":"x","price":-0.0,"ok":true}'),
-    ({"id": 7, "name": "x", "price": 0.1, "ok": True}, '{"id":7,"name":"x","price":0.1,"ok":true}'),
-])
+@pytest.mark.parametrize(
+    "row,text",
+    [
+        (
+            {"id": 1, "name": "a", "price": 1.5, "ok": True},
+            '{"id":1,"name":"a","price":1.5,"ok":true}',
+        ),
+        (
+            {"id": None, "name": None, "price": None, "ok": None},
+            '{"id":null,"name":null,"price":null,"ok":null}',
+        ),
+        (
+            {"id": -(1 << 63), "name": "", "price": 1e16, "ok": False},
+            '{"id":-9223372036854775808,"name":"","price":1e+16,"ok":false}',
+        ),
+        (
+            {"id": 0, "name": 'q"b\\s\n\t\x01\x7fé😀\u2028', "price": 100.0, "ok": True},
+            '{"id":0,"name":"q\\"b\\\\s\\n\\t\\u0001\x7fé😀\u2028","price":100.0,"ok":true}',
+        ),
+        (
+            {"id": 7, "name": "x", "price": 1e-05, "ok": True},
+            '{"id":7,"name":"x","price":1e-05,"ok":true}',
+        ),
+        (
+            {"id": 7, "name": "x", "price": -0.0, "ok": True},
+            '{"id":7,"name":"x","price":-0.0,"ok":true}',
+        ),
+        (
+            {"id": 7, "name": "x", "price": 0.1, "ok": True},
+            '{"id":7,"name":"x","price":0.1,"ok":true}',
+        ),
+    ],
+)
 def test_golden_text(row, text):
     fast, general = codecs(ORDER, schema_id=9)
     assert fast._column_encoder(fast.arrow_type) is not None
@@ -65,16 +89,30 @@ def test_golden_text(row, text):
 
 def test_column_types_missing_and_extra_properties_match_the_general_path():
     fast, general = codecs(ORDER)
-    arrow_type = pa.struct([("price", pa.float32()), ("id", pa.int8()), ("extra", pa.string()),
-                            ("name", pa.large_string())])
+    arrow_type = pa.struct(
+        [
+            ("price", pa.float32()),
+            ("id", pa.int8()),
+            ("extra", pa.string()),
+            ("name", pa.large_string()),
+        ]
+    )
     assert fast._column_encoder(arrow_type) is not None
-    array = pa.array([{"price": 0.1, "id": -3, "extra": "e", "name": "n"}, None,
-                      {"price": None, "id": None, "extra": None, "name": "\\"}], arrow_type)
+    array = pa.array(
+        [
+            {"price": 0.1, "id": -3, "extra": "e", "name": "n"},
+            None,
+            {"price": None, "id": None, "extra": None, "name": "\\"},
+        ],
+        arrow_type,
+    )
     assert fast.encode(array).to_pylist() == general.encode(array).to_pylist()
     assert fast.encode(array.slice(1)).to_pylist() == general.encode(array.slice(1)).to_pylist()
     # the float32 0.1 as the double it is, as to_pylist gives it
-    assert fast.encode(array).to_pylist()[0] == \
-        b'{"id":-3,"name":"n","price":0.10000000149011612,"ok":null}'
+    assert (
+        fast.encode(array).to_pylist()[0]
+        == b'{"id":-3,"name":"n","price":0.10000000149011612,"ok":null}'
+    )
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
@@ -85,16 +123,31 @@ def test_non_finite_numbers_fail_naming_the_row(value):
         fast.encode(array)
 
 
-@pytest.mark.parametrize("json_schema,arrow_type", [
-    ({"type": "object", "properties": {"t": {"type": "string", "format": "date-time"}}},
-     pa.struct([("t", pa.timestamp("us", tz="UTC"))])),
-    ({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}},
-     pa.struct([("a", pa.list_(pa.int64()))])),
-    ({"type": "object", "properties": {"o": {"type": "object", "properties": {
-        "x": {"type": "integer"}}}}}, pa.struct([("o", pa.struct([("x", pa.int64())]))])),
-    (schema(id="integer"), pa.struct([("id", pa.string())])),
-    ({"type": "string"}, pa.string()),
-])
+@pytest.mark.parametrize(
+    "json_schema,arrow_type",
+    [
+        (
+            {"type": "object", "properties": {"t": {"type": "string", "format": "date-time"}}},
+            pa.struct([("t", pa.timestamp("us", tz="UTC"))]),
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"type": "array", "items": {"type": "integer"}}},
+            },
+            pa.struct([("a", pa.list_(pa.int64()))]),
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"o": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+            },
+            pa.struct([("o", pa.struct([("x", pa.int64())]))]),
+        ),
+        (schema(id="integer"), pa.struct([("id", pa.string())])),
+        ({"type": "string"}, pa.string()),
+    ],
+)
 def test_other_schemas_take_the_general_path(json_schema, arrow_type):
     assert build_object_encoder(compile_schema(json.dumps(json_schema)), arrow_type) is None
 
@@ -104,6 +157,7 @@ def test_confluent_json_serializer_frames_alike():
         pytest.skip("confluent-kafka without MockSchemaRegistryClient")
     from confluent_kafka.schema_registry.json_schema import JSONSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
+
     client = MockSchemaRegistryClient({"url": "mock://json-encode"})
     serializer = JSONSerializer(json.dumps(ORDER), client)
     ctx = SerializationContext("t", MessageField.VALUE)
@@ -131,9 +185,13 @@ def flat_objects(draw):
     names = draw(st.lists(st.text(min_size=1, max_size=4), min_size=1, max_size=6, unique=True))
     kinds = [draw(st.sampled_from(sorted(KINDS))) for _ in names]
     nullable = [draw(st.booleans()) for _ in names]
-    properties = {n: {"type": ["null", k] if opt else k}
-                  for n, k, opt in zip(names, kinds, nullable)}
-    row = st.fixed_dictionaries({n: st.none() | KINDS[k][1] for n, k in zip(names, kinds)})
+    properties = {
+        n: {"type": ["null", k] if opt else k}
+        for n, k, opt in zip(names, kinds, nullable, strict=True)
+    }
+    row = st.fixed_dictionaries(
+        {n: st.none() | KINDS[k][1] for n, k in zip(names, kinds, strict=True)}
+    )
     rows = draw(st.lists(st.none() | row, max_size=20))
     return {"type": "object", "properties": properties}, rows
 
@@ -150,9 +208,27 @@ def test_generated_flat_objects_equal_json_dumps(case, cut):
     assert fast.encode(array.slice(min(cut, len(rows)))).to_pylist() == encoded[cut:]
 
 
-BOUNDARIES = [0.0, -0.0, 1e-4, 9.999999999999999e-05, -1e-4, 1e15, 9.999999999999998e14,
-              999999999999999.9, 1e16, 9999999999999998.0, 5e-324, 2.2250738585072014e-308,
-              1.7976931348623157e308, 123456789012345.6, 1e22, 1e-7, 2.5e-7, 0.1 + 0.2, 3.0]
+BOUNDARIES = [
+    0.0,
+    -0.0,
+    1e-4,
+    9.999999999999999e-05,
+    -1e-4,
+    1e15,
+    9.999999999999998e14,
+    999999999999999.9,
+    1e16,
+    9999999999999998.0,
+    5e-324,
+    2.2250738585072014e-308,
+    1.7976931348623157e308,
+    123456789012345.6,
+    1e22,
+    1e-7,
+    2.5e-7,
+    0.1 + 0.2,
+    3.0,
+]
 
 
 @pytest.mark.parametrize("value", BOUNDARIES + [-v for v in BOUNDARIES])

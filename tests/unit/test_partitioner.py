@@ -6,6 +6,7 @@ algorithm written for this test (no numpy, one key at a time), (3) kafka-python'
 ``murmur2`` and (4) librdkafka's ``murmur2_random`` partitioner, which is documented as
 Java-compatible, asked on a real broker (tests/integration/test_partitioner.py).
 """
+
 import os
 import random
 
@@ -40,7 +41,7 @@ def java_murmur2(data: bytes) -> int:
     for i in range(length // 4):
         k = data[4 * i] | data[4 * i + 1] << 8 | data[4 * i + 2] << 16 | data[4 * i + 3] << 24
         k = (k * m) & mask
-        k ^= k >> r                     # >>> on a 32-bit value
+        k ^= k >> r  # >>> on a 32-bit value
         k = (k * m) & mask
         h = (h * m) & mask
         h ^= k
@@ -104,8 +105,9 @@ def test_murmur2_array_keys_of_one_word_count():
     expected = [java_murmur2(k) for k in keys]
     assert murmur2_array(pa.array(keys, pa.binary())).tolist() == expected
     fixed = [b"key-%06d" % i for i in range(1000)]
-    assert murmur2_array(pa.array(fixed, pa.binary()).slice(300, 400)).tolist() == \
-        [java_murmur2(k) for k in fixed[300:700]]
+    assert murmur2_array(pa.array(fixed, pa.binary()).slice(300, 400)).tolist() == [
+        java_murmur2(k) for k in fixed[300:700]
+    ]
     assert murmur2_array(pa.array([b""] * 5, pa.binary())).tolist() == [java_murmur2(b"")] * 5
 
 
@@ -117,8 +119,9 @@ def test_murmur2_array_keys_of_one_length():
         keys = [bytes(rnd.randrange(256) for _ in range(length)) for _ in range(40)]
         expected = [java_murmur2(k) for k in keys]
         assert murmur2_array(pa.array(keys, pa.binary())).tolist() == expected, length
-        assert murmur2_array(pa.array(keys, pa.binary()).slice(3, 30)).tolist() == \
-            expected[3:33], length
+        assert murmur2_array(pa.array(keys, pa.binary()).slice(3, 30)).tolist() == expected[3:33], (
+            length
+        )
         assert murmur2_array(pa.array(keys[:1], pa.binary())).tolist() == expected[:1]
 
 
@@ -126,8 +129,10 @@ def test_murmur2_long_keys_take_the_scalar_tail():
     # A few very long keys among short ones: the vectorised rounds stop early and the
     # long keys are finished one by one -- same results.
     rnd = random.Random(3)
-    keys = [os.urandom(rnd.randrange(1, 12)) for _ in range(50)] + [os.urandom(100_003),
-                                                                  os.urandom(4096)]
+    keys = [os.urandom(rnd.randrange(1, 12)) for _ in range(50)] + [
+        os.urandom(100_003),
+        os.urandom(4096),
+    ]
     rnd.shuffle(keys)
     assert murmur2_array(pa.array(keys, pa.binary())).tolist() == [java_murmur2(k) for k in keys]
 
@@ -154,10 +159,11 @@ def test_partitions_for_keys_per_row_partition_counts():
     keys = random_keys(200, seed=5)
     counts = np.array([3 if i % 2 else 8 for i in range(len(keys))])
     got = partitions_for_keys(pa.array(keys, pa.binary()), counts)
-    assert got.tolist() == [java_partition(k, int(c)) for k, c in zip(keys, counts)]
+    assert got.tolist() == [java_partition(k, int(c)) for k, c in zip(keys, counts, strict=True)]
 
 
 # --- sticky null keys -------------------------------------------------------------------
+
 
 def runs(partitions):
     """[(partition, length)] of consecutive equal values."""
@@ -172,10 +178,10 @@ def runs(partitions):
 
 def test_sticky_partitioner_switches_after_batch_size_bytes():
     sticky = StickyPartitioner(5, batch_size=1000, rng=np.random.default_rng(1))
-    got = sticky.assign(np.full(95, 100, dtype=np.int64))   # 9,500 bytes
-    assert runs(got.tolist())[0][1] == 10                     # 10 x 100 bytes, then switch
+    got = sticky.assign(np.full(95, 100, dtype=np.int64))  # 9,500 bytes
+    assert runs(got.tolist())[0][1] == 10  # 10 x 100 bytes, then switch
     assert all(length == 10 for _p, length in runs(got.tolist())[:-1])
-    assert all(a != b for (a, _), (b, _) in zip(runs(got)[:-1], runs(got)[1:]))
+    assert all(a != b for (a, _), (b, _) in zip(runs(got)[:-1], runs(got)[1:], strict=True))
     assert len(set(got.tolist())) > 1
     # the run in progress continues in the next call: 5 records so far, 5 more fit
     more = sticky.assign(np.full(7, 100, dtype=np.int64))
@@ -188,7 +194,7 @@ def test_sticky_partitioner_spreads_over_all_partitions():
     got = sticky.assign(np.full(2000, 50, dtype=np.int64))
     counts = np.bincount(got, minlength=4)
     assert (counts > 0).all()
-    assert len(runs(got.tolist())) == 200   # 2000 x 50 bytes / 500 bytes per sticky batch
+    assert len(runs(got.tolist())) == 200  # 2000 x 50 bytes / 500 bytes per sticky batch
 
 
 def test_sticky_partitioner_huge_record_and_single_partition():

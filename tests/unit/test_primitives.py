@@ -1,11 +1,13 @@
 """Primitive types: golden bytes, round trips, and fuzz (only KafkaProtocolError)."""
+
 import uuid
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kafka_ds.protocol import primitives as p
 from kafka_ds.errors import KafkaProtocolError
+from kafka_ds.protocol import primitives as p
 
 
 def enc(write, value, *args):
@@ -15,19 +17,32 @@ def enc(write, value, *args):
 
 
 # Golden vectors: zigzag varints as in the Kafka protocol guide / protobuf spec.
-@pytest.mark.parametrize("value, hexed", [
-    (0, "00"), (-1, "01"), (1, "02"), (-2, "03"), (63, "7e"), (-64, "7f"), (64, "8001"),
-    (300, "d804"), (2147483647, "feffffff0f"), (-2147483648, "ffffffff0f"),
-    (-(1 << 63), "ffffffffffffffffff01"), ((1 << 63) - 1, "feffffffffffffffff01"),
-])
+@pytest.mark.parametrize(
+    "value, hexed",
+    [
+        (0, "00"),
+        (-1, "01"),
+        (1, "02"),
+        (-2, "03"),
+        (63, "7e"),
+        (-64, "7f"),
+        (64, "8001"),
+        (300, "d804"),
+        (2147483647, "feffffff0f"),
+        (-2147483648, "ffffffff0f"),
+        (-(1 << 63), "ffffffffffffffffff01"),
+        ((1 << 63) - 1, "feffffffffffffffff01"),
+    ],
+)
 def test_varint_golden(value, hexed):
     assert enc(p.write_varint, value).hex() == hexed
     assert p.read_varint(bytes.fromhex(hexed), 0) == (value, len(hexed) // 2)
     assert p.varint_size(value) == len(hexed) // 2
 
 
-@pytest.mark.parametrize("value, hexed", [(0, "00"), (1, "01"), (127, "7f"), (128, "8001"),
-                                          (16384, "808001")])
+@pytest.mark.parametrize(
+    "value, hexed", [(0, "00"), (1, "01"), (127, "7f"), (128, "8001"), (16384, "808001")]
+)
 def test_uvarint_golden(value, hexed):
     assert enc(p.write_uvarint, value).hex() == hexed
     assert p.read_uvarint(bytes.fromhex(hexed), 0) == (value, len(hexed) // 2)
@@ -79,12 +94,26 @@ def test_string_roundtrip(text, compact):
     assert read(memoryview(data), 0) == (text, len(data))
 
 
-READERS = [p.read_int8, p.read_int16, p.read_int32, p.read_int64, p.read_uvarint, p.read_varint,
-           p.read_string, p.read_nullable_string, p.read_compact_string,
-           p.read_compact_nullable_string, p.read_bytes, p.read_nullable_bytes,
-           p.read_compact_bytes, p.read_compact_nullable_bytes, p.read_uuid, p.read_float64,
-           lambda b, pos: p.read_array_length(b, pos, True),
-           lambda b, pos: p.read_array_length(b, pos, False)]
+READERS = [
+    p.read_int8,
+    p.read_int16,
+    p.read_int32,
+    p.read_int64,
+    p.read_uvarint,
+    p.read_varint,
+    p.read_string,
+    p.read_nullable_string,
+    p.read_compact_string,
+    p.read_compact_nullable_string,
+    p.read_bytes,
+    p.read_nullable_bytes,
+    p.read_compact_bytes,
+    p.read_compact_nullable_bytes,
+    p.read_uuid,
+    p.read_float64,
+    lambda b, pos: p.read_array_length(b, pos, True),
+    lambda b, pos: p.read_array_length(b, pos, False),
+]
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,5 +1,6 @@
 """The retry policy (kafka_ds/client/retry.py), deterministic: injected clock, sleep and
 randomness. No broker."""
+
 from __future__ import annotations
 
 import pytest
@@ -54,7 +55,7 @@ def failing(errors, result="ok", fake=None, cost=0.0):
 
 def test_backoff_doubles_up_to_the_cap_without_jitter():
     fake = FakeTime()
-    p = policy(fake, backoff_ms=100, backoff_max_ms=1000)   # rng 0.5: no jitter
+    p = policy(fake, backoff_ms=100, backoff_max_ms=1000)  # rng 0.5: no jitter
     assert [round(p.backoff(n), 3) for n in range(1, 7)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
 
 
@@ -73,8 +74,11 @@ def test_retriable_errors_are_retried_until_success_and_sleeps_follow_the_backof
     assert len(op.calls) == 4
     assert fake.sleeps == pytest.approx([0.1, 0.2, 0.4])
     assert p.stats.retries == 3
-    assert p.stats.errors == {"NOT_LEADER_OR_FOLLOWER": 1, "REQUEST_TIMED_OUT": 1,
-                              "KafkaConnectionError": 1}
+    assert p.stats.errors == {
+        "NOT_LEADER_OR_FOLLOWER": 1,
+        "REQUEST_TIMED_OUT": 1,
+        "KafkaConnectionError": 1,
+    }
 
 
 def test_a_broker_down_for_thirty_seconds_does_not_exhaust_a_two_minute_budget():
@@ -88,7 +92,7 @@ def test_a_broker_down_for_thirty_seconds_does_not_exhaust_a_two_minute_budget()
         return "records"
 
     assert p.run(fetch, "Fetch t-0") == "records"
-    assert 30.0 <= fake.now - 1000.0 <= 31.5   # back-off capped at 1 s: little overshoot
+    assert 30.0 <= fake.now - 1000.0 <= 31.5  # back-off capped at 1 s: little overshoot
 
 
 def test_budget_exhausted_reraises_the_last_error_naming_option_and_attempts():
@@ -114,8 +118,10 @@ def test_max_attempts_caps_retries_before_the_budget():
     assert len(op.calls) == 3
 
 
-@pytest.mark.parametrize("exc", [TOPIC_AUTH("Fetch t-1 at offset 7"),
-                                 ConfigurationError("bad option"), ValueError("bug")])
+@pytest.mark.parametrize(
+    "exc",
+    [TOPIC_AUTH("Fetch t-1 at offset 7"), ConfigurationError("bad option"), ValueError("bug")],
+)
 def test_non_retriable_errors_fail_at_once(exc):
     fake = FakeTime()
     p = policy(fake)
@@ -131,12 +137,24 @@ def test_metadata_is_refreshed_only_for_invalid_metadata_errors():
     fake = FakeTime()
     refreshed = []
     p = policy(fake)
-    errors = [NOT_LEADER(), THROTTLED(), UNKNOWN_TOPIC(), REQUEST_TIMED_OUT(),
-              FENCED_LEADER_EPOCH(), KafkaConnectionError("leader gone"),
-              LEADER_NOT_AVAILABLE(), CORRUPT()]
+    errors = [
+        NOT_LEADER(),
+        THROTTLED(),
+        UNKNOWN_TOPIC(),
+        REQUEST_TIMED_OUT(),
+        FENCED_LEADER_EPOCH(),
+        KafkaConnectionError("leader gone"),
+        LEADER_NOT_AVAILABLE(),
+        CORRUPT(),
+    ]
     p.run(failing(errors), "Fetch", refresh=refreshed.append)
-    assert [type(e) for e in refreshed] == [NOT_LEADER, UNKNOWN_TOPIC, FENCED_LEADER_EPOCH,
-                                           KafkaConnectionError, LEADER_NOT_AVAILABLE]
+    assert [type(e) for e in refreshed] == [
+        NOT_LEADER,
+        UNKNOWN_TOPIC,
+        FENCED_LEADER_EPOCH,
+        KafkaConnectionError,
+        LEADER_NOT_AVAILABLE,
+    ]
     assert p.stats.refreshes == 5
 
 
@@ -187,11 +205,15 @@ def test_invalid_metadata_codes_are_the_error_tables():
 
 
 def test_client_policy_follows_the_client_settings():
-    from kafka_ds.client.config import ClientConfig
     from kafka_ds.client import KafkaClient
+    from kafka_ds.client.config import ClientConfig
 
-    client = KafkaClient("127.0.0.1:9", ClientConfig(
-        default_api_timeout_ms=5000, retries=4, retry_backoff_ms=50, retry_backoff_max_ms=400))
+    client = KafkaClient(
+        "127.0.0.1:9",
+        ClientConfig(
+            default_api_timeout_ms=5000, retries=4, retry_backoff_ms=50, retry_backoff_max_ms=400
+        ),
+    )
     p = client.retry_policy()
     assert (p.budget_ms, p.max_attempts, p.backoff_ms, p.backoff_max_ms) == (5000, 5, 50, 400)
     assert p.budget_option == "kafka.default.api.timeout.ms"
@@ -201,12 +223,14 @@ def test_client_policy_follows_the_client_settings():
 
 
 def test_the_first_failure_is_logged_with_the_budget_and_a_connection_error_says_how_to_fail_sooner(
-        caplog):
+    caplog,
+):
     """A wait for brokers that are down is not silent: the first failed attempt is logged at
     WARNING with the time kafka_ds will keep trying and the option that sets it; the rest at
     INFO. When the budget runs out on a connection failure, the error says how to fail
     sooner."""
     import logging
+
     caplog.set_level(logging.INFO, logger="kafka_ds.client.retry")
     fake = FakeTime()
     limited = policy(fake, budget_ms=3000, budget_option="kafka.default.api.timeout.ms")
@@ -219,4 +243,5 @@ def test_the_first_failure_is_logged_with_the_budget_and_a_connection_error_says
     assert rest and all(r.levelno == logging.INFO for r in rest)
     assert str(caught.value).endswith(
         "Check that the brokers are up and reachable from Spark's driver and executors, or "
-        "set 'kafka.default.api.timeout.ms' lower to fail sooner")
+        "set 'kafka.default.api.timeout.ms' lower to fail sooner"
+    )

@@ -2,6 +2,7 @@
 fastavro's own resolution, and kafka_ds's registry settings. The fake proven with
 confluent-kafka's client, and kafka_ds's client against it:
 tests/integration/test_schema_registry.py."""
+
 import json
 import pickle
 
@@ -9,21 +10,30 @@ import fastavro
 import pytest
 
 from kafka_ds.errors import ConfigurationError
-from kafka_ds.registry.settings import RegistrySettings
 from kafka_ds.registry.client import SchemaRegistry
+from kafka_ds.registry.settings import RegistrySettings
 from tests.support import avro_compat
 
 
 def record(name, *fields):
-    return json.dumps({"type": "record", "name": name, "namespace": "test",
-                       "fields": [dict(f) for f in fields]})
+    return json.dumps(
+        {"type": "record", "name": name, "namespace": "test", "fields": [dict(f) for f in fields]}
+    )
 
 
 USER_V1 = record("User", {"name": "id", "type": "long"}, {"name": "name", "type": "string"})
-USER_V2 = record("User", {"name": "id", "type": "long"}, {"name": "name", "type": "string"},
-                 {"name": "email", "type": ["null", "string"], "default": None})
-USER_NO_DEFAULT = record("User", {"name": "id", "type": "long"},
-                         {"name": "name", "type": "string"}, {"name": "age", "type": "int"})
+USER_V2 = record(
+    "User",
+    {"name": "id", "type": "long"},
+    {"name": "name", "type": "string"},
+    {"name": "email", "type": ["null", "string"], "default": None},
+)
+USER_NO_DEFAULT = record(
+    "User",
+    {"name": "id", "type": "long"},
+    {"name": "name", "type": "string"},
+    {"name": "age", "type": "int"},
+)
 USER_DROPS_NAME = record("User", {"name": "id", "type": "long"})
 
 
@@ -31,21 +41,38 @@ USER_DROPS_NAME = record("User", {"name": "id", "type": "long"})
 
 RESOLUTION_CASES = [
     # (reader, writer, datum written, readable)
-    ("long", "int", 5, True), ("double", "float", 1.5, True), ("int", "long", 5, False),
-    ("bytes", "string", "x", True), ("string", "bytes", b"x", True), ("string", "int", 1, False),
+    ("long", "int", 5, True),
+    ("double", "float", 1.5, True),
+    ("int", "long", 5, False),
+    ("bytes", "string", "x", True),
+    ("string", "bytes", b"x", True),
+    ("string", "int", 1, False),
     (USER_V2, USER_V1, {"id": 1, "name": "a"}, True),
     (USER_NO_DEFAULT, USER_V1, {"id": 1, "name": "a"}, False),
     (USER_DROPS_NAME, USER_V1, {"id": 1, "name": "a"}, True),
-    (["null", "long"], "int", 3, True), ("long", ["null", "int"], 3, False),
+    (["null", "long"], "int", 3, True),
+    ("long", ["null", "int"], 3, False),
     (["null", "string", "long"], ["int", "string"], "s", True),
-    ({"type": "enum", "name": "E", "symbols": ["A", "B"]},
-     {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}, "A", False),
-    ({"type": "enum", "name": "E", "symbols": ["A", "B"], "default": "A"},
-     {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]}, "C", True),
+    (
+        {"type": "enum", "name": "E", "symbols": ["A", "B"]},
+        {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]},
+        "A",
+        False,
+    ),
+    (
+        {"type": "enum", "name": "E", "symbols": ["A", "B"], "default": "A"},
+        {"type": "enum", "name": "E", "symbols": ["A", "B", "C"]},
+        "C",
+        True,
+    ),
     ({"type": "array", "items": "double"}, {"type": "array", "items": "int"}, [1, 2], True),
     ({"type": "map", "values": "int"}, {"type": "map", "values": "string"}, {"k": "v"}, False),
-    ({"type": "fixed", "name": "F", "size": 4}, {"type": "fixed", "name": "F", "size": 8},
-     b"12345678", False),
+    (
+        {"type": "fixed", "name": "F", "size": 4},
+        {"type": "fixed", "name": "F", "size": 8},
+        b"12345678",
+        False,
+    ),
     (record("Other", {"name": "id", "type": "long"}), USER_V1, {"id": 1, "name": "a"}, False),
     ({"type": "int", "logicalType": "date"}, "int", 3, True),
 ]
@@ -59,12 +86,14 @@ def test_avro_resolution_agrees_with_fastavro(reader, writer, datum, readable):
     problems = avro_compat.incompatibilities(json.dumps(load(reader)), json.dumps(load(writer)))
     assert (not problems) == readable, problems
     import io
+
     buffer = io.BytesIO()
     fastavro.schemaless_writer(buffer, fastavro.parse_schema(load(writer)), datum)
     buffer.seek(0)
     try:
-        fastavro.schemaless_reader(buffer, fastavro.parse_schema(load(writer)),
-                                   fastavro.parse_schema(load(reader)))
+        fastavro.schemaless_reader(
+            buffer, fastavro.parse_schema(load(writer)), fastavro.parse_schema(load(reader))
+        )
         fastavro_reads = True
     except Exception:
         fastavro_reads = False
@@ -77,10 +106,16 @@ def test_avro_resolution_agrees_with_fastavro(reader, writer, datum, readable):
 
 
 def test_avro_resolution_recursive_and_referenced():
-    node = {"type": "record", "name": "Node", "fields": [
-        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
-    wider = {"type": "record", "name": "Node", "fields": [
-        {"name": "v", "type": "long"}, {"name": "next", "type": ["null", "Node"]}]}
+    node = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}],
+    }
+    wider = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "v", "type": "long"}, {"name": "next", "type": ["null", "Node"]}],
+    }
     assert avro_compat.incompatibilities(json.dumps(wider), json.dumps(node)) == []
     assert avro_compat.incompatibilities(json.dumps(node), json.dumps(wider))
     _, named = avro_compat.parse(json.dumps({"type": "fixed", "name": "test.Id", "size": 16}))
@@ -92,37 +127,60 @@ def test_avro_resolution_recursive_and_referenced():
 
 # --- kafka_ds's client settings -----------------------------------------------------------------
 
+
 def test_settings_from_options_and_redaction():
-    settings = RegistrySettings.from_options({
-        "schema.registry.url": "https://a:8081/, https://b:8081",
-        "schema.registry.basic.auth.user.info": "key:s3cret",
-        "schema.registry.ssl.ca.location": "/ca.pem",
-        "schema.registry.ssl.certificate.location": "/c.pem",
-        "schema.registry.ssl.key.location": "/c.key"})
+    settings = RegistrySettings.from_options(
+        {
+            "schema.registry.url": "https://a:8081/, https://b:8081",
+            "schema.registry.basic.auth.user.info": "key:s3cret",
+            "schema.registry.ssl.ca.location": "/ca.pem",
+            "schema.registry.ssl.certificate.location": "/c.pem",
+            "schema.registry.ssl.key.location": "/c.key",
+        }
+    )
     assert settings.urls == ("https://a:8081", "https://b:8081")
-    assert (settings.ssl_ca_location, settings.ssl_certificate_location,
-            settings.ssl_key_location) == ("/ca.pem", "/c.pem", "/c.key")
+    assert (
+        settings.ssl_ca_location,
+        settings.ssl_certificate_location,
+        settings.ssl_key_location,
+    ) == ("/ca.pem", "/c.pem", "/c.key")
     assert "s3cret" not in repr(settings) and "key:***" in repr(settings)
     assert "s3cret" not in repr(SchemaRegistry(settings))
     assert pickle.loads(pickle.dumps(settings)) == settings
-    bearer = RegistrySettings.from_options({"schema.registry.url": "http://r:1",
-                                            "schema.registry.bearer.auth.token": "tok123"})
+    bearer = RegistrySettings.from_options(
+        {"schema.registry.url": "http://r:1", "schema.registry.bearer.auth.token": "tok123"}
+    )
     assert "tok123" not in repr(bearer) and bearer.bearer_auth_token == "tok123"
 
 
-@pytest.mark.parametrize("options, words", [
-    ({}, "'schema.registry.url' is required"),
-    ({"schema.registry.url": "ftp://r"}, "not an http"),
-    ({"schema.registry.url": "http://u:pw@r:1"}, "carries credentials"),
-    ({"schema.registry.url": "http://r", "schema.registry.basic.auth.user.info": "nocolon"},
-     "must be 'key:secret'"),
-    ({"schema.registry.url": "http://r", "schema.registry.basic.auth.user.info": "a:b",
-      "schema.registry.bearer.auth.token": "t"}, "not both"),
-    ({"schema.registry.url": "http://r", "schema.registry.ssl.key.location": "/k"},
-     "needs 'schema.registry.ssl.certificate.location'"),
-    ({"schema.registry.url": "http://r", "schema.registry.retry.budget.ms": "soon"},
-     "whole number"),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({}, "'schema.registry.url' is required"),
+        ({"schema.registry.url": "ftp://r"}, "not an http"),
+        ({"schema.registry.url": "http://u:pw@r:1"}, "carries credentials"),
+        (
+            {"schema.registry.url": "http://r", "schema.registry.basic.auth.user.info": "nocolon"},
+            "must be 'key:secret'",
+        ),
+        (
+            {
+                "schema.registry.url": "http://r",
+                "schema.registry.basic.auth.user.info": "a:b",
+                "schema.registry.bearer.auth.token": "t",
+            },
+            "not both",
+        ),
+        (
+            {"schema.registry.url": "http://r", "schema.registry.ssl.key.location": "/k"},
+            "needs 'schema.registry.ssl.certificate.location'",
+        ),
+        (
+            {"schema.registry.url": "http://r", "schema.registry.retry.budget.ms": "soon"},
+            "whole number",
+        ),
+    ],
+)
 def test_bad_settings_are_named(options, words):
     with pytest.raises(ConfigurationError, match=words) as caught:
         RegistrySettings.from_options(options)

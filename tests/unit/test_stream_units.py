@@ -1,4 +1,5 @@
 """Streaming offset bookkeeping that needs no broker."""
+
 import json
 
 from kafka_ds.read.stream_offsets import from_offset_dict, rate_limit, to_offset_dict
@@ -70,13 +71,17 @@ def test_group_id_only_when_asked_for():
 
 # --- tasks of a micro-batch (smallBatchRecords) -------------------------------------------
 
+
 def _plan(sizes, **options):
     from kafka_ds.options import parse_read_options
     from kafka_ds.read.ranges import OffsetRange
     from kafka_ds.stream import plan_tasks
 
-    raw = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
-           **{k: str(v) for k, v in options.items()}}
+    raw = {
+        "kafka.bootstrap.servers": "127.0.0.1:9",
+        "subscribe": "t",
+        **{k: str(v) for k, v in options.items()},
+    }
     ranges = [OffsetRange("t", p, 100, 100 + n) for p, n in enumerate(sizes)]
     return plan_tasks(ranges, parse_read_options(raw, streaming=True))
 
@@ -88,7 +93,7 @@ def _spans(task):
 def test_small_batch_is_one_task_reading_its_ranges_in_order():
     from kafka_ds.stream import KafkaInputRanges
 
-    tasks = _plan([3000, 5000, 2000])          # 10,000 records: the default limit
+    tasks = _plan([3000, 5000, 2000])  # 10,000 records: the default limit
     assert len(tasks) == 1 and isinstance(tasks[0], KafkaInputRanges)
     assert _spans(tasks[0]) == [("t", 0, 100, 3100), ("t", 1, 100, 5100), ("t", 2, 100, 2100)]
 
@@ -97,8 +102,11 @@ def test_batch_above_the_limit_or_of_one_range_keeps_one_task_per_range():
     from kafka_ds.reader import KafkaInputPartition
 
     tasks = _plan([3000, 5000, 2001])
-    assert [(p.partition, p.start, p.end) for p in tasks] == [(0, 100, 3100), (1, 100, 5100),
-                                                              (2, 100, 2101)]
+    assert [(p.partition, p.start, p.end) for p in tasks] == [
+        (0, 100, 3100),
+        (1, 100, 5100),
+        (2, 100, 2101),
+    ]
     assert all(type(p) is KafkaInputPartition for p in tasks)
     single = _plan([7])
     assert [type(p) for p in single] == [KafkaInputPartition]
@@ -120,8 +128,9 @@ def test_combined_task_pickles_with_its_ranges():
 
     task = _plan([1, 2, 3])[0]
     copy = pickle.loads(pickle.dumps(task))
-    assert _spans(copy) == _spans(task) == [("t", 0, 100, 101), ("t", 1, 100, 102),
-                                            ("t", 2, 100, 103)]
+    assert (
+        _spans(copy) == _spans(task) == [("t", 0, 100, 101), ("t", 1, 100, 102), ("t", 2, 100, 103)]
+    )
 
 
 def test_first_batch_of_a_latest_start_plans_one_empty_task():
@@ -136,7 +145,7 @@ def test_first_batch_of_a_latest_start_plans_one_empty_task():
     reader = KafkaStreamReader(parse_read_options(raw, streaming=True), raw)
     tasks = reader.partitions({"t": {"0": -1, "1": -1}}, {"t": {"0": 5, "1": 0}})
     assert len(tasks) == 1 and not hasattr(tasks[0], "topic")
-    assert list(reader.read(tasks[0])) == []            # reads nothing, opens no socket
+    assert list(reader.read(tasks[0])) == []  # reads nothing, opens no socket
     assert list(read_range(reader.opts, tasks[0])) == []
     assert reader.partitions({"t": {"0": 5, "1": 0}}, {"t": {"0": 5, "1": 0}}) == []
     planned = reader.partitions({"t": {"0": -1, "1": 0}}, {"t": {"0": 5, "1": 3}})

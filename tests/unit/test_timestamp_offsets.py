@@ -1,14 +1,20 @@
 """The Fetch-based offset-by-timestamp search and the check of ListOffsets' answer, on
 crafted record-batch sequences (kafka_ds/client/timestamp_offsets.py)."""
+
 import math
 import random
 
 import pyarrow as pa
 import pytest
 
-from kafka_ds.client.timestamp_offsets import (EMPTY_ANSWER_ATTEMPTS, EMPTY_ANSWER_WAITS_MS,
-                                               check_answer, first_header,
-                                               partition_fetcher, search_offset)
+from kafka_ds.client.timestamp_offsets import (
+    EMPTY_ANSWER_ATTEMPTS,
+    EMPTY_ANSWER_WAITS_MS,
+    check_answer,
+    first_header,
+    partition_fetcher,
+    search_offset,
+)
 from kafka_ds.errors import KafkaProtocolError
 from kafka_ds.protocol.records_encode import encode_record_batch
 
@@ -23,14 +29,18 @@ class Log:
         self.batches, self.fetches = [], 0
         offset = start
         for timestamps in batch_timestamps:
-            data = encode_record_batch(keys=None, values=[b"v" * 20] * len(timestamps),
-                                       timestamps_ms=pa.array(timestamps, pa.int64()),
-                                       base_offset=offset)
+            data = encode_record_batch(
+                keys=None,
+                values=[b"v" * 20] * len(timestamps),
+                timestamps_ms=pa.array(timestamps, pa.int64()),
+                base_offset=offset,
+            )
             self.batches.append((offset, offset + len(timestamps) - 1, data))
             offset += len(timestamps)
         self.start, self.end, self.one_batch = start, offset, one_batch
-        self.records = [(start + i, ts) for i, ts in
-                        enumerate(t for batch in batch_timestamps for t in batch)]
+        self.records = [
+            (start + i, ts) for i, ts in enumerate(t for batch in batch_timestamps for t in batch)
+        ]
 
     def fetch(self, offset, max_bytes):
         self.fetches += 1
@@ -76,8 +86,9 @@ def test_search_costs_a_logarithmic_number_of_fetches():
 
 def test_search_after_the_log_start_and_ties_within_a_batch():
     # Equal timestamps: the first record of the run; the log starts at offset 100.
-    log = Log([[BASE_TS, BASE_TS + 5, BASE_TS + 5, BASE_TS + 5], [BASE_TS + 5, BASE_TS + 9]],
-              start=100)
+    log = Log(
+        [[BASE_TS, BASE_TS + 5, BASE_TS + 5, BASE_TS + 5], [BASE_TS + 5, BASE_TS + 9]], start=100
+    )
     assert search_offset(log.fetch, BASE_TS + 5, 100, log.end) == 101
     assert search_offset(log.fetch, BASE_TS + 6, 100, log.end) == 105
     assert search_offset(log.fetch, BASE_TS + 10, 100, log.end) == -1
@@ -87,10 +98,11 @@ def test_search_after_the_log_start_and_ties_within_a_batch():
 
 def test_search_on_non_monotonic_timestamps_returns_a_boundary():
     rng = random.Random(7)
-    batches = [[BASE_TS + rng.randrange(0, 100_000) for _ in range(rng.randrange(1, 5))]
-               for _ in range(60)]
+    batches = [
+        [BASE_TS + rng.randrange(0, 100_000) for _ in range(rng.randrange(1, 5))] for _ in range(60)
+    ]
     log = Log(batches, one_batch=True)
-    maxima = {base: max(ts) for (base, _last, _d), ts in zip(log.batches, batches)}
+    maxima = {base: max(ts) for (base, _last, _d), ts in zip(log.batches, batches, strict=True)}
     bases = [base for base, _l, _d in log.batches]
     for timestamp in range(BASE_TS - 1, BASE_TS + 100_001, 3_333):
         offset = search_offset(log.fetch, timestamp, 0, log.end)
@@ -110,7 +122,7 @@ def test_search_on_non_monotonic_timestamps_returns_a_boundary():
 @pytest.mark.parametrize("answer", [-1, 0, 7, 12, 30])
 def test_check_rejects_wrong_answers(answer):
     log = Log(monotonic_batches([3, 3, 3, 3, 3, 3]))
-    timestamp = BASE_TS + 8 * 1000      # record 8, the middle of the batch at 6
+    timestamp = BASE_TS + 8 * 1000  # record 8, the middle of the batch at 6
     assert log.scan(timestamp) == 8
     assert not check_answer(log.fetch, timestamp, answer, 0, log.end)
     assert check_answer(log.fetch, timestamp, 8, 0, log.end)
@@ -119,12 +131,16 @@ def test_check_rejects_wrong_answers(answer):
 def test_check_on_an_empty_partition():
     log = Log([])
     assert check_answer(log.fetch, BASE_TS, -1, 0, 0)
-    assert not check_answer(log.fetch, BASE_TS, 0, 0, 0)      # Tansu's answer
+    assert not check_answer(log.fetch, BASE_TS, 0, 0, 0)  # Tansu's answer
 
 
 def test_first_header_reads_a_v2_header_from_a_few_bytes():
-    data = encode_record_batch(keys=None, values=[b"x" * 100] * 3, base_offset=42,
-                               timestamps_ms=pa.array([5, 9, 7], pa.int64()))
+    data = encode_record_batch(
+        keys=None,
+        values=[b"x" * 100] * 3,
+        base_offset=42,
+        timestamps_ms=pa.array([5, 9, 7], pa.int64()),
+    )
     header = first_header(data[:64])
     assert (header.base, header.last, header.max_timestamp, header.size) == (42, 44, 9, len(data))
     assert first_header(b"") is None and first_header(data[:20]) is None
@@ -141,8 +157,9 @@ class FlakyLeader:
         # Tansu answers no records when finding the offset takes longer than the wait.
         self.lookup_ms = lookup_ms
 
-    def fetch(self, topic, partition, offset, *, max_bytes, max_wait_ms, min_bytes,
-              isolation_level):
+    def fetch(
+        self, topic, partition, offset, *, max_bytes, max_wait_ms, min_bytes, isolation_level
+    ):
         self.calls.append(offset)
         self.waits.append(max_wait_ms)
         records = self.log.fetch(offset, max_bytes)
@@ -151,9 +168,14 @@ class FlakyLeader:
             records = None
         if max_wait_ms < self.lookup_ms:
             records = None
-        return {"partition_index": partition, "error_code": 0, "high_watermark": self.log.end,
-                "last_stable_offset": self.last_stable, "log_start_offset": self.log.start,
-                "records": records}
+        return {
+            "partition_index": partition,
+            "error_code": 0,
+            "high_watermark": self.log.end,
+            "last_stable_offset": self.last_stable,
+            "log_start_offset": self.log.start,
+            "records": records,
+        }
 
     def retrying(self, operation, what, topics=None):
         return operation()
@@ -176,7 +198,7 @@ def test_an_empty_answer_below_the_end_is_asked_again():
 def test_empty_answers_at_the_end_are_not_asked_again_and_retries_are_bounded():
     log = Log(monotonic_batches([1] * 10), one_batch=True)
     leader = FlakyLeader(log, {})
-    assert partition_fetcher(leader, "t", 0, 0)(10, 128) == b""     # at the high watermark
+    assert partition_fetcher(leader, "t", 0, 0)(10, 128) == b""  # at the high watermark
     assert leader.calls == [10]
     # read_committed: nothing is sent at or after the last stable offset.
     leader = FlakyLeader(log, {6: 99}, last_stable=6)
@@ -184,8 +206,11 @@ def test_empty_answers_at_the_end_are_not_asked_again_and_retries_are_bounded():
     assert leader.calls == [6]
     # A broker that keeps answering nothing below the end: the lookup fails, naming where.
     leader = FlakyLeader(log, {3: 99})
-    with pytest.raises(KafkaProtocolError, match=r"Fetch t-0 at offset 3 was answered with no "
-                                                 r"records 5 times, below the partition's end"):
+    with pytest.raises(
+        KafkaProtocolError,
+        match=r"Fetch t-0 at offset 3 was answered with no "
+        r"records 5 times, below the partition's end",
+    ):
         partition_fetcher(leader, "t", 0, 0)(3, 128)
     assert leader.calls == [3] * EMPTY_ANSWER_ATTEMPTS
     leader = FlakyLeader(log, {3: EMPTY_ANSWER_ATTEMPTS - 1})

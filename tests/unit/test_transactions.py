@@ -2,20 +2,29 @@
 option defaults (the transactions on the brokers: tests/integration/test_transactions.py;
 the sink in Spark: tests/spark/test_transactions.py).
 """
-import pytest
 
+import pytest
 
 # --- the driver's pieces, without Spark -------------------------------------------------------
 
+
 def eos_options(bootstrap, **extra):
     from kafka_ds.options import parse_write_options
-    return parse_write_options({"kafka.bootstrap.servers": bootstrap, "topic": "t",
-                                "deliveryGuarantee": "exactly-once", **extra})
+
+    return parse_write_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "topic": "t",
+            "deliveryGuarantee": "exactly-once",
+            **extra,
+        }
+    )
 
 
 def test_prefix_defaults():
-    from kafka_ds.write.exactly_once import batch_prefix, stream_prefix
     from kafka_ds.errors import ConfigurationError
+    from kafka_ds.write.exactly_once import batch_prefix, stream_prefix
+
     opts = eos_options("h:1", checkpointLocation="/chk/q1")
     assert stream_prefix(opts) == stream_prefix(eos_options("h:1", checkpointLocation="/chk/q1"))
     assert stream_prefix(opts) != stream_prefix(eos_options("h:1", checkpointLocation="/chk/q2"))

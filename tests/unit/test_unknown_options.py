@@ -4,23 +4,29 @@ a wrong enumerated value names the allowed values and the closest one.
 
 What a user sees of it in Spark: tests/spark/test_unknown_options.py.
 """
+
 import logging
 
 import pytest
 
-from kafka_ds.options.registry import BY_NAME, OPTIONS, unknown_option_names
-from kafka_ds.options.names import STRICT_ENV
-from kafka_ds.options.core import WRITE
-from kafka_ds.options import check_option_names, parse_read_options, parse_write_options
 from kafka_ds.errors import ConfigurationError
+from kafka_ds.options import check_option_names, parse_read_options, parse_write_options
+from kafka_ds.options.core import WRITE
+from kafka_ds.options.names import STRICT_ENV
+from kafka_ds.options.registry import BY_NAME, OPTIONS, unknown_option_names
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 READ_BASE = {**BS, "subscribe": "t"}
 
 # The issue's misspellings and the name each must suggest.
-TYPOS = [("startingOffset", "startingOffsets"), ("endingOffset", "endingOffsets"),
-         ("failOnDataLos", "failOnDataLoss"), ("maxOffsetPerTrigger", "maxOffsetsPerTrigger"),
-         ("bootstrap.servers", "kafka.bootstrap.servers"), ("deliveryGuarantees", "deliveryGuarantee")]
+TYPOS = [
+    ("startingOffset", "startingOffsets"),
+    ("endingOffset", "endingOffsets"),
+    ("failOnDataLos", "failOnDataLoss"),
+    ("maxOffsetPerTrigger", "maxOffsetsPerTrigger"),
+    ("bootstrap.servers", "kafka.bootstrap.servers"),
+    ("deliveryGuarantees", "deliveryGuarantee"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -29,8 +35,11 @@ def _no_strict_env(monkeypatch):
 
 
 def warnings_of(caplog):
-    return [r.getMessage() for r in caplog.records
-            if r.name == "kafka_ds.options" and "is not a pykafka option" in r.getMessage()]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "kafka_ds.options" and "is not a pykafka option" in r.getMessage()
+    ]
 
 
 @pytest.mark.parametrize("typo, meant", TYPOS)
@@ -42,8 +51,9 @@ def test_unknown_name_warns_with_the_closest_known_name(typo, meant, caplog):
             parse_read_options({**READ_BASE, typo: "1"}, streaming=meant != "endingOffsets")
     [message] = warnings_of(caplog)
     # Spark hands the names over lower-cased.
-    assert message.startswith(f"Option '{typo.lower()}' is not a pykafka option; "
-                              f"did you mean '{meant}'? It is ignored")
+    assert message.startswith(
+        f"Option '{typo.lower()}' is not a pykafka option; did you mean '{meant}'? It is ignored"
+    )
     assert '.option("strictOptions", "true")' in message
 
 
@@ -60,7 +70,7 @@ def test_strict_options_fail_planning_naming_the_option_and_the_fix(how, mode, m
     options = {**BS} if mode == "write" else {**READ_BASE}
     options["startingOffset"] = "earliest"
     if how == "option":
-        options["STRICTOPTIONS"] = "True"   # any case, like every option
+        options["STRICTOPTIONS"] = "True"  # any case, like every option
     else:
         monkeypatch.setenv(STRICT_ENV, "true")
     with pytest.raises(ConfigurationError) as info:
@@ -69,24 +79,32 @@ def test_strict_options_fail_planning_naming_the_option_and_the_fix(how, mode, m
         else:
             parse_read_options(options, streaming=mode == "stream")
     message = str(info.value)
-    assert "Option 'startingoffset' is not a pykafka option; did you mean 'startingOffsets'?" \
+    assert (
+        "Option 'startingoffset' is not a pykafka option; did you mean 'startingOffsets'?"
         in message
-    assert ("option 'strictOptions' is true" if how == "option"
-            else f"environment variable {STRICT_ENV} is true") in message
+    )
+    assert (
+        "option 'strictOptions' is true"
+        if how == "option"
+        else f"environment variable {STRICT_ENV} is true"
+    ) in message
     assert "correct the name" in message
 
 
 def test_strict_option_false_wins_over_the_environment(monkeypatch, caplog):
     monkeypatch.setenv(STRICT_ENV, "true")
     with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
-        parse_read_options({**READ_BASE, "startingOffset": "earliest", "strictOptions": "false"},
-                           streaming=True)
+        parse_read_options(
+            {**READ_BASE, "startingOffset": "earliest", "strictOptions": "false"}, streaming=True
+        )
     assert len(warnings_of(caplog)) == 1
 
 
 def test_a_wrong_strictness_is_itself_an_error(monkeypatch):
-    with pytest.raises(ConfigurationError, match="Option 'strictOptions' must be 'true' or "
-                                                 "'false', got 'ture'; did you mean 'true'"):
+    with pytest.raises(
+        ConfigurationError,
+        match="Option 'strictOptions' must be 'true' or 'false', got 'ture'; did you mean 'true'",
+    ):
         check_option_names({"strictoptions": "ture"})
     monkeypatch.setenv(STRICT_ENV, "yes")
     with pytest.raises(ConfigurationError, match=f"Environment variable {STRICT_ENV} must be"):
@@ -98,14 +116,34 @@ def test_known_names_are_not_reported(caplog):
     instead), kafka.* settings, and what Spark adds (path, checkpointLocation, queryName)."""
     every = {o.name.upper(): "x" for o in OPTIONS}
     assert unknown_option_names({k.lower(): v for k, v in every.items()}) == []
-    spark_added = {"path": "/p", "checkpointlocation": "/c", "queryname": "q",
-                   "kafka.session.timeout.ms": "1"}
+    spark_added = {
+        "path": "/p",
+        "checkpointlocation": "/c",
+        "queryname": "q",
+        "kafka.session.timeout.ms": "1",
+    }
     assert unknown_option_names(spark_added) == []
     with caplog.at_level(logging.WARNING, logger="kafka_ds.options"):
-        parse_read_options({**READ_BASE, **spark_added, "STRICTOPTIONS": "true",
-                            "maxOffsetsPerTrigger": "5", "topic": "x"}, streaming=False)
-        parse_write_options({**BS, "path": "/p", "checkpointLocation": "/c", "queryName": "q",
-                             "strictOptions": "true", "subscribe": "t"})
+        parse_read_options(
+            {
+                **READ_BASE,
+                **spark_added,
+                "STRICTOPTIONS": "true",
+                "maxOffsetsPerTrigger": "5",
+                "topic": "x",
+            },
+            streaming=False,
+        )
+        parse_write_options(
+            {
+                **BS,
+                "path": "/p",
+                "checkpointLocation": "/c",
+                "queryName": "q",
+                "strictOptions": "true",
+                "subscribe": "t",
+            }
+        )
     assert warnings_of(caplog) == []
     assert "maxOffsetsPerTrigger option ignored in batch queries" in caplog.text
     assert "subscribe option ignored in writes" in caplog.text
@@ -122,14 +160,22 @@ ENUMERATED = [o for o in OPTIONS if getattr(o.parse, "choices", None)]
 
 
 def _near_miss(value: str) -> str:
-    return value[:1] + "x" + value[1:]     # 'latest' -> 'lxatest', '0' -> '0x'
+    return value[:1] + "x" + value[1:]  # 'latest' -> 'lxatest', '0' -> '0x'
 
 
 def test_the_enumerated_declarations_are_found():
     names = {o.name for o in ENUMERATED}
-    assert {"startingOffsetsByTimestampStrategy", "deliveryGuarantee", "latestOffsetsVia",
-            "startingOffsetsFallback", "kafka.isolation.level", "kafka.acks",
-            "kafka.compression.type", "failOnDataLoss", "strictOptions"} <= names
+    assert {
+        "startingOffsetsByTimestampStrategy",
+        "deliveryGuarantee",
+        "latestOffsetsVia",
+        "startingOffsetsFallback",
+        "kafka.isolation.level",
+        "kafka.acks",
+        "kafka.compression.type",
+        "failOnDataLoss",
+        "strictOptions",
+    } <= names
 
 
 @pytest.mark.parametrize("option", ENUMERATED, ids=[o.name for o in ENUMERATED])
@@ -142,15 +188,18 @@ def test_a_wrong_enumerated_value_names_the_allowed_values_and_the_closest(optio
             elif WRITE in option.applies and not option.applies - {WRITE}:
                 parse_write_options({**BS, **options})
             else:
-                parse_read_options({**READ_BASE, **options},
-                                   streaming=option.name == "startingOffsetsFallback")
+                parse_read_options(
+                    {**READ_BASE, **options}, streaming=option.name == "startingOffsetsFallback"
+                )
         message = str(info.value)
         allowed = message.split(", got ")[0]
         assert allowed.startswith(f"Option '{option.name}' must be ")
         for named in option.parse.choices:
             assert named in allowed
-        assert f"got {_near_miss(value)!r}; did you mean '{value}'? " \
-               f"(.option(\"{option.name}\", \"{value}\"))" in message
+        assert (
+            f"got {_near_miss(value)!r}; did you mean '{value}'? "
+            f'(.option("{option.name}", "{value}"))' in message
+        )
 
 
 def test_a_mistyped_offsets_word_gets_the_closest_word():

@@ -1,6 +1,7 @@
 """The ``kafka.sasl.jaas.config`` entry: a JAAS login module line, tokenized the way
 Kafka's JaasConfig does (quotes, escapes, comments), into (login module, options).
 """
+
 from __future__ import annotations
 
 from ...errors import ConfigurationError
@@ -43,10 +44,10 @@ def _jaas_tokens(text: str):
                         j = i + 1
                         while j < n and j < i + 4 and text[j] in "01234567":
                             j += 1
-                        value = int(text[i + 1:j], 8)
+                        value = int(text[i + 1 : j], 8)
                         if value > 0o377:  # StreamTokenizer takes at most \377
                             j -= 1
-                            value = int(text[i + 1:j], 8)
+                            value = int(text[i + 1 : j], 8)
                         out.append(chr(value))
                         i = j
                         continue
@@ -79,34 +80,45 @@ def parse_jaas_config(text: str, option: str = "kafka.sasl.jaas.config"):
     while pos < len(tokens):
         kind, module = tokens[pos]
         if kind not in ("word", "quoted"):
-            raise ConfigurationError(f"Option '{option}': expected a login module class name, "
-                                     f"found {module!r}")
+            raise ConfigurationError(
+                f"Option '{option}': expected a login module class name, found {module!r}"
+            )
         pos += 1
         if pos >= len(tokens) or tokens[pos][0] not in ("word", "quoted"):
-            raise ConfigurationError(f"Option '{option}': login module control flag (e.g. "
-                                     "'required') not specified after " + module)
+            raise ConfigurationError(
+                f"Option '{option}': login module control flag (e.g. "
+                "'required') not specified after " + module
+            )
         flag = tokens[pos][1]
         if flag.upper() not in _JAAS_FLAGS:
-            raise ConfigurationError(f"Option '{option}': invalid login module control flag "
-                                     f"{flag!r}; use 'required'")
+            raise ConfigurationError(
+                f"Option '{option}': invalid login module control flag {flag!r}; use 'required'"
+            )
         pos += 1
         options = {}
         while pos < len(tokens) and tokens[pos][0] != ";":
             kind, key = tokens[pos]
-            if kind not in ("word", "quoted") or pos + 2 >= len(tokens) \
-                    or tokens[pos + 1][0] != "=" or tokens[pos + 2][0] not in ("word", "quoted"):
-                raise ConfigurationError(f"Option '{option}': value not specified for key "
-                                         f"{key!r} (write key=\"value\")")
+            if (
+                kind not in ("word", "quoted")
+                or pos + 2 >= len(tokens)
+                or tokens[pos + 1][0] != "="
+                or tokens[pos + 2][0] not in ("word", "quoted")
+            ):
+                raise ConfigurationError(
+                    f"Option '{option}': value not specified for key {key!r} (write key=\"value\")"
+                )
             options[key] = tokens[pos + 2][1]
             pos += 3
         if pos >= len(tokens):
-            raise ConfigurationError(f"Option '{option}': the JAAS entry is not terminated by "
-                                     "a semicolon ';'")
+            raise ConfigurationError(
+                f"Option '{option}': the JAAS entry is not terminated by a semicolon ';'"
+            )
         pos += 1
         entries.append((module, options))
     if not entries:
         raise ConfigurationError(f"Option '{option}': no login module specified")
     if len(entries) > 1:
-        raise ConfigurationError(f"Option '{option}' contains {len(entries)} login modules, "
-                                 "should be 1")
+        raise ConfigurationError(
+            f"Option '{option}' contains {len(entries)} login modules, should be 1"
+        )
     return entries[0]

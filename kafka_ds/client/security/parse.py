@@ -3,6 +3,7 @@ into :class:`~.settings.SecuritySettings` on the driver at plan time: every erro
 option, and key stores and JAAS entries are read there, so a wrong password fails the plan
 instead of every task. (The options' declarations: ``kafka_ds.options.client_declarations``.)
 """
+
 from __future__ import annotations
 
 import os
@@ -22,9 +23,16 @@ def security_settings(params: dict, *, check_files: bool = True) -> SecuritySett
     Cached per distinct security params: every task builds a client, and reading a
     PKCS12 store (key derivation) is not free.
     """
-    key = (check_files, tuple(sorted(
-        (k, str(v)) for k, v in params.items()
-        if k.startswith(("security.", "ssl.", "sasl.")))))
+    key = (
+        check_files,
+        tuple(
+            sorted(
+                (k, str(v))
+                for k, v in params.items()
+                if k.startswith(("security.", "ssl.", "sasl."))
+            )
+        ),
+    )
     with _settings_lock:
         cached = _settings_cache.get(key)
     if cached is not None:
@@ -43,7 +51,8 @@ def _parse(params: dict, check_files: bool) -> SecuritySettings:
     if protocol not in SECURITY_PROTOCOLS:
         raise ConfigurationError(
             f"Option 'kafka.security.protocol' must be one of {', '.join(SECURITY_PROTOCOLS)},"
-            f" got {protocol!r}")
+            f" got {protocol!r}"
+        )
     values: dict = {"protocol": protocol}
     if protocol in ("SSL", "SASL_SSL"):
         values.update(_parse_tls(get, params, check_files))
@@ -68,6 +77,7 @@ def _getter(params):
             return None
         value = str(value)
         return value if value.strip() else None
+
     return get
 
 
@@ -91,30 +101,34 @@ def _store_type(get, which, location):
     return value
 
 
-_TLS_VERSIONS = {"TLSV1": "TLSv1", "TLSV1.1": "TLSv1_1", "TLSV1.2": "TLSv1_2",
-                 "TLSV1.3": "TLSv1_3"}
+_TLS_VERSIONS = {"TLSV1": "TLSv1", "TLSV1.1": "TLSv1_1", "TLSV1.2": "TLSv1_2", "TLSV1.3": "TLSv1_3"}
 
 
 def _parse_tls(get, params, check_files):
-    values = {}
+    values: dict = {}
     algorithm = get("ssl.endpoint.identification.algorithm")
     if algorithm is None and "ssl.endpoint.identification.algorithm" in params:
         values["check_hostname"] = False  # set, but empty: Java's way to turn the check off
     elif algorithm is not None and algorithm.strip().lower() != "https":
         raise ConfigurationError(
             "Option 'kafka.ssl.endpoint.identification.algorithm' must be 'https' or empty, "
-            f"got {algorithm!r}")
+            f"got {algorithm!r}"
+        )
     location = get("ssl.truststore.location")
     values["truststore_location"] = location
     values["truststore_type"] = _store_type(get, "truststore", location)
     values["truststore_password"] = get("ssl.truststore.password")
     values["truststore_certificates"] = get("ssl.truststore.certificates")
     if location and values["truststore_certificates"]:
-        raise ConfigurationError("Options 'kafka.ssl.truststore.location' and "
-                                 "'kafka.ssl.truststore.certificates' exclude each other")
+        raise ConfigurationError(
+            "Options 'kafka.ssl.truststore.location' and "
+            "'kafka.ssl.truststore.certificates' exclude each other"
+        )
     if location and check_files and not os.path.isfile(location):
-        raise ConfigurationError(f"Option 'kafka.ssl.truststore.location': file {location!r} "
-                                 "does not exist (it must exist on the driver and executors)")
+        raise ConfigurationError(
+            f"Option 'kafka.ssl.truststore.location': file {location!r} "
+            "does not exist (it must exist on the driver and executors)"
+        )
     klocation = get("ssl.keystore.location")
     values["keystore_location"] = klocation
     values["keystore_type"] = _store_type(get, "keystore", klocation)
@@ -128,17 +142,24 @@ def _parse_tls(get, params, check_files):
                 "Option 'kafka.ssl.keystore.type' JKS is not supported for the client keystore; "
                 "convert it to PKCS12 and set 'kafka.ssl.keystore.type' to PKCS12:\n  keytool "
                 f"-importkeystore -srckeystore {klocation} -destkeystore "
-                f"{os.path.splitext(klocation)[0]}.p12 -deststoretype PKCS12")
+                f"{os.path.splitext(klocation)[0]}.p12 -deststoretype PKCS12"
+            )
         if check_files and not os.path.isfile(klocation):
-            raise ConfigurationError(f"Option 'kafka.ssl.keystore.location': file "
-                                     f"{klocation!r} does not exist (it must exist on the driver "
-                                     "and executors)")
+            raise ConfigurationError(
+                f"Option 'kafka.ssl.keystore.location': file "
+                f"{klocation!r} does not exist (it must exist on the driver "
+                "and executors)"
+            )
         if values["keystore_certificate_chain"] or values["keystore_key"]:
-            raise ConfigurationError("Option 'kafka.ssl.keystore.location' excludes "
-                                     "'kafka.ssl.keystore.certificate.chain'/'kafka.ssl.keystore.key'")
+            raise ConfigurationError(
+                "Option 'kafka.ssl.keystore.location' excludes "
+                "'kafka.ssl.keystore.certificate.chain'/'kafka.ssl.keystore.key'"
+            )
     elif bool(values["keystore_certificate_chain"]) != bool(values["keystore_key"]):
-        raise ConfigurationError("Options 'kafka.ssl.keystore.certificate.chain' and "
-                                 "'kafka.ssl.keystore.key' must be set together")
+        raise ConfigurationError(
+            "Options 'kafka.ssl.keystore.certificate.chain' and "
+            "'kafka.ssl.keystore.key' must be set together"
+        )
     protocol = get("ssl.protocol")
     enabled = get("ssl.enabled.protocols")
     names = []
@@ -148,8 +169,10 @@ def _parse_tls(get, params, check_files):
             if not item:
                 continue
             if item.upper() not in _TLS_VERSIONS:
-                raise ConfigurationError(f"Option 'kafka.ssl.enabled.protocols': unknown protocol "
-                                         f"{item!r} (use TLSv1.2, TLSv1.3)")
+                raise ConfigurationError(
+                    f"Option 'kafka.ssl.enabled.protocols': unknown protocol "
+                    f"{item!r} (use TLSv1.2, TLSv1.3)"
+                )
             names.append(item.upper())
         order = list(_TLS_VERSIONS)
         names.sort(key=order.index)
@@ -166,8 +189,9 @@ def _parse_tls(get, params, check_files):
             if current is None or order.index(current) > order.index(cap):
                 values["tls_max_version"] = cap
         elif upper not in ("TLS", "TLSV1.3", "SSL"):
-            raise ConfigurationError(f"Option 'kafka.ssl.protocol' must be TLS, TLSv1.2 or "
-                                     f"TLSv1.3, got {protocol!r}")
+            raise ConfigurationError(
+                f"Option 'kafka.ssl.protocol' must be TLS, TLSv1.2 or TLSv1.3, got {protocol!r}"
+            )
     suites = get("ssl.cipher.suites")
     if suites:
         values["ciphers"] = _openssl_ciphers(suites)
@@ -200,8 +224,10 @@ def _openssl_ciphers(suites: str) -> str | None:
     try:
         context.set_ciphers(cipher_string)
     except ssl.SSLError:
-        raise ConfigurationError(f"Option 'kafka.ssl.cipher.suites': none of {suites!r} is a "
-                                 "TLS 1.2 cipher suite this Python's OpenSSL supports") from None
+        raise ConfigurationError(
+            f"Option 'kafka.ssl.cipher.suites': none of {suites!r} is a "
+            "TLS 1.2 cipher suite this Python's OpenSSL supports"
+        ) from None
     return cipher_string
 
 
@@ -211,21 +237,28 @@ def _parse_sasl(get):
     if mechanism is None:
         raise ConfigurationError(
             "Option 'kafka.sasl.mechanism' must be set with kafka.security.protocol SASL_*: "
-            f"one of {supported} (Java's default GSSAPI/Kerberos is not supported)")
+            f"one of {supported} (Java's default GSSAPI/Kerberos is not supported)"
+        )
     mechanism = mechanism.strip().upper()
     if mechanism not in MECHANISMS:
-        raise ConfigurationError(f"Option 'kafka.sasl.mechanism' {mechanism!r} is not supported;"
-                                 f" use one of {supported}")
+        raise ConfigurationError(
+            f"Option 'kafka.sasl.mechanism' {mechanism!r} is not supported; use one of {supported}"
+        )
     values = {"mechanism": mechanism}
     jaas_text = get("sasl.jaas.config")
     module, jaas = parse_jaas_config(jaas_text) if jaas_text else ("", {})
     short = module.rsplit(".", 1)[-1]
-    expected = {"PLAIN": "PlainLoginModule", "SCRAM-SHA-256": "ScramLoginModule",
-                "SCRAM-SHA-512": "ScramLoginModule", "OAUTHBEARER": "OAuthBearerLoginModule"}
+    expected = {
+        "PLAIN": "PlainLoginModule",
+        "SCRAM-SHA-256": "ScramLoginModule",
+        "SCRAM-SHA-512": "ScramLoginModule",
+        "OAUTHBEARER": "OAuthBearerLoginModule",
+    }
     if jaas_text and short != expected[mechanism]:
         raise ConfigurationError(
             f"Option 'kafka.sasl.jaas.config' names login module {short!r}, but "
-            f"'kafka.sasl.mechanism' {mechanism} needs {expected[mechanism]}")
+            f"'kafka.sasl.mechanism' {mechanism} needs {expected[mechanism]}"
+        )
     if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
         username = jaas.get("username", get("sasl.username"))
         password = jaas.get("password", get("sasl.password"))
@@ -234,8 +267,9 @@ def _parse_sasl(get):
             raise ConfigurationError(
                 f"SASL {mechanism} needs a username and password: set 'kafka.sasl.jaas.config' "
                 f"to 'org.apache.kafka.common.security.{package}.{expected[mechanism]} required "
-                "username=\"...\" password=\"...\";' or set 'kafka.sasl.username' and "
-                "'kafka.sasl.password'")
+                'username="..." password="...";\' or set \'kafka.sasl.username\' and '
+                "'kafka.sasl.password'"
+            )
         values["username"] = username
         values["password"] = password
         return values
@@ -243,49 +277,64 @@ def _parse_sasl(get):
     extensions = {}
     for key, value in jaas.items():
         if key.startswith("unsecuredLoginExtension_"):
-            extensions[key[len("unsecuredLoginExtension_"):]] = value
+            extensions[key[len("unsecuredLoginExtension_") :]] = value
     raw_ext = get("sasl.oauthbearer.extensions")
     if raw_ext:
         for item in raw_ext.split(","):
             key, sep, value = item.strip().partition("=")
             if not sep or not key:
-                raise ConfigurationError("Option 'kafka.sasl.oauthbearer.extensions' must be "
-                                         "key=value pairs separated by commas")
+                raise ConfigurationError(
+                    "Option 'kafka.sasl.oauthbearer.extensions' must be "
+                    "key=value pairs separated by commas"
+                )
             extensions[key] = value
     for key in extensions:
         if key == "auth" or not key.isalpha():
-            raise ConfigurationError(f"OAUTHBEARER extension name {key!r} is invalid (letters "
-                                     "only, and not 'auth')")
+            raise ConfigurationError(
+                f"OAUTHBEARER extension name {key!r} is invalid (letters only, and not 'auth')"
+            )
     values["oauth_extensions"] = tuple(sorted(extensions.items()))
     provider = get("sasl.oauthbearer.token.provider")
     endpoint = get("sasl.oauthbearer.token.endpoint.url")
     if provider:
         if ":" not in provider:
-            raise ConfigurationError("Option 'kafka.sasl.oauthbearer.token.provider' must be "
-                                     "'package.module:callable'")
+            raise ConfigurationError(
+                "Option 'kafka.sasl.oauthbearer.token.provider' must be 'package.module:callable'"
+            )
         resolve_callable(provider)  # import now: a typo fails the plan
         values["oauth_token_provider"] = provider
     elif endpoint:
         if not endpoint.startswith(("https://", "http://")):
-            raise ConfigurationError("Option 'kafka.sasl.oauthbearer.token.endpoint.url' must "
-                                     "be an http(s) URL")
+            raise ConfigurationError(
+                "Option 'kafka.sasl.oauthbearer.token.endpoint.url' must be an http(s) URL"
+            )
         if "clientId" not in jaas or "clientSecret" not in jaas:
-            raise ConfigurationError("OIDC (kafka.sasl.oauthbearer.token.endpoint.url) needs "
-                                     "clientId and clientSecret in 'kafka.sasl.jaas.config'")
-        values.update(oauth_token_endpoint=endpoint, oauth_client_id=jaas["clientId"],
-                      oauth_client_secret=jaas["clientSecret"], oauth_scope=jaas.get("scope"))
+            raise ConfigurationError(
+                "OIDC (kafka.sasl.oauthbearer.token.endpoint.url) needs "
+                "clientId and clientSecret in 'kafka.sasl.jaas.config'"
+            )
+        values.update(
+            oauth_token_endpoint=endpoint,
+            oauth_client_id=jaas["clientId"],
+            oauth_client_secret=jaas["clientSecret"],
+            oauth_scope=jaas.get("scope"),
+        )
     elif "unsecuredLoginStringClaim_sub" in jaas:
         values["oauth_unsecured_sub"] = jaas["unsecuredLoginStringClaim_sub"]
         lifetime = jaas.get("unsecuredLoginLifetimeSeconds", "3600")
         try:
             values["oauth_unsecured_lifetime_s"] = int(lifetime)
         except ValueError:
-            raise ConfigurationError("JAAS option unsecuredLoginLifetimeSeconds must be an "
-                                     "integer") from None
+            raise ConfigurationError(
+                "JAAS option unsecuredLoginLifetimeSeconds must be an integer"
+            ) from None
         claims = []
         for key, value in jaas.items():
-            if key.startswith("unsecuredLoginStringClaim_") and key != "unsecuredLoginStringClaim_sub":
-                claims.append((key[len("unsecuredLoginStringClaim_"):], value))
+            if (
+                key.startswith("unsecuredLoginStringClaim_")
+                and key != "unsecuredLoginStringClaim_sub"
+            ):
+                claims.append((key[len("unsecuredLoginStringClaim_") :], value))
         if "unsecuredLoginListClaim_scope" in jaas:
             raw = jaas["unsecuredLoginListClaim_scope"]
             claims.append(("scope", [s for s in raw[1:].split(raw[0])] if raw else []))
@@ -294,6 +343,6 @@ def _parse_sasl(get):
         raise ConfigurationError(
             "SASL OAUTHBEARER needs a token source: 'kafka.sasl.oauthbearer.token.provider', "
             "'kafka.sasl.oauthbearer.token.endpoint.url' (OIDC) or, for development, "
-            "'kafka.sasl.jaas.config' with OAuthBearerLoginModule unsecuredLoginStringClaim_sub")
+            "'kafka.sasl.jaas.config' with OAuthBearerLoginModule unsecuredLoginStringClaim_sub"
+        )
     return values
-

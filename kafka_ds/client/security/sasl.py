@@ -1,6 +1,7 @@
 """SASL mechanisms as client exchanges (``first()``, then ``step(challenge)``): PLAIN,
 SCRAM-SHA-256/512 and OAUTHBEARER (in ``oauth``); ``make_mechanism`` picks one.
 """
+
 from __future__ import annotations
 
 import base64
@@ -11,7 +12,6 @@ import secrets
 from ...errors import AuthenticationError
 from .oauth import OAuthBearerMechanism
 from .settings import SecuritySettings
-
 
 
 class PlainMechanism:
@@ -63,14 +63,15 @@ class ScramMechanism:
             iterations = int(iterations)
             if iterations < 1:
                 raise AuthenticationError("invalid SCRAM iteration count")
-            salted = hashlib.pbkdf2_hmac(self.hash_name, self.password.encode(),
-                                         base64.b64decode(salt), iterations)
+            salted = hashlib.pbkdf2_hmac(
+                self.hash_name, self.password.encode(), base64.b64decode(salt), iterations
+            )
             client_key = self._hmac(salted, b"Client Key")
             stored_key = hashlib.new(self.hash_name, client_key).digest()
             without_proof = f"c=biws,r={nonce}"
             auth_message = f"{self.client_first_bare},{text},{without_proof}".encode()
             client_signature = self._hmac(stored_key, auth_message)
-            proof = bytes(a ^ b for a, b in zip(client_key, client_signature))
+            proof = bytes(a ^ b for a, b in zip(client_key, client_signature, strict=True))
             server_key = self._hmac(salted, b"Server Key")
             self.server_signature = self._hmac(server_key, auth_message)
             self.state = 2
@@ -79,11 +80,15 @@ class ScramMechanism:
             if "e" in attrs:
                 raise AuthenticationError(f"SCRAM server error: {attrs['e']}")
             signature = attrs.get("v")
-            if signature is None or not hmac.compare_digest(
-                    base64.b64decode(signature), self.server_signature):
+            if (
+                signature is None
+                or self.server_signature is None
+                or not hmac.compare_digest(base64.b64decode(signature), self.server_signature)
+            ):
                 raise AuthenticationError(
                     "the broker's SCRAM server signature is wrong: it does not know the "
-                    "password (a server impersonating the broker?)")
+                    "password (a server impersonating the broker?)"
+                )
             self.state = 3
             return None
         raise AuthenticationError("unexpected SCRAM message")
@@ -100,6 +105,7 @@ def _scram_attributes(text):
         if sep and len(key) == 1:
             attrs[key] = value
     return attrs
+
 
 def make_mechanism(settings: SecuritySettings):
     if settings.mechanism == "PLAIN":

@@ -1,6 +1,7 @@
 """``SecuritySettings``: the validated TLS/SASL settings of a client, picklable (they ship to
 the executors inside ``ClientConfig``) with every secret hidden from ``repr``. A leaf: the
 parsing of the ``kafka.*`` options into it is ``parse.py``."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -9,9 +10,17 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 STORE_TYPES = ("PEM", "PKCS12", "JKS")
 
-_SECRET_FIELDS = frozenset({
-    "truststore_password", "keystore_password", "key_password", "keystore_key", "password",
-    "oauth_client_secret", "oauth_static_token"})
+_SECRET_FIELDS = frozenset(
+    {
+        "truststore_password",
+        "keystore_password",
+        "key_password",
+        "keystore_key",
+        "password",
+        "oauth_client_secret",
+        "oauth_static_token",
+    }
+)
 
 
 @dataclass(frozen=True, repr=False)

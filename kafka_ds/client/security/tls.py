@@ -2,6 +2,7 @@
 JKS stores (``TlsMaterial``), and the ``ssl.SSLContext`` built from them where the
 connections are made (cached per settings).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 
 from ...errors import ConfigurationError
 from .settings import SecuritySettings
-
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +37,16 @@ def read_jks_certificates(data: bytes, password: str | None, option: str) -> lis
     2 trusted certificate), alias (UTF), timestamp (int64) and its data; then 20 bytes of
     SHA-1 over (password as UTF-16BE, "Mighty Aphrodite", everything before).
     """
+
     def fail(why):
         return ConfigurationError(f"Option '{option}': not a readable JKS truststore ({why})")
 
     if len(data) < 12 + 20 or _U32.unpack_from(data, 0)[0] != JKS_MAGIC:
         if data[:4] == b"\xce\xce\xce\xce":
-            raise fail("JCEKS stores are not supported; convert with keytool -importkeystore "
-                       "-deststoretype PKCS12")
+            raise fail(
+                "JCEKS stores are not supported; convert with keytool -importkeystore "
+                "-deststoretype PKCS12"
+            )
         raise fail("bad magic number; set 'kafka.ssl.truststore.type' to the store's type")
     version = _I32.unpack_from(data, 4)[0]
     if version not in (1, 2):
@@ -54,7 +57,7 @@ def read_jks_certificates(data: bytes, password: str | None, option: str) -> lis
 
     def read_utf(pos):
         size = _U16.unpack_from(data, pos)[0]
-        return data[pos + 2:pos + 2 + size], pos + 2 + size
+        return data[pos + 2 : pos + 2 + size], pos + 2 + size
 
     def read_cert(pos):
         if version == 2:
@@ -64,7 +67,7 @@ def read_jks_certificates(data: bytes, password: str | None, option: str) -> lis
         size = _I32.unpack_from(data, pos)[0]
         if size < 0 or pos + 4 + size > len(data):
             raise fail("truncated certificate")
-        return data[pos + 4:pos + 4 + size], pos + 4 + size
+        return data[pos + 4 : pos + 4 + size], pos + 4 + size
 
     try:
         for _ in range(count):
@@ -96,7 +99,8 @@ def read_jks_certificates(data: bytes, password: str | None, option: str) -> lis
         if not hmac.compare_digest(digest.digest(), data[pos:]):
             raise ConfigurationError(
                 f"Option '{option}': the JKS store's integrity check failed: wrong "
-                "'kafka.ssl.truststore.password' or a corrupted file")
+                "'kafka.ssl.truststore.password' or a corrupted file"
+            )
     if not certs:
         raise fail("no certificate entries")
     return certs
@@ -107,8 +111,9 @@ def _read_file(path, option):
         with open(path, "rb") as handle:
             return handle.read()
     except OSError as exc:
-        raise ConfigurationError(f"Option '{option}': cannot read {path!r}: "
-                                 f"{exc.strerror}") from None
+        raise ConfigurationError(
+            f"Option '{option}': cannot read {path!r}: {exc.strerror}"
+        ) from None
 
 
 @dataclass
@@ -117,7 +122,7 @@ class TlsMaterial:
 
     cadata: str | None = None
     cert_chain_pem: bytes | None = None
-    key: object = None   # a cryptography private key
+    key: object = None  # a cryptography private key
 
 
 def _pem_certs_from_der(ders) -> str:
@@ -131,11 +136,13 @@ def _open_pkcs12(data: bytes, password: str | None, store: str):
 
     try:
         return pkcs12.load_key_and_certificates(
-            data, password.encode() if password is not None else None)
+            data, password.encode() if password is not None else None
+        )
     except ValueError:
         raise ConfigurationError(
             f"Option 'kafka.ssl.{store}.location': cannot open the PKCS12 {store}: wrong "
-            f"'kafka.ssl.{store}.password' or not a PKCS12 file") from None
+            f"'kafka.ssl.{store}.password' or not a PKCS12 file"
+        ) from None
 
 
 def load_tls_material(settings: SecuritySettings) -> TlsMaterial:
@@ -145,27 +152,32 @@ def load_tls_material(settings: SecuritySettings) -> TlsMaterial:
     material = TlsMaterial()
     option = "kafka.ssl.truststore.location"
     if settings.truststore_certificates:
-        material.cadata = _check_pem_certs(settings.truststore_certificates.encode(),
-                                           "kafka.ssl.truststore.certificates")
+        material.cadata = _check_pem_certs(
+            settings.truststore_certificates.encode(), "kafka.ssl.truststore.certificates"
+        )
     elif settings.truststore_location:
         data = _read_file(settings.truststore_location, option)
         kind = settings.truststore_type
         if kind == "JKS":
             material.cadata = _pem_certs_from_der(
-                read_jks_certificates(data, settings.truststore_password, option))
+                read_jks_certificates(data, settings.truststore_password, option)
+            )
         elif kind == "PKCS12":
             _key, cert, extra = _open_pkcs12(data, settings.truststore_password, "truststore")
-            ders = [c.public_bytes(serialization.Encoding.DER) for c in
-                    ([cert] if cert is not None else []) + list(extra)]
+            ders = [
+                c.public_bytes(serialization.Encoding.DER)
+                for c in ([cert] if cert is not None else []) + list(extra)
+            ]
             if not ders:
-                raise ConfigurationError(f"Option '{option}': the PKCS12 truststore holds no "
-                                         "certificates")
+                raise ConfigurationError(
+                    f"Option '{option}': the PKCS12 truststore holds no certificates"
+                )
             material.cadata = _pem_certs_from_der(ders)
         else:
             material.cadata = _check_pem_certs(data, option)
     # client certificate
     key_bytes = chain_bytes = None
-    if settings.keystore_certificate_chain:
+    if settings.keystore_certificate_chain and settings.keystore_key:  # both or neither
         chain_bytes = settings.keystore_certificate_chain.encode()
         key_bytes = settings.keystore_key.encode()
         key_option = "kafka.ssl.keystore.key"
@@ -176,11 +188,14 @@ def load_tls_material(settings: SecuritySettings) -> TlsMaterial:
         if settings.keystore_type == "PKCS12":
             key, cert, extra = _open_pkcs12(data, settings.keystore_password, "keystore")
             if key is None or cert is None:
-                raise ConfigurationError("Option 'kafka.ssl.keystore.location': the PKCS12 "
-                                         "keystore holds no private key with its certificate")
+                raise ConfigurationError(
+                    "Option 'kafka.ssl.keystore.location': the PKCS12 "
+                    "keystore holds no private key with its certificate"
+                )
             material.key = key
             material.cert_chain_pem = b"".join(
-                c.public_bytes(serialization.Encoding.PEM) for c in [cert, *extra])
+                c.public_bytes(serialization.Encoding.PEM) for c in [cert, *extra]
+            )
             return material
         key_bytes = chain_bytes = data
     else:
@@ -196,15 +211,19 @@ def load_tls_material(settings: SecuritySettings) -> TlsMaterial:
         raise ConfigurationError(f"Option '{key_option}': no PEM private key found")
     try:
         material.key = serialization.load_pem_private_key(
-            key_pem, password.encode() if password is not None else None)
+            key_pem, password.encode() if password is not None else None
+        )
     except TypeError:
-        raise ConfigurationError(f"Option '{key_option}': the private key is encrypted: set "
-                                 "'kafka.ssl.key.password'" if password is None else
-                                 f"Option '{key_option}': the key is not encrypted, but "
-                                 "'kafka.ssl.key.password' is set") from None
+        raise ConfigurationError(
+            f"Option '{key_option}': the private key is encrypted: set 'kafka.ssl.key.password'"
+            if password is None
+            else f"Option '{key_option}': the key is not encrypted, but "
+            "'kafka.ssl.key.password' is set"
+        ) from None
     except ValueError:
-        raise ConfigurationError(f"Option '{key_option}': cannot read the private key (wrong "
-                                 "'kafka.ssl.key.password'?)") from None
+        raise ConfigurationError(
+            f"Option '{key_option}': cannot read the private key (wrong 'kafka.ssl.key.password'?)"
+        ) from None
     material.cert_chain_pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
     return material
 
@@ -214,25 +233,29 @@ def _first_pem_key(data: bytes) -> bytes | None:
     start = text.find("-----BEGIN ")
     while start >= 0:
         line_end = text.find("-----", start + 11)
-        label = text[start + 11:line_end]
+        label = text[start + 11 : line_end]
         if "PRIVATE KEY" in label:
             end_marker = f"-----END {label}-----"
             end = text.find(end_marker, line_end)
             if end < 0:
                 return None
-            return text[start:end + len(end_marker)].encode()
+            return text[start : end + len(end_marker)].encode()
         start = text.find("-----BEGIN ", line_end)
     return None
 
 
 def _check_pem_certs(data: bytes, option: str) -> str:
     from cryptography import x509
+
     try:
         certs = x509.load_pem_x509_certificates(data)
     except ValueError:
-        raise ConfigurationError(f"Option '{option}': no PEM certificate found (expected "
-                                 "-----BEGIN CERTIFICATE----- blocks)") from None
+        raise ConfigurationError(
+            f"Option '{option}': no PEM certificate found (expected "
+            "-----BEGIN CERTIFICATE----- blocks)"
+        ) from None
     from cryptography.hazmat.primitives import serialization
+
     return "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs)
 
 
@@ -251,21 +274,24 @@ def ssl_context(settings: SecuritySettings) -> ssl.SSLContext:
     return context
 
 
-
 def build_ssl_context(settings: SecuritySettings) -> ssl.SSLContext:
     material = load_tls_material(settings)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.verify_mode = ssl.CERT_REQUIRED
     context.check_hostname = settings.check_hostname
-    if not settings.check_hostname:   # once per process and settings (contexts are cached)
-        log.warning("kafka.ssl.endpoint.identification.algorithm is empty: broker certificates "
-                    "are verified but their host names are not checked")
+    if not settings.check_hostname:  # once per process and settings (contexts are cached)
+        log.warning(
+            "kafka.ssl.endpoint.identification.algorithm is empty: broker certificates "
+            "are verified but their host names are not checked"
+        )
     if material.cadata:
         context.load_verify_locations(cadata=material.cadata)
     else:
         context.load_default_certs(ssl.Purpose.SERVER_AUTH)
-    for attr, name in (("minimum_version", settings.tls_min_version),
-                       ("maximum_version", settings.tls_max_version)):
+    for attr, name in (
+        ("minimum_version", settings.tls_min_version),
+        ("maximum_version", settings.tls_max_version),
+    ):
         if name:
             setattr(context, attr, getattr(ssl.TLSVersion, name))
     if settings.ciphers:
@@ -279,6 +305,7 @@ def _load_client_chain(context, material):
     """Python's ssl loads a client certificate only from files: write the chain and the
     key, encrypted under a one-time password, to a private temporary directory."""
     from cryptography.hazmat.primitives import serialization
+
     one_time = secrets.token_urlsafe(24)
     with tempfile.TemporaryDirectory(prefix="kafka_ds_tls_") as tmp:
         os.chmod(tmp, 0o700)
@@ -287,8 +314,11 @@ def _load_client_chain(context, material):
         with open(chain_path, "wb") as handle:
             handle.write(material.cert_chain_pem)
         with open(os.open(key_path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as handle:
-            handle.write(material.key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                serialization.BestAvailableEncryption(one_time.encode())))
+            handle.write(
+                material.key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.BestAvailableEncryption(one_time.encode()),
+                )
+            )
         context.load_cert_chain(chain_path, key_path, password=one_time)
-

@@ -1,6 +1,6 @@
 """fastavro's Python values <-> the Python values pyarrow builds Spark's Arrow types from.
 
-Used by the general (per-record) path of :mod:`kafka_ds.formats.avro`. Converters are
+Used by the general (per-record) path of :mod:`kafka_ds.formats.avro.codec`. Converters are
 compiled once per schema; ``None`` means "identity" so the common case costs nothing.
 
 * reading (fastavro -> Arrow): unions of several non-null branches become spark-avro's
@@ -10,17 +10,26 @@ compiled once per schema; ``None`` means "identity" so the common case costs not
 * writing (Arrow ``to_pylist`` -> fastavro): maps come as ``[(key, value)]``, member
   structs go back to fastavro's ``(branch name, value)`` union notation.
 """
+
 from __future__ import annotations
 
 import datetime
 import decimal
 
-from .avro_types import NAMED, avro_to_spark, logical, union_parts
+from .types import NAMED, avro_to_spark, logical, union_parts
 
 # logical types spark-avro interprets; fastavro is given schemas without the others so it
 # returns the underlying values (e.g. time-millis stays an int, uuid a string)
-KEPT_LOGICAL = frozenset(("date", "timestamp-millis", "timestamp-micros", "local-timestamp-millis",
-                          "local-timestamp-micros", "decimal"))
+KEPT_LOGICAL = frozenset(
+    (
+        "date",
+        "timestamp-millis",
+        "timestamp-micros",
+        "local-timestamp-millis",
+        "local-timestamp-micros",
+        "decimal",
+    )
+)
 
 
 def strip_logical_types(schema):
@@ -61,8 +70,17 @@ def _python_matcher(node):
         return lambda v: isinstance(v, datetime.datetime) and v.tzinfo is None
     if lt == "date":
         return lambda v: isinstance(v, datetime.date) and not isinstance(v, datetime.datetime)
-    python_types = {"boolean": bool, "int": int, "long": int, "float": float, "double": float,
-                    "string": str, "bytes": bytes, "array": list, "map": dict}
+    python_types = {
+        "boolean": bool,
+        "int": int,
+        "long": int,
+        "float": float,
+        "double": float,
+        "string": str,
+        "bytes": bytes,
+        "array": list,
+        "map": dict,
+    }
     wanted = python_types[kind]
     if wanted is int:
         return lambda v: isinstance(v, int) and not isinstance(v, bool)
@@ -98,9 +116,10 @@ def arrow_converter(node):
             if isinstance(v, tuple):
                 v = v[1]
             return v if v is None or inner is None else inner(v)
+
         return single
     spark, _ = avro_to_spark(node)
-    if isinstance(spark, str):          # [int, long] -> bigint, [float, double] -> double
+    if isinstance(spark, str):  # [int, long] -> bigint, [float, double] -> double
         return None
     members = [f"member{i}" for i in range(len(branches))]
     convs = [arrow_converter(b) for b in branches]
@@ -124,6 +143,7 @@ def arrow_converter(node):
         out = dict.fromkeys(members)
         out[members[index]] = convs[index](v) if convs[index] else v
         return out
+
     return member_struct
 
 
@@ -136,8 +156,9 @@ def avro_converter(node):
         if all(conv is None for _, conv in fields):
             return None
         # only the fields the value has: fastavro writes the others' defaults
-        return lambda v: {name: (conv(v[name]) if conv else v[name])
-                          for name, conv in fields if name in v}
+        return lambda v: {
+            name: (conv(v[name]) if conv else v[name]) for name, conv in fields if name in v
+        }
     if kind == "array":
         conv = avro_converter(node["items"])
         return None if conv is None else (lambda v: [conv(x) for x in v])
@@ -163,8 +184,10 @@ def avro_converter(node):
             return None
         taken = [i for i in range(len(names)) if v.get(f"member{i}") is not None]
         if len(taken) > 1:
-            raise ValueError(", ".join(f"member{i}" for i in taken)
-                             + " are all set; a union value has one branch")
+            raise ValueError(
+                ", ".join(f"member{i}" for i in taken)
+                + " are all set; a union value has one branch"
+            )
         if taken:
             i = taken[0]
             value = v[f"member{i}"]
@@ -172,4 +195,5 @@ def avro_converter(node):
         if has_null:
             return None
         raise ValueError("every member of a non-nullable union struct is null")
+
     return from_members

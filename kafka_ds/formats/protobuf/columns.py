@@ -5,7 +5,7 @@ every field of the writer message is a singular scalar (integers of every encodi
 float, double, bool, string, bytes; proto3 ``optional`` included -- not enums, messages,
 repeated fields, maps or real oneofs) and every reader field it fills is one too. Others
 take the general path (the protobuf runtime parses each record into a message object,
-:mod:`kafka_ds.formats.protobuf_arrow` maps the objects to Arrow).
+:mod:`kafka_ds.formats.protobuf.arrow` maps the objects to Arrow).
 
 Decoding keeps a position per row and reads one field of every unfinished row per step
 (a message has its fields in any order, each possibly more than once): the tag varint,
@@ -21,25 +21,36 @@ type is not one of 0, 1, 2, 5, or a string field holds invalid UTF-8. Records ho
 groups (wire types 3 and 4, from proto2 writers) raise :class:`NeedsRuntime`: the general
 path parses those.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
-from ..protocol.primitives import uvarint_bytes
-from ..protocol.records_arrays import is_utf8, peek_uvarints
-from .framing import slice_positions
-from .protobuf_schema import SCALAR_TYPES, repeated
+from ...protocol.primitives import uvarint_bytes
+from ...protocol.records_arrays import is_utf8, peek_uvarints
+from ..framing import slice_positions
+from .schema import SCALAR_TYPES, repeated
 
 _T = FieldDescriptor
 _VARINT, _FIXED64, _LENGTH, _START_GROUP, _END_GROUP, _FIXED32 = 0, 1, 2, 3, 4, 5
 _WIRE_TYPE = {
-    _T.TYPE_INT32: _VARINT, _T.TYPE_INT64: _VARINT, _T.TYPE_UINT32: _VARINT,
-    _T.TYPE_UINT64: _VARINT, _T.TYPE_SINT32: _VARINT, _T.TYPE_SINT64: _VARINT,
-    _T.TYPE_BOOL: _VARINT, _T.TYPE_FIXED32: _FIXED32, _T.TYPE_SFIXED32: _FIXED32,
-    _T.TYPE_FLOAT: _FIXED32, _T.TYPE_FIXED64: _FIXED64, _T.TYPE_SFIXED64: _FIXED64,
-    _T.TYPE_DOUBLE: _FIXED64, _T.TYPE_STRING: _LENGTH, _T.TYPE_BYTES: _LENGTH,
+    _T.TYPE_INT32: _VARINT,
+    _T.TYPE_INT64: _VARINT,
+    _T.TYPE_UINT32: _VARINT,
+    _T.TYPE_UINT64: _VARINT,
+    _T.TYPE_SINT32: _VARINT,
+    _T.TYPE_SINT64: _VARINT,
+    _T.TYPE_BOOL: _VARINT,
+    _T.TYPE_FIXED32: _FIXED32,
+    _T.TYPE_SFIXED32: _FIXED32,
+    _T.TYPE_FLOAT: _FIXED32,
+    _T.TYPE_FIXED64: _FIXED64,
+    _T.TYPE_SFIXED64: _FIXED64,
+    _T.TYPE_DOUBLE: _FIXED64,
+    _T.TYPE_STRING: _LENGTH,
+    _T.TYPE_BYTES: _LENGTH,
 }
 _WIDENS_TO = {pa.int32(): (pa.int64(), pa.float64()), pa.float32(): (pa.float64(),)}
 
@@ -60,10 +71,10 @@ class _Field:
 
 class FlatMessageDecoder:
     def __init__(self, fields: dict, arrow_type: pa.StructType):
-        self.fields = fields                  # field number -> _Field
+        self.fields = fields  # field number -> _Field
         self.arrow_type = arrow_type
         self.by_output = {f.output: f for f in fields.values()}
-        self.slot = {number: i for i, number in enumerate(fields)}   # row of the 2-D stores
+        self.slot = {number: i for i, number in enumerate(fields)}  # row of the 2-D stores
         top = max(fields, default=0)
         # per wire type: field number -> slot of the field read with it, -1: skipped
         self.slots_by_wire = {}
@@ -73,8 +84,9 @@ class FlatMessageDecoder:
                 if f.wire_type == wire_type:
                     table[number] = self.slot[number]
             self.slots_by_wire[wire_type] = table
-        self.is_string = np.array([fields[number].desc.type == _T.TYPE_STRING
-                                   for number in fields], bool)
+        self.is_string = np.array(
+            [fields[number].desc.type == _T.TYPE_STRING for number in fields], bool
+        )
 
     def _in_number_order(self, rows, seen, values, begins) -> np.ndarray:
         """Reads the rows that hold the writer's fields in number order, each at most once
@@ -85,7 +97,7 @@ class FlatMessageDecoder:
         going = np.ones(len(pos), bool)
         for number, f in sorted(self.fields.items()):
             tag = uvarint_bytes(number << 3 | f.wire_type)
-            candidates = np.flatnonzero(going & (pos + len(tag) < ends))   # tag + a byte
+            candidates = np.flatnonzero(going & (pos + len(tag) < ends))  # tag + a byte
             if not candidates.size:
                 continue
             if len(tag) == 1:
@@ -112,7 +124,7 @@ class FlatMessageDecoder:
                 fits &= value <= room
                 begins[slot][lanes] = end
                 end = end + np.where(fits, value, 0).astype(np.int64)
-            if len(lanes) == len(pos) and fits.all():   # every row has it: no gathers
+            if len(lanes) == len(pos) and fits.all():  # every row has it: no gathers
                 values[slot] = value
                 seen[slot] = True
                 pos[:] = end
@@ -131,11 +143,11 @@ class FlatMessageDecoder:
         rows = _Rows(data, starts, ends)
         count = len(self.fields)
         seen = np.zeros((count, n), bool)
-        values = np.zeros((count, n), np.uint64)      # lengths for length-delimited fields
+        values = np.zeros((count, n), np.uint64)  # lengths for length-delimited fields
         begins = np.zeros((count, n), np.int64)
-        replaced = []        # earlier occurrences of string fields: their UTF-8 is checked too
+        replaced = []  # earlier occurrences of string fields: their UTF-8 is checked too
         irregular = self._in_number_order(rows, seen, values, begins)
-        if irregular.size:   # the rest, from their start, tag by tag
+        if irregular.size:  # the rest, from their start, tag by tag
             seen[:, irregular] = False
             rows.pos[irregular] = starts[irregular]
         active = irregular[rows.pos[irregular] < rows.ends[irregular]]
@@ -145,9 +157,13 @@ class FlatMessageDecoder:
             active = active[~rows.bad_lanes]
             wire = (tag & np.uint64(7)).astype(np.int64)
             number = tag >> np.uint64(3)
-            rows.fail(active[(number == 0) | (tag > np.uint64(0xFFFFFFFF))],
-                      "invalid Protobuf payload: invalid tag")
-            rows.fail(active[(wire == 6) | (wire == 7)], "invalid Protobuf payload: invalid wire type")
+            rows.fail(
+                active[(number == 0) | (tag > np.uint64(0xFFFFFFFF))],
+                "invalid Protobuf payload: invalid tag",
+            )
+            rows.fail(
+                active[(wire == 6) | (wire == 7)], "invalid Protobuf payload: invalid wire type"
+            )
             if np.any(((wire == _START_GROUP) | (wire == _END_GROUP)) & ~rows.bad[active]):
                 raise NeedsRuntime("groups")
             for wire_type, table in self.slots_by_wire.items():
@@ -155,7 +171,9 @@ class FlatMessageDecoder:
                 lanes = active[picked]
                 if not lanes.size:
                     continue
-                lane_numbers = np.minimum(number[picked], np.uint64(len(table) - 1)).astype(np.int64)
+                lane_numbers = np.minimum(number[picked], np.uint64(len(table) - 1)).astype(
+                    np.int64
+                )
                 if wire_type == _VARINT:
                     read = rows.varint(lanes, "a varint")
                 elif wire_type == _LENGTH:
@@ -170,8 +188,14 @@ class FlatMessageDecoder:
                 if wire_type == _LENGTH:
                     again = seen[slots, at] & self.is_string[slots]
                     if again.any():
-                        replaced.append((slots[again], at[again], begins[slots[again], at[again]],
-                                         values[slots[again], at[again]].astype(np.int64)))
+                        replaced.append(
+                            (
+                                slots[again],
+                                at[again],
+                                begins[slots[again], at[again]],
+                                values[slots[again], at[again]].astype(np.int64),
+                            )
+                        )
                     begins[slots, at] = read[0][keep]
                     values[slots, at] = read[1][keep].astype(np.uint64)
                 else:
@@ -182,8 +206,9 @@ class FlatMessageDecoder:
         for slots, at, where, length in replaced:
             for slot in np.unique(slots).tolist():
                 mine = slots == slot
-                rows.check_utf8(at[mine], where[mine], length[mine],
-                                self.fields[numbers[slot]].desc.name)
+                rows.check_utf8(
+                    at[mine], where[mine], length[mine], self.fields[numbers[slot]].desc.name
+                )
         children = []
         for index, field in enumerate(self.arrow_type):
             f = self.by_output.get(index)
@@ -202,7 +227,7 @@ def _column(f, arrow_type, seen, raw, begins, rows) -> pa.Array:
     kind = f.desc.type
     valid = seen | (not f.presence)
     valid &= ~rows.bad
-    raw = np.where(seen, raw, np.uint64(0))       # unseen: the proto3 default
+    raw = np.where(seen, raw, np.uint64(0))  # unseen: the proto3 default
     if kind in (_T.TYPE_STRING, _T.TYPE_BYTES):
         lengths = np.where(seen & ~rows.bad, raw, 0).astype(np.int64)
         starts = np.where(seen, begins, 0)
@@ -212,9 +237,12 @@ def _column(f, arrow_type, seen, raw, begins, rows) -> pa.Array:
             raise NeedsRuntime("strings of more than 2 GiB in one batch")
         body = rows.data[slice_positions(starts, lengths)]
         column_type = pa.string() if kind == _T.TYPE_STRING else pa.binary()
-        array = pa.Array.from_buffers(column_type, len(lengths), [
-            _validity(valid), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)],
-            null_count=int((~valid).sum()))
+        array = pa.Array.from_buffers(
+            column_type,
+            len(lengths),
+            [_validity(valid), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)],
+            null_count=int((~valid).sum()),
+        )
         if kind == _T.TYPE_STRING:
             try:
                 array.validate(full=True)
@@ -223,17 +251,20 @@ def _column(f, arrow_type, seen, raw, begins, rows) -> pa.Array:
                 before = int(rows.bad.sum())
                 rows.check_utf8(checked, starts[checked], lengths[checked], f.desc.name)
                 if int(rows.bad.sum()) == before:
-                    raise NeedsRuntime("Arrow refused a string the UTF-8 check accepted")
+                    raise NeedsRuntime("Arrow refused a string the UTF-8 check accepted") from None
                 return _column(f, arrow_type, seen, np.where(rows.bad, 0, raw), begins, rows)
         return array
     if kind == _T.TYPE_BOOL:
         values = raw != 0
-        array = pa.Array.from_buffers(pa.bool_(), len(values), [
-            _validity(valid), pa.py_buffer(np.packbits(values, bitorder="little"))],
-            null_count=int((~valid).sum()))
+        array = pa.Array.from_buffers(
+            pa.bool_(),
+            len(values),
+            [_validity(valid), pa.py_buffer(np.packbits(values, bitorder="little"))],
+            null_count=int((~valid).sum()),
+        )
     else:
         if kind in (_T.TYPE_INT32, _T.TYPE_UINT32, _T.TYPE_FIXED32, _T.TYPE_SFIXED32):
-            values = raw.astype(np.uint32).view(np.int32)           # the low 32 bits
+            values = raw.astype(np.uint32).view(np.int32)  # the low 32 bits
         elif kind == _T.TYPE_SINT32:
             low = raw.astype(np.uint32)
             values = (low >> np.uint32(1)).view(np.int32) ^ -(low & np.uint32(1)).view(np.int32)
@@ -243,12 +274,15 @@ def _column(f, arrow_type, seen, raw, begins, rows) -> pa.Array:
             values = raw.astype(np.uint32).view(np.float32)
         elif kind == _T.TYPE_DOUBLE:
             values = raw.view(np.float64)
-        else:                                                        # 64-bit integers
+        else:  # 64-bit integers
             values = raw.view(np.int64)
         writer_arrow = SCALAR_TYPES[kind][1]
-        array = pa.Array.from_buffers(writer_arrow, len(values), [
-            _validity(valid), pa.py_buffer(np.ascontiguousarray(values))],
-            null_count=int((~valid).sum()))
+        array = pa.Array.from_buffers(
+            writer_arrow,
+            len(values),
+            [_validity(valid), pa.py_buffer(np.ascontiguousarray(values))],
+            null_count=int((~valid).sum()),
+        )
     return array if array.type == arrow_type else array.cast(arrow_type)
 
 
@@ -280,8 +314,10 @@ class _Rows:
 
     def _truncated(self, lanes):
         over = self.pos[lanes] > self.ends[lanes]
-        self.fail(lanes[over], "invalid Protobuf payload (truncated or corrupt): the "
-                               "record ends inside a field")
+        self.fail(
+            lanes[over],
+            "invalid Protobuf payload (truncated or corrupt): the record ends inside a field",
+        )
 
     def varint(self, lanes, what):
         """Unsigned varints at the lanes' positions; ``bad_lanes``: lanes that failed."""
@@ -289,8 +325,10 @@ class _Rows:
         value, size = peek_uvarints(self.data, pos)
         self.fail(lanes[size == 0], f"invalid Protobuf payload: {what} longer than 10 bytes")
         over = pos + size > self.ends[lanes]
-        self.fail(lanes[over], "invalid Protobuf payload (truncated or corrupt): the record "
-                               f"ends inside {what}")
+        self.fail(
+            lanes[over],
+            f"invalid Protobuf payload (truncated or corrupt): the record ends inside {what}",
+        )
         self.pos[lanes] += np.where(self.bad[lanes], 0, size)
         self.bad_lanes = self.bad[lanes]
         return value
@@ -300,15 +338,19 @@ class _Rows:
         raw = self.data.take(pos[:, None] + np.arange(width), mode="clip")
         self.pos[lanes] += width
         self._truncated(lanes)
-        return raw.view(np.uint64 if width == 8 else np.uint32).reshape(len(lanes)).astype(np.uint64)
+        return (
+            raw.view(np.uint64 if width == 8 else np.uint32).reshape(len(lanes)).astype(np.uint64)
+        )
 
     def length_delimited(self, lanes):
         lengths = self.varint(lanes, "a length")
         lengths = np.where(self.bad[lanes], 0, lengths)
         room = (self.ends[lanes] - self.pos[lanes]).astype(np.uint64)
         over = lengths > room
-        self.fail(lanes[over], "invalid Protobuf payload (truncated or corrupt): the record "
-                               "ends inside a field")
+        self.fail(
+            lanes[over],
+            "invalid Protobuf payload (truncated or corrupt): the record ends inside a field",
+        )
         lengths = np.where(over, 0, lengths).astype(np.int64)
         begins = self.pos[lanes].copy()
         self.pos[lanes] += np.where(self.bad[lanes], 0, lengths)
@@ -322,14 +364,17 @@ class _Rows:
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         body = self.data[slice_positions(begins, lengths)]
-        array = pa.Array.from_buffers(pa.string(), len(rows), [
-            None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)])
+        array = pa.Array.from_buffers(
+            pa.string(),
+            len(rows),
+            [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)],
+        )
         try:
             array.validate(full=True)
             return
         except pa.ArrowInvalid:
             pass
-        wrong = [i for i in range(len(rows)) if not is_utf8(body[offsets[i]:offsets[i + 1]])]
+        wrong = [i for i in range(len(rows)) if not is_utf8(body[offsets[i] : offsets[i + 1]])]
         self.fail(rows[wrong], f"invalid Protobuf payload: invalid UTF-8 in string field {name}")
 
 
@@ -350,7 +395,7 @@ def _is_synthetic(oneof) -> bool:
 def build_message_decoder(writer_desc, reader_desc, arrow_type) -> FlatMessageDecoder | None:
     """A FlatMessageDecoder from ``writer_desc`` records to ``reader_desc``'s Arrow type
     (``arrow_type``), or None when the pair takes the general path. The pair has already
-    been resolved (protobuf_arrow.struct_builder): unresolvable pairs never come here."""
+    been resolved (arrow.struct_builder): unresolvable pairs never come here."""
     if not all(_flat_scalar(f) for f in writer_desc.fields):
         return None
     names = [f.name for f in arrow_type]

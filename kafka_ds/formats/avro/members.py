@@ -8,13 +8,14 @@ record names its member, so a batch of one writer schema fills one member, decod
 column-wise by that member's flat plan when it has one. A writer record of a type the
 union lacks is a bad record naming the types read, never dropped.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from .avro_columns import ResolutionError, build_plan
-from .avro_types import NAMED, avro_to_spark, simple_string, union_parts
+from .columns import ResolutionError, build_plan
+from .types import NAMED, avro_to_spark, simple_string, union_parts
 
 
 def member_of(writer: dict, reader: dict) -> int | None:
@@ -36,8 +37,9 @@ def member_of(writer: dict, reader: dict) -> int | None:
         if short in [n.rpartition(".")[2] for n in [branch["name"], *branch.get("aliases", ())]]:
             return index
     names = ", ".join(b["name"] for b in branches)
-    raise ResolutionError(f"the writer schema's type {writer['name']} is none of the types "
-                          f"read ({names})")
+    raise ResolutionError(
+        f"the writer schema's type {writer['name']} is none of the types read ({names})"
+    )
 
 
 class MemberPlan:
@@ -52,10 +54,13 @@ class MemberPlan:
     def decode(self, data, starts, ends):
         array, bad, reasons = self.plan.decode(data, starts, ends)
         n = len(starts)
-        children = [array if i == self.member else pa.nulls(n, field.type)
-                    for i, field in enumerate(self.arrow_type)]
-        struct = pa.StructArray.from_arrays(children, fields=list(self.arrow_type),
-                                            mask=pa.array(np.asarray(bad, bool)))
+        children = [
+            array if i == self.member else pa.nulls(n, field.type)
+            for i, field in enumerate(self.arrow_type)
+        ]
+        struct = pa.StructArray.from_arrays(
+            children, fields=list(self.arrow_type), mask=pa.array(np.asarray(bad, bool))
+        )
         return struct, bad, reasons
 
 
@@ -92,23 +97,35 @@ def type_member_names(node: dict) -> tuple[str, ...] | None:
     if len(branches) < 2 or any(b["type"] not in NAMED for b in branches):
         return None
     short = [b["name"].rpartition(".")[2] for b in branches]
-    return tuple(name if short.count(name) == 1 else b["name"].replace(".", "_")
-                 for name, b in zip(short, branches))
+    return tuple(
+        name if short.count(name) == 1 else b["name"].replace(".", "_")
+        for name, b in zip(short, branches, strict=True)
+    )
 
 
 def renamed_spark_type(node: dict, names) -> str:
     """The Spark type (simpleString) of the union ``node`` with its fields named ``names``."""
     (_kind, fields), _nullable = avro_to_spark(node)
-    return simple_string(("struct", tuple((name, kind, nullable)
-                                          for name, (_, kind, nullable) in zip(names, fields))))
+    return simple_string(
+        (
+            "struct",
+            tuple(
+                (name, kind, nullable)
+                for name, (_, kind, nullable) in zip(names, fields, strict=True)
+            ),
+        )
+    )
 
 
 def renamed(array, names):
     """``array`` (a struct array) with its fields named ``names``, sharing its buffers."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
-    return pa.StructArray.from_arrays([array.field(i) for i in range(array.type.num_fields)],
-                                      names=list(names), mask=array.is_null())
+    return pa.StructArray.from_arrays(
+        [array.field(i) for i in range(array.type.num_fields)],
+        names=list(names),
+        mask=array.is_null(),
+    )
 
 
 class UnionPlan:
@@ -116,12 +133,13 @@ class UnionPlan:
     into the reader's union struct: each record's branch index is read for all rows at once,
     then each branch's rows are decoded by that branch's flat plan into its member."""
 
-    def __init__(self, branch_plans: dict, null_branches: frozenset, arrow_type,
-                 failed_branches: dict):
-        self.branch_plans = branch_plans     # writer branch index -> (member, FlatPlan)
-        self.null_branches = null_branches   # writer branch indexes of "null"
+    def __init__(
+        self, branch_plans: dict, null_branches: frozenset, arrow_type, failed_branches: dict
+    ):
+        self.branch_plans = branch_plans  # writer branch index -> (member, FlatPlan)
+        self.null_branches = null_branches  # writer branch indexes of "null"
         self.arrow_type = arrow_type
-        self.failed_branches = failed_branches   # writer branch index -> reason
+        self.failed_branches = failed_branches  # writer branch index -> reason
 
     def decode(self, data, starts, ends):
         n = len(starts)
@@ -136,14 +154,19 @@ class UnionPlan:
             rows = np.flatnonzero(branch == index)
             bad[rows] = True
             reasons[rows] = reason
-        known = np.isin(branch, list(self.branch_plans) + list(self.null_branches)
-                        + list(self.failed_branches))
+        known = np.isin(
+            branch, list(self.branch_plans) + list(self.null_branches) + list(self.failed_branches)
+        )
         unknown = np.flatnonzero(~known)
         bad[unknown] = True
-        reasons[unknown] = ["truncated: no union branch" if empty[r] else
-                            f"not valid Avro: union branch byte {int(first[r])} names no "
-                            "branch of the writer schema" for r in unknown.tolist()]
-        members = [[] for _ in self.arrow_type]       # per member: (rows, decoded struct)
+        reasons[unknown] = [
+            "truncated: no union branch"
+            if empty[r]
+            else f"not valid Avro: union branch byte {int(first[r])} names no "
+            "branch of the writer schema"
+            for r in unknown.tolist()
+        ]
+        members: list[list] = [[] for _ in self.arrow_type]  # per member: (rows, decoded struct)
         for index, (member, plan) in self.branch_plans.items():
             rows = np.flatnonzero(branch == index)
             if not rows.size:
@@ -154,11 +177,14 @@ class UnionPlan:
                 bad[rows[local]] = True
                 reasons[rows[local]] = group_reasons[local]
             members[member].append((rows, array))
-        children = [self._member_column(n, parts, field.type)
-                    for parts, field in zip(members, self.arrow_type)]
+        children = [
+            self._member_column(n, parts, field.type)
+            for parts, field in zip(members, self.arrow_type, strict=True)
+        ]
         is_null = bad | ~known | np.isin(branch, list(self.null_branches))
-        struct = pa.StructArray.from_arrays(children, fields=list(self.arrow_type),
-                                            mask=pa.array(is_null))
+        struct = pa.StructArray.from_arrays(
+            children, fields=list(self.arrow_type), mask=pa.array(is_null)
+        )
         return struct, bad, reasons
 
     @staticmethod
@@ -179,8 +205,12 @@ class UnionPlan:
 def union_plan(writer: dict, reader: dict, arrow_type) -> UnionPlan | None:
     """The column-wise plan of a writer union of named types read with a reader union, or
     None (another pair, more than 64 branches, or a branch that is not flat)."""
-    if writer["type"] != "union" or reader["type"] != "union" or \
-            len(writer["branches"]) > 64 or type_member_names(reader) is None:
+    if (
+        writer["type"] != "union"
+        or reader["type"] != "union"
+        or len(writer["branches"]) > 64
+        or type_member_names(reader) is None
+    ):
         return None
     branch_plans, null_branches, failed = {}, set(), {}
     for index, branch in enumerate(writer["branches"]):
@@ -189,7 +219,7 @@ def union_plan(writer: dict, reader: dict, arrow_type) -> UnionPlan | None:
             continue
         try:
             member = member_of(branch, reader)
-        except ResolutionError as exc:          # a type the reader lacks: its records only
+        except ResolutionError as exc:  # a type the reader lacks: its records only
             failed[index] = f"cannot be resolved to the reader schema: {exc}"
             continue
         if member is None:
@@ -199,5 +229,5 @@ def union_plan(writer: dict, reader: dict, arrow_type) -> UnionPlan | None:
             return None
         branch_plans[index] = (member, plan)
     if null_branches and not union_parts(reader)[1]:
-        return None                              # (fastavro reports that mismatch)
+        return None  # (fastavro reports that mismatch)
     return UnionPlan(branch_plans, frozenset(null_branches), arrow_type, failed)

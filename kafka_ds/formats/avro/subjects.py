@@ -9,6 +9,7 @@ prefix's subjects sorted by name), as spark-avro reads a union. A record of a ty
 listed does not resolve to the union and is a bad record. On write, each row's one set
 field picks its subject: encoded with that subject's schema, framed with its id.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,10 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConfigurationError
-from ..registry.schema import RegisteredSchema, SchemaReference
-from .avro_types import load_json
-from .wire_columns import in_row_order, set_members
+from ...errors import ConfigurationError
+from ...registry.schema import RegisteredSchema, SchemaReference
+from ..wire_columns import in_row_order, set_members
+from .types import load_json
 
 
 def expand_subjects(client, spec) -> list[str]:
@@ -30,13 +31,17 @@ def expand_subjects(client, spec) -> list[str]:
     for entry in spec.subjects:
         if entry.endswith("*"):
             prefix = entry[:-1]
-            found = sorted(s for s in client.subjects() if s.startswith(prefix)
-                           and s not in (f"{prefix}key", f"{prefix}value"))
+            found = sorted(
+                s
+                for s in client.subjects()
+                if s.startswith(prefix) and s not in (f"{prefix}key", f"{prefix}value")
+            )
             if not found:
                 raise ConfigurationError(
                     f"Option '{option}': no subject of the registry starts with '{prefix}' "
                     "(TopicRecordNameStrategy registers '<topic>-<record full name>'): check "
-                    "the prefix, or list the subjects by name")
+                    "the prefix, or list the subjects by name"
+                )
             out += [s for s in found if s not in out]
         elif entry not in out:
             out.append(entry)
@@ -50,7 +55,8 @@ def _full_name(schema: RegisteredSchema, subject: str, option: str) -> str:
         return name if "." in name or not namespace else f"{namespace}.{name}"
     raise ConfigurationError(
         f"Option '{option}': subject '{subject}' version {schema.version} is not a named Avro "
-        "type (a record): each subject listed must hold one record type")
+        "type (a record): each subject listed must hold one record type"
+    )
 
 
 def listed_subjects(client, spec, schema_type: str, type_name, fmt=None):
@@ -59,19 +65,22 @@ def listed_subjects(client, spec, schema_type: str, type_name, fmt=None):
     ``serialized``) and of a type no other listed subject holds; ``type_name(subject,
     schema)`` names a subject's type (the format's own rule)."""
     option = spec.option("Subjects")
-    out, seen = [], {}
+    out: list[tuple[str, str, RegisteredSchema]] = []
+    seen: dict[str, str] = {}
     for subject in expand_subjects(client, spec):
         schema = client.schema_version(subject, "latest", fmt=fmt)
         if schema.schema_type != schema_type:
             raise ConfigurationError(
                 f"Option '{option}' reads {spec.format} ('{spec.option('Format')}'), but "
                 f"subject '{subject}' holds a {schema.schema_type} schema: remove it from the "
-                "list")
+                "list"
+            )
         name = type_name(subject, schema)
         if name in seen:
             raise ConfigurationError(
                 f"Option '{option}': subjects '{seen[name]}' and '{subject}' both hold type "
-                f"{name}; list one of them")
+                f"{name}; list one of them"
+            )
         seen[name] = subject
         out.append((subject, name, schema))
     return out
@@ -80,8 +89,9 @@ def listed_subjects(client, spec, schema_type: str, type_name, fmt=None):
 def subject_schemas(client, spec) -> list[tuple[str, str, RegisteredSchema]]:
     """``(subject, full type name, latest RegisteredSchema)`` of every subject listed."""
     option = spec.option("Subjects")
-    return listed_subjects(client, spec, "AVRO",
-                           lambda subject, schema: _full_name(schema, subject, option))
+    return listed_subjects(
+        client, spec, "AVRO", lambda subject, schema: _full_name(schema, subject, option)
+    )
 
 
 def union_reader_schema(client, spec) -> RegisteredSchema:
@@ -92,11 +102,15 @@ def union_reader_schema(client, spec) -> RegisteredSchema:
         # a one-branch union would read as the record itself: say so rather than surprise
         raise ConfigurationError(
             f"Option '{spec.option('Subjects')}' names one subject ({listed[0][0]}): use "
-            f"'{spec.option('Subject')}' for one type")
+            f"'{spec.option('Subject')}' for one type"
+        )
+    references = []
+    for subject, name, schema in listed:
+        assert schema.version is not None  # a subject's latest schema has its number
+        references.append(SchemaReference(name, subject, schema.version))
     return RegisteredSchema(
-        "AVRO", json.dumps([name for _, name, _ in listed]),
-        references=tuple(SchemaReference(name, subject, schema.version)
-                         for subject, name, schema in listed))
+        "AVRO", json.dumps([name for _, name, _ in listed]), references=tuple(references)
+    )
 
 
 class SeveralSubjectsEncoder:
@@ -121,9 +135,10 @@ class SeveralSubjectsEncoder:
             raise ValueError(
                 f"row {row} of column '{self.column}' has {int(counts[row])} of its fields "
                 f"set; with '{self.column}Subjects' exactly one must be, naming the subject "
-                f"({', '.join(self.subjects)}) it is written with ({len(wrong)} such rows)")
-        groups = []                              # (rows, their encoded values)
-        for codec, child, rows in zip(self.codecs, children, set_fields):
+                f"({', '.join(self.subjects)}) it is written with ({len(wrong)} such rows)"
+            )
+        groups = []  # (rows, their encoded values)
+        for codec, child, rows in zip(self.codecs, children, set_fields, strict=True):
             index = np.flatnonzero(rows)
             if index.size:
                 groups.append((index, codec.encode(child.take(pa.array(index)))))

@@ -9,12 +9,13 @@ names parsed with the referenced types loses them and every record fails with
 name is first used (later uses keep the name), as Avro's own rules read a document, so
 the schema needs no table at all.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 
-from .avro_types import PRIMITIVES, AvroSchemaError, load_json
+from .types import PRIMITIVES, AvroSchemaError, load_json
 
 _NAMED_KINDS = ("record", "error", "enum", "fixed")
 
@@ -34,8 +35,10 @@ def referenced_json(registered, lookup, seen=None) -> list:
             continue
         seen.add(key)
         if lookup is None:
-            raise AvroSchemaError(f"schema references {ref.subject} version {ref.version} "
-                                  "but the codec has no registry to fetch it from")
+            raise AvroSchemaError(
+                f"schema references {ref.subject} version {ref.version} "
+                "but the codec has no registry to fetch it from"
+            )
         referenced = lookup.schema_version(ref.subject, ref.version)
         out += referenced_json(referenced, lookup, seen)
         out.append(load_json(referenced.schema_str))
@@ -90,14 +93,15 @@ def _inline(schema, namespace, definitions, defined):
             return schema
         full = _full_name(schema, namespace)
         if full not in defined and full not in definitions and schema in definitions:
-            full = schema              # a bare name of a type in the null namespace
+            full = schema  # a bare name of a type in the null namespace
         if full in defined or full not in definitions:
             return full if full in defined else schema
         # the first use: the definition, its name spelled out so the enclosing
         # namespace cannot change it ("" is Avro's null namespace)
         inner, _, name = full.rpartition(".")
-        return _inline({**definitions[full], "name": name, "namespace": inner}, inner,
-                       definitions, defined)
+        return _inline(
+            {**definitions[full], "name": name, "namespace": inner}, inner, definitions, defined
+        )
     if isinstance(schema, list):
         return [_inline(branch, namespace, definitions, defined) for branch in schema]
     if not isinstance(schema, dict):
@@ -109,14 +113,17 @@ def _inline(schema, namespace, definitions, defined):
         if "fields" not in schema:
             return schema
         inner = full.rpartition(".")[0]
-        return {**schema, "fields": [{**field, "type": _inline(field.get("type"), inner,
-                                                              definitions, defined)}
-                                     for field in schema["fields"]]}
+        return {
+            **schema,
+            "fields": [
+                {**field, "type": _inline(field.get("type"), inner, definitions, defined)}
+                for field in schema["fields"]
+            ],
+        }
     if kind == "array":
         return {**schema, "items": _inline(schema.get("items"), namespace, definitions, defined)}
     if kind == "map":
-        return {**schema, "values": _inline(schema.get("values"), namespace, definitions,
-                                            defined)}
+        return {**schema, "values": _inline(schema.get("values"), namespace, definitions, defined)}
     if isinstance(kind, (str, dict, list)):
         return {**schema, "type": _inline(kind, namespace, definitions, defined)}
     return schema

@@ -6,9 +6,10 @@ an ``additionalProperties`` schema -> map<string,T>, ``array``/``items`` -> arra
 ``string`` (``format: date-time`` -> timestamp, ``format: date`` -> date), ``integer`` ->
 bigint, ``number`` -> double, ``boolean``; ``["null", T]`` and ``oneOf``/``anyOf`` of
 ``{"type": "null"}`` and one schema -> T; ``$ref`` within the document (``#/...``; those to
-other subjects are made so by :mod:`.json_references`). Other
+other subjects are made so by :mod:`.references`). Other
 unions, recursive ``$ref`` and untyped schemas are rejected with the path they sit at.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,10 @@ class Node:
     @property
     def spark_type(self) -> str:
         if self.kind == "struct":
-            fields = ",".join(f"{name if name.isidentifier() else f'`{name}`'}:"
-                              f"{child.spark_type}" for name, child in self.children)
+            fields = ",".join(
+                f"{name if name.isidentifier() else f'`{name}`'}:{child.spark_type}"
+                for name, child in self.children
+            )
             return f"struct<{fields}>"
         if self.kind == "array":
             return f"array<{self.children[0].spark_type}>"
@@ -59,18 +62,25 @@ class Node:
     @property
     def has_map(self) -> bool:
         return self.kind == "map" or any(
-            (c[1] if isinstance(c, tuple) else c).has_map for c in self.children)
+            (c[1] if isinstance(c, tuple) else c).has_map for c in self.children
+        )
 
 
-_ARROW = {"string": pa.string(), "timestamp": pa.timestamp("us", tz="UTC"),
-          "date": pa.date32(), "bigint": pa.int64(), "double": pa.float64(),
-          "boolean": pa.bool_()}
+_ARROW = {
+    "string": pa.string(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "date": pa.date32(),
+    "bigint": pa.int64(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+}
 
 
 def _arrow_type(node: Node, read: bool) -> pa.DataType:
     if node.kind == "struct":
-        return pa.struct([pa.field(name, _arrow_type(child, read))
-                          for name, child in node.children])
+        return pa.struct(
+            [pa.field(name, _arrow_type(child, read)) for name, child in node.children]
+        )
     if node.kind == "array":
         return pa.list_(_arrow_type(node.children[0], read))
     if node.kind == "map":
@@ -82,8 +92,10 @@ def _arrow_type(node: Node, read: bool) -> pa.DataType:
 
 def _resolve_ref(document, ref: str, where: str):
     if not ref.startswith("#"):
-        raise JsonSchemaError(f"{where}: $ref {ref!r} points outside the document and "
-                              "the schema has no reference of that name")
+        raise JsonSchemaError(
+            f"{where}: $ref {ref!r} points outside the document and "
+            "the schema has no reference of that name"
+        )
     target = document
     for part in [p for p in ref[1:].split("/") if p]:
         part = part.replace("~1", "/").replace("~0", "~")
@@ -118,7 +130,8 @@ def _compile(document, schema, where: str, refs: tuple) -> Node:
             if len(rest) != 1:
                 raise JsonSchemaError(
                     f"{where}: {keyword} of {len(rest)} non-null schemas is not supported "
-                    "(only a nullable single schema)")
+                    "(only a nullable single schema)"
+                )
             node = _compile(document, rest[0], where, refs)
             return _with_null(node, len(rest) < len(options) or node.nullable)
     if "allOf" in schema:
@@ -133,8 +146,9 @@ def _compile(document, schema, where: str, refs: tuple) -> Node:
         nullable = "null" in kind
         kinds = [k for k in kind if k != "null"]
         if len(kinds) != 1:
-            raise JsonSchemaError(f"{where}: type {kind} is not supported (one type, "
-                                  "optionally with null)")
+            raise JsonSchemaError(
+                f"{where}: type {kind} is not supported (one type, optionally with null)"
+            )
         kind = kinds[0]
     if kind == "object":
         properties = schema.get("properties")
@@ -142,10 +156,14 @@ def _compile(document, schema, where: str, refs: tuple) -> Node:
         if not properties and isinstance(extra, dict) and extra:
             return Node("map", (_compile(document, extra, where + ".*", refs),), nullable)
         if not properties:
-            raise JsonSchemaError(f"{where}: an object needs properties, or an "
-                                  "additionalProperties schema (read as a map)")
-        children = tuple((name, _compile(document, sub, f"{where}.{name}", refs))
-                         for name, sub in properties.items())
+            raise JsonSchemaError(
+                f"{where}: an object needs properties, or an "
+                "additionalProperties schema (read as a map)"
+            )
+        children = tuple(
+            (name, _compile(document, sub, f"{where}.{name}", refs))
+            for name, sub in properties.items()
+        )
         return Node("struct", children, nullable)
     if kind == "array":
         items = schema.get("items")
@@ -153,9 +171,8 @@ def _compile(document, schema, where: str, refs: tuple) -> Node:
             raise JsonSchemaError(f"{where}: an array needs one items schema")
         return Node("array", (_compile(document, items, where + "[]", refs),), nullable)
     if kind == "string":
-        fmt = schema.get("format")
-        return Node({"date-time": "timestamp", "date": "date"}.get(fmt, "string"), (),
-                    nullable)
+        fmt = schema.get("format") or ""
+        return Node({"date-time": "timestamp", "date": "date"}.get(fmt, "string"), (), nullable)
     simple = {"integer": "bigint", "number": "double", "boolean": "boolean"}
     if kind in simple:
         return Node(simple[kind], (), nullable)
@@ -173,7 +190,7 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 def _timestamp(text: str):
     parsed = datetime.fromisoformat(text)
-    if parsed.tzinfo is None:   # as pyarrow's reader: no offset means UTC
+    if parsed.tzinfo is None:  # as pyarrow's reader: no offset means UTC
         return parsed.replace(tzinfo=timezone.utc)
     return parsed.astimezone(timezone.utc)
 
@@ -183,8 +200,9 @@ def _text(value: str, where: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise Mismatch(f"{where}: a string with an unpaired \\uD800-\\uDFFF escape is not "
-                       "valid Unicode") from None
+        raise Mismatch(
+            f"{where}: a string with an unpaired \\uD800-\\uDFFF escape is not valid Unicode"
+        ) from None
     return value
 
 
@@ -196,17 +214,22 @@ def coerce(node: Node, value, where: str = "$"):
     if kind == "struct":
         if not isinstance(value, dict):
             raise Mismatch(f"{where}: expected an object, got {type(value).__name__}")
-        return {name: coerce(child, value.get(name), f"{where}.{name}")
-                for name, child in node.children}
+        return {
+            name: coerce(child, value.get(name), f"{where}.{name}") for name, child in node.children
+        }
     if kind in ("array", "map"):
         child = node.children[0]
         if kind == "array" and isinstance(value, list):
             return [coerce(child, item, f"{where}[{i}]") for i, item in enumerate(value)]
         if kind == "map" and isinstance(value, dict):
-            return [(_text(key, where), coerce(child, item, f"{where}.{key}"))
-                    for key, item in value.items()]
-        raise Mismatch(f"{where}: expected {'an array' if kind == 'array' else 'an object'}, "
-                       f"got {type(value).__name__}")
+            return [
+                (_text(key, where), coerce(child, item, f"{where}.{key}"))
+                for key, item in value.items()
+            ]
+        raise Mismatch(
+            f"{where}: expected {'an array' if kind == 'array' else 'an object'}, "
+            f"got {type(value).__name__}"
+        )
     if kind == "boolean":
         if isinstance(value, bool):
             return value
@@ -242,6 +265,7 @@ def parse(payload: bytes):
 
 
 # -- encode ----------------------------------------------------------------------------------
+
 
 def to_json_value(node: Node, value):
     if value is None:

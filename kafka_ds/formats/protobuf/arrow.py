@@ -7,6 +7,7 @@ matched to writer fields by NAME: a writer field the reader lacks is skipped, a 
 the writer lacks reads as null. The per-record work is attribute reads; Arrow arrays are
 built per column.
 """
+
 from __future__ import annotations
 
 from datetime import timezone
@@ -15,9 +16,18 @@ from operator import attrgetter
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
-from kafka_ds.formats.protobuf_schema import (DURATION, SCALAR_TYPES, TIMESTAMP, UNSIGNED,
-                                              WRAPPERS, ProtobufSchemaError, field_types,
-                                              is_map, message_types, repeated)
+from kafka_ds.formats.protobuf.schema import (
+    DURATION,
+    SCALAR_TYPES,
+    TIMESTAMP,
+    UNSIGNED,
+    WRAPPERS,
+    ProtobufSchemaError,
+    field_types,
+    is_map,
+    message_types,
+    repeated,
+)
 
 _T = FieldDescriptor
 #: writer scalar Arrow type -> reader Arrow types it widens to without loss
@@ -35,27 +45,30 @@ def _scalar_builder(field, reader_arrow, where: str):
 
         def build(values):
             # an open (proto3) enum keeps numbers it has no name for: keep them, as digits
-            return pa.array([None if v is None else names.get(v) or str(v) for v in values],
-                            pa.string())
+            return pa.array(
+                [None if v is None else names.get(v) or str(v) for v in values], pa.string()
+            )
     elif field.type in UNSIGNED:
         unsigned = UNSIGNED[field.type]
 
         def build(values):
             return pa.array(values, unsigned).view(writer_arrow)
     else:
+
         def build(values):
             return pa.array(values, writer_arrow)
+
     if reader_arrow == writer_arrow:
         return build
     if reader_arrow in _WIDENS_TO.get(writer_arrow, ()):
         return lambda values: build(values).cast(reader_arrow)
-    raise ProtobufSchemaError(f"field {where}: the writer's {writer_arrow} cannot be read as "
-                              f"the reader's {reader_arrow}")
+    raise ProtobufSchemaError(
+        f"field {where}: the writer's {writer_arrow} cannot be read as the reader's {reader_arrow}"
+    )
 
 
 def _micros(seconds_nanos):
-    return [None if m is None else m.seconds * 1_000_000 + m.nanos // 1000
-            for m in seconds_nanos]
+    return [None if m is None else m.seconds * 1_000_000 + m.nanos // 1000 for m in seconds_nanos]
 
 
 def _value_builder(writer_field, reader_field, where: str, ancestors):
@@ -67,12 +80,22 @@ def _value_builder(writer_field, reader_field, where: str, ancestors):
     r_name = r_msg.full_name if r_msg else None
     if w_name in (TIMESTAMP, DURATION) or r_name in (TIMESTAMP, DURATION):
         if w_name != r_name:
-            raise ProtobufSchemaError(f"field {where}: writer {w_name or 'scalar'} cannot be "
-                                      f"read as {r_name or 'a scalar'}")
+            raise ProtobufSchemaError(
+                f"field {where}: writer {w_name or 'scalar'} cannot be "
+                f"read as {r_name or 'a scalar'}"
+            )
         return lambda values: pa.array(_micros(values), pa.int64()).cast(reader_arrow)
     if w_name in WRAPPERS or r_name in WRAPPERS:
-        inner_w = w_msg.fields_by_name["value"] if w_name in WRAPPERS else writer_field
-        inner_r = r_msg.fields_by_name["value"] if r_name in WRAPPERS else reader_field
+        inner_w = (
+            w_msg.fields_by_name["value"]
+            if w_msg is not None and w_name in WRAPPERS
+            else writer_field
+        )
+        inner_r = (
+            r_msg.fields_by_name["value"]
+            if r_msg is not None and r_name in WRAPPERS
+            else reader_field
+        )
         if inner_w.type == _T.TYPE_MESSAGE or inner_r.type == _T.TYPE_MESSAGE:
             raise ProtobufSchemaError(f"field {where}: {w_name} cannot be read as {r_name}")
         scalar = _scalar_builder(inner_w, reader_arrow, where)
@@ -81,8 +104,10 @@ def _value_builder(writer_field, reader_field, where: str, ancestors):
         return scalar
     if w_msg is not None or r_msg is not None:
         if w_msg is None or r_msg is None:
-            raise ProtobufSchemaError(f"field {where}: writer {w_name or 'scalar'} cannot be "
-                                      f"read as {r_name or 'a scalar'}")
+            raise ProtobufSchemaError(
+                f"field {where}: writer {w_name or 'scalar'} cannot be "
+                f"read as {r_name or 'a scalar'}"
+            )
         return struct_builder(w_msg, r_msg, where, ancestors)
     return _scalar_builder(writer_field, reader_arrow, where)
 
@@ -111,16 +136,21 @@ def _mask(values):
 
 def _field_builder(writer_field, reader_field, where: str, ancestors):
     """Plan for the field's column: values as read from the parent messages."""
-    if is_map(writer_field) != is_map(reader_field) or \
-            repeated(writer_field) != repeated(reader_field):
-        raise ProtobufSchemaError(f"field {where}: repeated/map in one schema and not in the "
-                                  "other")
+    if is_map(writer_field) != is_map(reader_field) or repeated(writer_field) != repeated(
+        reader_field
+    ):
+        raise ProtobufSchemaError(f"field {where}: repeated/map in one schema and not in the other")
     if is_map(reader_field):
         w_entry, r_entry = writer_field.message_type, reader_field.message_type
-        keys = _value_builder(w_entry.fields_by_name["key"], r_entry.fields_by_name["key"],
-                              where + ".key", ancestors)
-        items = _value_builder(w_entry.fields_by_name["value"],
-                               r_entry.fields_by_name["value"], where + ".value", ancestors)
+        keys = _value_builder(
+            w_entry.fields_by_name["key"], r_entry.fields_by_name["key"], where + ".key", ancestors
+        )
+        items = _value_builder(
+            w_entry.fields_by_name["value"],
+            r_entry.fields_by_name["value"],
+            where + ".value",
+            ancestors,
+        )
 
         def build(maps):
             flat_keys, flat_items = [], []
@@ -129,8 +159,10 @@ def _field_builder(writer_field, reader_field, where: str, ancestors):
                     for key, item in m.items():
                         flat_keys.append(key)
                         flat_items.append(item)
-            return pa.MapArray.from_arrays(_offsets(maps), keys(flat_keys),
-                                           items(flat_items), mask=_mask(maps))
+            return pa.MapArray.from_arrays(
+                _offsets(maps), keys(flat_keys), items(flat_items), mask=_mask(maps)
+            )
+
         return build
     element = _value_builder(writer_field, reader_field, where, ancestors)
     if not repeated(reader_field):
@@ -139,6 +171,7 @@ def _field_builder(writer_field, reader_field, where: str, ancestors):
     def build_list(lists):
         flat = [item for items in lists if items is not None for item in items]
         return pa.ListArray.from_arrays(_offsets(lists), element(flat), mask=_mask(lists))
+
     return build_list
 
 
@@ -148,7 +181,7 @@ def _getter(field):
     default (0, "", false)."""
     name = field.name
     if repeated(field) or not field.has_presence:
-        return attrgetter(name)   # C-level: the hot path of flat messages
+        return attrgetter(name)  # C-level: the hot path of flat messages
     return lambda m: getattr(m, name) if m.HasField(name) else None
 
 
@@ -160,10 +193,13 @@ def struct_builder(writer_desc, reader_desc, where: str = "", ancestors=()):
     """Plan for a column of messages of ``writer_desc`` (None: null) read as ``reader_desc``."""
     _, arrow_type = message_types(reader_desc, ancestors)  # also rejects recursion
     ancestors = ancestors + (reader_desc.full_name,)
-    if reader_desc.fields and not any(f.name in writer_desc.fields_by_name
-                                      for f in reader_desc.fields):
-        raise ProtobufSchemaError(f"writer message {writer_desc.full_name} shares no field "
-                                  f"with reader message {reader_desc.full_name}")
+    if reader_desc.fields and not any(
+        f.name in writer_desc.fields_by_name for f in reader_desc.fields
+    ):
+        raise ProtobufSchemaError(
+            f"writer message {writer_desc.full_name} shares no field "
+            f"with reader message {reader_desc.full_name}"
+        )
     children = []
     for reader_field in reader_desc.fields:
         path = f"{where}.{reader_field.name}" if where else reader_field.name
@@ -172,9 +208,13 @@ def struct_builder(writer_desc, reader_desc, where: str = "", ancestors=()):
         if writer_field is None:
             children.append((None, None, child_type))
         else:
-            children.append((_getter(writer_field),
-                             _field_builder(writer_field, reader_field, path, ancestors),
-                             child_type))
+            children.append(
+                (
+                    _getter(writer_field),
+                    _field_builder(writer_field, reader_field, path, ancestors),
+                    child_type,
+                )
+            )
 
     def build(messages):
         has_null = not all(map(_is_not_none, messages))
@@ -186,12 +226,15 @@ def struct_builder(writer_desc, reader_desc, where: str = "", ancestors=()):
                 arrays.append(builder([None if m is None else getter(m) for m in messages]))
             else:
                 arrays.append(builder(list(map(getter, messages))))
-        return pa.StructArray.from_arrays(arrays, fields=list(arrow_type),
-                                          mask=_mask(messages) if has_null else None)
+        return pa.StructArray.from_arrays(
+            arrays, fields=list(arrow_type), mask=_mask(messages) if has_null else None
+        )
+
     return build
 
 
 # -- Arrow rows -> messages (encode) ---------------------------------------------------------
+
 
 def _to_scalar(field, value, where):
     if field.type == _T.TYPE_ENUM:
@@ -199,8 +242,9 @@ def _to_scalar(field, value, where):
         if number is None:
             if isinstance(value, str) and value.lstrip("-").isdigit():
                 return int(value)
-            raise ValueError(f"{where}: {value!r} is not a value of enum "
-                             f"{field.enum_type.full_name}")
+            raise ValueError(
+                f"{where}: {value!r} is not a value of enum {field.enum_type.full_name}"
+            )
         return number.number
     if field.type in (_T.TYPE_UINT32, _T.TYPE_FIXED32):
         return value & 0xFFFFFFFF
@@ -238,8 +282,8 @@ def fill_message(message, value, where=""):
         if item is None:
             continue
         path = f"{where}.{field.name}" if where else field.name
-        container = getattr(message, field.name) if repeated(field) else None
         if is_map(field):
+            container = getattr(message, field.name)
             value_field = field.message_type.fields_by_name["value"]
             key_field = field.message_type.fields_by_name["key"]
             for key, entry in item:
@@ -249,6 +293,7 @@ def fill_message(message, value, where=""):
                 elif entry is not None:
                     container[key] = _to_scalar(value_field, entry, path)
         elif repeated(field):
+            container = getattr(message, field.name)
             for entry in item:
                 if entry is None:
                     raise ValueError(f"{path}: a repeated field cannot hold null")

@@ -1,10 +1,11 @@
 """Confluent-framed Protobuf values decoded into Arrow (and encoded back).
 
 A framed record is: magic byte 0, the 4-byte writer schema id, the message indexes (which
-message of the writer's file, see ``protobuf_schema.encode_message_indexes``), then the
+message of the writer's file, see ``schema.encode_message_indexes``), then the
 serialized message. The record is parsed with the WRITER's message class and mapped to the
-reader's Spark type by field name (``protobuf_arrow``).
+reader's Spark type by field name (``arrow.py``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,32 +13,47 @@ import pyarrow as pa
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
-from . import DecodedColumn
 from kafka_ds.formats.framing import frame_header, split_frames
-from kafka_ds.formats.protobuf_arrow import fill_message, struct_builder
-from kafka_ds.formats.protobuf_columns import NeedsRuntime, build_message_decoder
-from kafka_ds.formats.protobuf_encode import build_message_encoder
-from kafka_ds.formats.protobuf_schema import (ProtobufSchemaError, build_pool,
-                                              encode_message_indexes, indexes_of, message_at,
-                                              message_types, read_message_indexes)
+from kafka_ds.formats.protobuf.arrow import fill_message, struct_builder
+from kafka_ds.formats.protobuf.columns import NeedsRuntime, build_message_decoder
+from kafka_ds.formats.protobuf.encode import build_message_encoder
+from kafka_ds.formats.protobuf.schema import (
+    ProtobufSchemaError,
+    build_pool,
+    encode_message_indexes,
+    indexes_of,
+    message_at,
+    message_types,
+    read_message_indexes,
+)
 from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
+
+from .. import DecodedColumn
 
 _READER_FILE = "kafka_ds_reader.proto"
 
 
 class _Writer:
     """One writer message type and its plan onto the reader type (or why it has none)."""
+
     __slots__ = ("parse", "build", "error", "columns")
 
     def __init__(self, parse=None, build=None, error=None, columns=None):
         self.parse, self.build, self.error = parse, build, error
-        self.columns = columns     # the column-wise decoder of flat messages, or None
+        self.columns = columns  # the column-wise decoder of flat messages, or None
 
 
 class ProtobufCodec:
-    def __init__(self, reader_schema: RegisteredSchema, *, framed: bool, lookup=None,
-                 schema_id: int | None = None, message_name: str | None = None):
+    def __init__(
+        self,
+        reader_schema: RegisteredSchema,
+        *,
+        framed: bool,
+        lookup=None,
+        schema_id: int | None = None,
+        message_name: str | None = None,
+    ):
         self.reader_schema = reader_schema
         self.framed = framed
         self.lookup = lookup
@@ -49,9 +65,9 @@ class ProtobufCodec:
     def _reset(self):
         self._reader_desc = None
         self._reader_class = None
-        self._writer_files = {}    # schema id -> FileDescriptor (or the exception)
-        self._writers = {}         # (schema id, indexes) -> _Writer
-        self._encoders = {}        # Arrow type of the written column -> FlatMessageEncoder / None
+        self._writer_files = {}  # schema id -> FileDescriptor (or the exception)
+        self._writers = {}  # (schema id, indexes) -> _Writer
+        self._encoders = {}  # Arrow type of the written column -> FlatMessageEncoder / None
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -71,13 +87,15 @@ class ProtobufCodec:
             if self.message_name:
                 name = self.message_name
                 package = file_desc.package
-                full = name if not package or name.startswith(package + ".") \
-                    else f"{package}.{name}"
+                full = (
+                    name if not package or name.startswith(package + ".") else f"{package}.{name}"
+                )
                 try:
                     desc = file_desc.pool.FindMessageTypeByName(full)
                 except KeyError:
                     raise ProtobufSchemaError(
-                        f"message {name!r} is not in the reader schema") from None
+                        f"message {name!r} is not in the reader schema"
+                    ) from None
             else:
                 if not file_desc.message_types_by_name:
                     raise ProtobufSchemaError("the reader schema defines no message")
@@ -106,14 +124,14 @@ class ProtobufCodec:
 
     def _resolve_writer(self, schema_id, indexes) -> _Writer:
         reader_desc = self._reader()
-        if schema_id < 0:   # not framed: the records are the reader's message
+        if schema_id < 0:  # not framed: the records are the reader's message
             desc = reader_desc
         else:
             file_desc = self._writer_files.get(schema_id)
             if file_desc is None:
                 try:
                     if schema_id == self.reader_schema.schema_id:
-                        schema = self.reader_schema   # no registry round trip for our own
+                        schema = self.reader_schema  # no registry round trip for our own
                     elif self.lookup is None:
                         raise LookupError("no schema registry configured")
                     else:
@@ -122,7 +140,7 @@ class ProtobufCodec:
                 except ProtobufSchemaError as exc:
                     file_desc = ProtobufSchemaError(f"writer schema id {schema_id}: {exc}")
                 except RegistryUnavailableError:
-                    raise   # the registry, not the record: the task fails, nothing cached
+                    raise  # the registry, not the record: the task fails, nothing cached
                 except Exception as exc:  # the registry said no
                     file_desc = LookupError(f"unknown schema id {schema_id}: {exc}")
                 self._writer_files[schema_id] = file_desc
@@ -136,8 +154,11 @@ class ProtobufCodec:
             build = struct_builder(desc, reader_desc)
         except ProtobufSchemaError as exc:
             return _Writer(error=f"cannot be resolved to the reader schema: {exc}")
-        return _Writer(message_factory.GetMessageClass(desc).FromString, build,
-                       columns=self._column_decoder(desc, reader_desc))
+        return _Writer(
+            message_factory.GetMessageClass(desc).FromString,
+            build,
+            columns=self._column_decoder(desc, reader_desc),
+        )
 
     def _column_decoder(self, writer_desc, reader_desc):
         """The column-wise decoder of the pair (None: the general path, the runtime
@@ -148,7 +169,7 @@ class ProtobufCodec:
 
     def decode(self, values: pa.Array) -> DecodedColumn:
         frames = split_frames(values, self.framed)
-        copied = []
+        copied: list = []
 
         def data() -> bytes:
             # the runtime parses bytes: one copy of the buffer, made only when a group
@@ -165,14 +186,15 @@ class ProtobufCodec:
             reasons.append(reason)
             bad_ids.append(schema_id)
 
-        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons, strict=True):
             bad(row, reason)
         ok_rows = np.flatnonzero(frames.readable)
         starts = frames.starts
-        groups = {}   # (schema id, indexes) -> [rows]
+        groups = {}  # (schema id, indexes) -> [rows]
         if self.framed and len(ok_rows):
             code, paths, after, errors = read_message_indexes(
-                frames.data, starts[ok_rows], frames.ends[ok_rows], data)
+                frames.data, starts[ok_rows], frames.ends[ok_rows], data
+            )
             starts = starts.copy()
             starts[ok_rows] = after
             ids = frames.schema_ids[ok_rows]
@@ -180,56 +202,63 @@ class ProtobufCodec:
                 bad(int(ok_rows[i]), f"invalid message indexes: {reason}", int(ids[i]))
             for c in np.unique(code[code >= 0]).tolist():
                 for schema_id in np.unique(ids[code == c]).tolist():
-                    groups[(schema_id, paths[c])] = \
-                        ok_rows[(code == c) & (ids == schema_id)].tolist()
+                    groups[(schema_id, paths[c])] = ok_rows[
+                        (code == c) & (ids == schema_id)
+                    ].tolist()
         elif len(ok_rows):
             groups[(-1, ())] = ok_rows.tolist()
 
         ends = frames.ends
-        pieces, piece_rows = [], []
+        pieces: list[pa.Array] = []
+        piece_rows: list[np.ndarray] = []
         for (schema_id, indexes), rows in groups.items():
             writer = self._writer(schema_id, indexes)
             if writer.error is not None:
                 for row in rows:
                     bad(row, writer.error, schema_id)
                 continue
-            rows.sort()   # a group may mix rows found at once and rows read one by one
+            rows.sort()  # a group may mix rows found at once and rows read one by one
             if writer.columns is not None and self._decode_columns(
-                    writer.columns, frames.data, starts, ends, rows, schema_id, pieces,
-                    piece_rows, bad):
+                writer.columns, frames.data, starts, ends, rows, schema_id, pieces, piece_rows, bad
+            ):
                 continue
             parse = writer.parse
             buffer = data()
             row_starts = starts[rows].tolist()
             row_ends = ends[rows].tolist()
-            try:   # all good: one comprehension; else row by row, naming the bad ones
-                messages = [parse(buffer[s:e]) for s, e in zip(row_starts, row_ends)]
+            try:  # all good: one comprehension; else row by row, naming the bad ones
+                messages = [parse(buffer[s:e]) for s, e in zip(row_starts, row_ends, strict=True)]
                 good = rows
             except (DecodeError, RecursionError):
                 messages, good = [], []
-                for row, s, e in zip(rows, row_starts, row_ends):
+                for row, s, e in zip(rows, row_starts, row_ends, strict=True):
                     try:
                         messages.append(parse(buffer[s:e]))
                         good.append(row)
                     except DecodeError as exc:
-                        bad(row, f"invalid Protobuf payload (truncated or corrupt): {exc}",
-                            schema_id)
+                        bad(
+                            row,
+                            f"invalid Protobuf payload (truncated or corrupt): {exc}",
+                            schema_id,
+                        )
                     except RecursionError:
                         bad(row, "invalid Protobuf payload: nested too deeply", schema_id)
             if good:
                 try:
                     pieces.append(writer.build(messages))
                     piece_rows.append(good)
-                except Exception:   # e.g. a Timestamp beyond int64 microseconds
-                    self._build_row_by_row(writer, messages, good, schema_id, pieces,
-                                           piece_rows, bad)
+                except Exception:  # e.g. a Timestamp beyond int64 microseconds
+                    self._build_row_by_row(
+                        writer, messages, good, schema_id, pieces, piece_rows, bad
+                    )
         array = self._assemble(n, pieces, piece_rows)
         order = np.argsort(np.asarray(bad_rows, dtype=np.int64), kind="stable")
         return DecodedColumn(
             array=array,
             bad_rows=np.asarray(bad_rows, dtype=np.int64)[order],
             reasons=[reasons[i] for i in order.tolist()],
-            schema_ids=np.asarray(bad_ids, dtype=np.int32)[order])
+            schema_ids=np.asarray(bad_ids, dtype=np.int32)[order],
+        )
 
     @staticmethod
     def _decode_columns(decoder, data, starts, ends, rows, schema_id, pieces, piece_rows, bad):
@@ -239,7 +268,7 @@ class ProtobufCodec:
             array, is_bad, why = decoder.decode(data, starts[rows], ends[rows])
         except NeedsRuntime:
             return False
-        for row, reason in zip(rows[is_bad].tolist(), why[is_bad].tolist()):
+        for row, reason in zip(rows[is_bad].tolist(), why[is_bad].tolist(), strict=True):
             bad(row, reason, schema_id)
         if not is_bad.all():
             pieces.append(array.filter(pa.array(~is_bad)) if is_bad.any() else array)
@@ -250,7 +279,7 @@ class ProtobufCodec:
     def _build_row_by_row(writer, messages, rows, schema_id, pieces, piece_rows, bad):
         """The slow path when a group's columns cannot be built: find the rows at fault."""
         built, good = [], []
-        for row, message in zip(rows, messages):
+        for row, message in zip(rows, messages, strict=True):
             try:
                 built.append(writer.build([message]))
                 good.append(row)
@@ -270,8 +299,11 @@ class ProtobufCodec:
         for rows in piece_rows:
             positions[np.asarray(rows, dtype=np.int64)] = np.arange(at, at + len(rows))
             at += len(rows)
-        combined = pa.concat_arrays(pieces + [pa.nulls(1, arrow_type)]) if pieces \
+        combined = (
+            pa.concat_arrays(pieces + [pa.nulls(1, arrow_type)])
+            if pieces
             else pa.nulls(1, arrow_type)
+        )
         positions[positions < 0] = at  # the trailing null
         return combined.take(pa.array(positions))
 
@@ -298,7 +330,8 @@ class ProtobufCodec:
         if encoder is not None:
             return encoder.encode(array, prefix)
         message_class = self._reader_class
-        out = []
+        assert message_class is not None  # self._reader() made it
+        out: list[bytes | None] = []
         for row, value in enumerate(array.to_pylist()):
             if value is None:
                 out.append(None)
@@ -307,7 +340,6 @@ class ProtobufCodec:
             try:
                 fill_message(message, value)
             except (ValueError, TypeError, OverflowError) as exc:
-                raise ValueError(f"row {row}: cannot encode as {desc.full_name}: {exc}") \
-                    from exc
+                raise ValueError(f"row {row}: cannot encode as {desc.full_name}: {exc}") from exc
             out.append(prefix + message.SerializeToString())
         return pa.array(out, pa.binary())

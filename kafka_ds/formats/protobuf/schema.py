@@ -22,6 +22,7 @@ spark-protobuf renders those as null unless ``emit.default.values`` is set. Mess
 and fields with presence that are not set read as null, as do reader fields the writer's
 message does not have. Enum numbers without a name (open proto3 enums) read as their digits.
 """
+
 from __future__ import annotations
 
 import base64
@@ -29,37 +30,70 @@ import binascii
 
 import numpy as np
 import pyarrow as pa
-from google.protobuf import descriptor_pb2, descriptor_pool
+
 # imported for their side effect: the well-known files land in the runtime's default pool
-from google.protobuf import (any_pb2, api_pb2, duration_pb2, empty_pb2,  # noqa: F401
-                             field_mask_pb2, source_context_pb2, struct_pb2, timestamp_pb2,
-                             type_pb2, wrappers_pb2)
+from google.protobuf import (  # noqa: F401
+    any_pb2,
+    api_pb2,
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    empty_pb2,
+    field_mask_pb2,
+    source_context_pb2,
+    struct_pb2,
+    timestamp_pb2,
+    type_pb2,
+    wrappers_pb2,
+)
 from google.protobuf.descriptor import FieldDescriptor
 
 from kafka_ds.registry.schema import RegisteredSchema
 
 TIMESTAMP = "google.protobuf.Timestamp"
 DURATION = "google.protobuf.Duration"
-WRAPPERS = frozenset(f"google.protobuf.{name}" for name in (
-    "DoubleValue", "FloatValue", "Int64Value", "UInt64Value", "Int32Value", "UInt32Value",
-    "BoolValue", "StringValue", "BytesValue"))
+WRAPPERS = frozenset(
+    f"google.protobuf.{name}"
+    for name in (
+        "DoubleValue",
+        "FloatValue",
+        "Int64Value",
+        "UInt64Value",
+        "Int32Value",
+        "UInt32Value",
+        "BoolValue",
+        "StringValue",
+        "BytesValue",
+    )
+)
 
 _T = FieldDescriptor
 #: protobuf scalar type -> (Spark type, Arrow type)
 SCALAR_TYPES = {
-    _T.TYPE_INT32: ("int", pa.int32()), _T.TYPE_SINT32: ("int", pa.int32()),
-    _T.TYPE_SFIXED32: ("int", pa.int32()), _T.TYPE_UINT32: ("int", pa.int32()),
+    _T.TYPE_INT32: ("int", pa.int32()),
+    _T.TYPE_SINT32: ("int", pa.int32()),
+    _T.TYPE_SFIXED32: ("int", pa.int32()),
+    _T.TYPE_UINT32: ("int", pa.int32()),
     _T.TYPE_FIXED32: ("int", pa.int32()),
-    _T.TYPE_INT64: ("bigint", pa.int64()), _T.TYPE_SINT64: ("bigint", pa.int64()),
-    _T.TYPE_SFIXED64: ("bigint", pa.int64()), _T.TYPE_UINT64: ("bigint", pa.int64()),
+    _T.TYPE_INT64: ("bigint", pa.int64()),
+    _T.TYPE_SINT64: ("bigint", pa.int64()),
+    _T.TYPE_SFIXED64: ("bigint", pa.int64()),
+    _T.TYPE_UINT64: ("bigint", pa.int64()),
     _T.TYPE_FIXED64: ("bigint", pa.int64()),
-    _T.TYPE_FLOAT: ("float", pa.float32()), _T.TYPE_DOUBLE: ("double", pa.float64()),
-    _T.TYPE_BOOL: ("boolean", pa.bool_()), _T.TYPE_STRING: ("string", pa.string()),
-    _T.TYPE_BYTES: ("binary", pa.binary()), _T.TYPE_ENUM: ("string", pa.string()),
+    _T.TYPE_FLOAT: ("float", pa.float32()),
+    _T.TYPE_DOUBLE: ("double", pa.float64()),
+    _T.TYPE_BOOL: ("boolean", pa.bool_()),
+    _T.TYPE_STRING: ("string", pa.string()),
+    _T.TYPE_BYTES: ("binary", pa.binary()),
+    _T.TYPE_ENUM: ("string", pa.string()),
 }
 #: unsigned types whose Python values are read as the signed type of the same width
-UNSIGNED = {_T.TYPE_UINT32: pa.uint32(), _T.TYPE_FIXED32: pa.uint32(),
-            _T.TYPE_UINT64: pa.uint64(), _T.TYPE_FIXED64: pa.uint64()}
+UNSIGNED = {
+    _T.TYPE_UINT32: pa.uint32(),
+    _T.TYPE_FIXED32: pa.uint32(),
+    _T.TYPE_UINT64: pa.uint64(),
+    _T.TYPE_FIXED64: pa.uint64(),
+}
 
 
 class ProtobufSchemaError(ValueError):
@@ -67,6 +101,7 @@ class ProtobufSchemaError(ValueError):
 
 
 # -- Confluent message indexes ---------------------------------------------------------------
+
 
 def _zigzag_varint(value: int) -> bytes:
     encoded = (value << 1) ^ (value >> 63)
@@ -172,7 +207,8 @@ def message_at(file_desc, indexes):
         candidates = list(candidates)
         if not 0 <= index < len(candidates):
             raise ProtobufSchemaError(
-                f"message index path {list(indexes)} not found in {file_desc.name}")
+                f"message index path {list(indexes)} not found in {file_desc.name}"
+            )
         desc = candidates[index]
         candidates = desc.nested_types
     return desc
@@ -190,6 +226,7 @@ def indexes_of(desc):
 
 # -- descriptor pools ------------------------------------------------------------------------
 
+
 def _file_proto(schema: RegisteredSchema, name: str):
     if schema.schema_type.upper() != "PROTOBUF":
         raise ProtobufSchemaError(f"schema is {schema.schema_type}, not PROTOBUF")
@@ -199,7 +236,8 @@ def _file_proto(schema: RegisteredSchema, name: str):
     except (binascii.Error, ValueError, Exception) as exc:
         raise ProtobufSchemaError(
             "Protobuf schemas must be read from the registry with format=serialized (base64 "
-            f"of a FileDescriptorProto); could not read it: {exc}") from exc
+            f"of a FileDescriptorProto); could not read it: {exc}"
+        ) from exc
     proto.name = name
     return proto
 
@@ -225,8 +263,11 @@ def build_pool(schema: RegisteredSchema, lookup, root_name: str):
                 ref = by_name[dep]
                 if lookup is None:
                     raise ProtobufSchemaError(f"{name} imports {dep} but no registry is set")
-                add(lookup.schema_version(ref.subject, ref.version, fmt="serialized"), dep,
-                    chain + (name,))
+                add(
+                    lookup.schema_version(ref.subject, ref.version, fmt="serialized"),
+                    dep,
+                    chain + (name,),
+                )
             elif dep.startswith("google/protobuf/"):
                 try:
                     well_known = default_pool.FindFileByName(dep)
@@ -238,7 +279,7 @@ def build_pool(schema: RegisteredSchema, lookup, root_name: str):
                 raise ProtobufSchemaError(f"{name} imports {dep}, which no reference names")
         try:
             pool.Add(proto)
-        except (TypeError, ValueError) as exc:   # upb says TypeError for a bad descriptor
+        except (TypeError, ValueError) as exc:  # upb says TypeError for a bad descriptor
             raise ProtobufSchemaError(f"{name}: {exc}") from exc
         added.add(name)
 
@@ -247,6 +288,7 @@ def build_pool(schema: RegisteredSchema, lookup, root_name: str):
 
 
 # -- Spark and Arrow types -------------------------------------------------------------------
+
 
 def repeated(field) -> bool:
     # FieldDescriptor.is_repeated is new (protobuf 7 dropped .label); older runtimes: label
@@ -257,8 +299,11 @@ def repeated(field) -> bool:
 
 
 def is_map(field) -> bool:
-    return (field.type == _T.TYPE_MESSAGE and repeated(field)
-            and field.message_type.GetOptions().map_entry)
+    return (
+        field.type == _T.TYPE_MESSAGE
+        and repeated(field)
+        and field.message_type.GetOptions().map_entry
+    )
 
 
 def _quote(name: str) -> str:
@@ -269,8 +314,10 @@ def message_types(desc, ancestors=()):
     """(Spark simpleString, Arrow type) of a message read as a struct."""
     if desc.full_name in ancestors:
         path = " -> ".join(ancestors + (desc.full_name,))
-        raise ProtobufSchemaError(f"recursive message type {desc.full_name} ({path}) is not "
-                                  "supported (spark-protobuf's recursive.fields.max.depth=-1)")
+        raise ProtobufSchemaError(
+            f"recursive message type {desc.full_name} ({path}) is not "
+            "supported (spark-protobuf's recursive.fields.max.depth=-1)"
+        )
     ancestors = ancestors + (desc.full_name,)
     spark_fields, arrow_fields = [], []
     for field in desc.fields:

@@ -7,6 +7,7 @@ explicit schema. Records the batch reader cannot take as they are (a raw newline
 not starting with ``{``, a schema with maps, which pyarrow's reader does not convert) and
 every record of a batch pyarrow refuses are parsed one by one, which names the bad rows.
 """
+
 from __future__ import annotations
 
 import io
@@ -16,14 +17,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from . import DecodedColumn
 from kafka_ds.formats.framing import HEADER_SIZE, frame_header, split_frames
-from kafka_ds.formats.json_encode import NotJsonCompliant, build_object_encoder
-from kafka_ds.formats.json_references import self_contained
-from kafka_ds.formats.json_schema import (Mismatch, Node, coerce, compile_schema, parse,
-                                          to_json_value)
+from kafka_ds.formats.json.encode import NotJsonCompliant, build_object_encoder
+from kafka_ds.formats.json.references import self_contained
+from kafka_ds.formats.json.schema import (
+    Mismatch,
+    Node,
+    coerce,
+    compile_schema,
+    parse,
+    to_json_value,
+)
 from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
+
+from .. import DecodedColumn
 
 _NEWLINES = (ord("\n"), ord("\r"))
 _OPEN_BRACE = ord("{")
@@ -32,23 +40,35 @@ _READ_OPTIONS = pa_json.ReadOptions(use_threads=False, block_size=16 << 20)
 
 
 class JsonCodec:
-    def __init__(self, reader_schema: RegisteredSchema | None, *, framed: bool, lookup=None,
-                 schema_id: int | None = None):
+    def __init__(
+        self,
+        reader_schema: RegisteredSchema | None,
+        *,
+        framed: bool,
+        lookup=None,
+        schema_id: int | None = None,
+    ):
         if reader_schema is not None and reader_schema.schema_type.upper() != "JSON":
             raise ValueError(f"the reader schema is {reader_schema.schema_type}, not JSON")
         if reader_schema is not None and reader_schema.references:
-            reader_schema = self_contained(reader_schema, lookup)   # $refs to other subjects
+            reader_schema = self_contained(reader_schema, lookup)  # $refs to other subjects
         self.reader_schema = reader_schema
         self.framed = framed
         self.lookup = lookup
-        self.schema_id = schema_id if schema_id is not None else \
-            (reader_schema.schema_id if reader_schema is not None else None)
+        self.schema_id = (
+            schema_id
+            if schema_id is not None
+            else (reader_schema.schema_id if reader_schema is not None else None)
+        )
         # without a reader schema the value is the JSON text itself (checked to be JSON)
-        self.root = compile_schema(reader_schema.schema_str) if reader_schema is not None \
+        self.root = (
+            compile_schema(reader_schema.schema_str)
+            if reader_schema is not None
             else Node("string")
+        )
         self._parse_options = self._make_parse_options()
-        self._writer_errors = {}
-        self._encoders = {}    # Arrow type of the written column -> FlatObjectEncoder / None
+        self._writer_errors: dict = {}
+        self._encoders: dict = {}  # Arrow type of the written column -> FlatObjectEncoder / None
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -63,13 +83,15 @@ class JsonCodec:
 
     def _make_parse_options(self):
         schema = pa.schema(list(self.root.read_type)) if self._batch_readable else None
-        return pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
-                                    newlines_in_values=False)
+        return pa_json.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=False
+        )
 
     @property
     def _batch_readable(self) -> bool:
-        return self.reader_schema is not None and self.root.kind == "struct" \
-            and not self.root.has_map
+        return (
+            self.reader_schema is not None and self.root.kind == "struct" and not self.root.has_map
+        )
 
     @property
     def spark_type(self) -> str:
@@ -88,10 +110,13 @@ class JsonCodec:
         if schema_id not in self._writer_errors:
             try:
                 schema = self.lookup.schema_by_id(schema_id)
-                error = None if schema.schema_type.upper() == "JSON" else \
-                    f"schema id {schema_id} is {schema.schema_type}, not JSON"
+                error = (
+                    None
+                    if schema.schema_type.upper() == "JSON"
+                    else f"schema id {schema_id} is {schema.schema_type}, not JSON"
+                )
             except RegistryUnavailableError:
-                raise   # the registry, not the record: the task fails, nothing cached
+                raise  # the registry, not the record: the task fails, nothing cached
             except Exception as exc:
                 error = f"unknown schema id {schema_id}: {exc}"
             self._writer_errors[schema_id] = error
@@ -104,8 +129,8 @@ class JsonCodec:
     def decode(self, values: pa.Array) -> DecodedColumn:
         frames = split_frames(values, self.framed)
         n = len(values)
-        bad = {}   # row -> (reason, schema id)
-        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons):
+        bad = {}  # row -> (reason, schema id)
+        for row, reason in zip(frames.bad_rows.tolist(), frames.reasons, strict=True):
             bad[row] = (reason, -1)
         ok = frames.readable.copy()
         if self.framed:
@@ -116,12 +141,13 @@ class JsonCodec:
                     for row in rows.tolist():
                         bad[row] = (error, schema_id)
                     ok[rows] = False
-        batch_rows = self._batch_candidates(frames, ok) if self._batch_readable \
-            else np.zeros(0, np.int64)
+        batch_rows = (
+            self._batch_candidates(frames, ok) if self._batch_readable else np.zeros(0, np.int64)
+        )
         array_by_row = None
         if len(batch_rows):
             table = self._read_batch(frames, ok, batch_rows)
-            if table is None:   # pyarrow refused the batch: find the bad rows one by one
+            if table is None:  # pyarrow refused the batch: find the bad rows one by one
                 batch_rows = np.zeros(0, np.int64)
             else:
                 array_by_row = (batch_rows, table)
@@ -130,10 +156,13 @@ class JsonCodec:
             single = np.setdiff1d(single, batch_rows, assume_unique=True)
         values_single = self._decode_each(frames, single, bad)
         array = self._assemble(n, array_by_row, single, values_single)
-        rows = sorted(bad)
-        return DecodedColumn(array=array, bad_rows=np.asarray(rows, dtype=np.int64),
-                            reasons=[bad[r][0] for r in rows],
-                            schema_ids=np.asarray([bad[r][1] for r in rows], dtype=np.int32))
+        bad_sorted = sorted(bad)
+        return DecodedColumn(
+            array=array,
+            bad_rows=np.asarray(bad_sorted, dtype=np.int64),
+            reasons=[bad[r][0] for r in bad_sorted],
+            schema_ids=np.asarray([bad[r][1] for r in bad_sorted], dtype=np.int32),
+        )
 
     def _batch_candidates(self, frames, ok):
         """Rows the batch reader can take: framed or plain payloads that start with '{' and
@@ -156,20 +185,28 @@ class JsonCodec:
             text = self._framed_text(frames, rows)
         else:
             data = frames.data.tobytes()
-            text = b"\n".join([data[s:e] for s, e in zip(frames.starts[rows].tolist(),
-                                                           frames.ends[rows].tolist())])
+            text = b"\n".join(
+                [
+                    data[s:e]
+                    for s, e in zip(
+                        frames.starts[rows].tolist(), frames.ends[rows].tolist(), strict=True
+                    )
+                ]
+            )
         try:
-            table = pa_json.read_json(io.BytesIO(text), read_options=_READ_OPTIONS,
-                                      parse_options=self._parse_options)
+            table = pa_json.read_json(
+                io.BytesIO(text), read_options=_READ_OPTIONS, parse_options=self._parse_options
+            )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
         if table.num_rows != len(rows):
             return None
         struct = pa.StructArray.from_arrays(
-            [c.combine_chunks() for c in table.columns], fields=list(table.schema))
+            [c.combine_chunks() for c in table.columns], fields=list(table.schema)
+        )
         if struct.type != self.arrow_type:
             try:
-                struct = struct.cast(self.arrow_type)   # date strings -> date32
+                struct = struct.cast(self.arrow_type)  # date strings -> date32
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 return None
         return struct
@@ -185,23 +222,23 @@ class JsonCodec:
         # blank rows not read in the batch (bad or parsed one by one): their whole value
         begins = np.where(frames.readable, header_starts, frames.starts)
         for row in np.flatnonzero(~chosen & (frames.ends > begins)).tolist():
-            buffer[begins[row]:frames.ends[row]] = 0x20
+            buffer[begins[row] : frames.ends[row]] = 0x20
         buffer[header_starts[rows]] = ord("\n")
         for k in range(1, HEADER_SIZE):
             buffer[header_starts[rows] + k] = 0x20
-        return buffer[header_starts[rows[0]]:frames.ends[rows[-1]]].tobytes()
+        return buffer[header_starts[rows[0]] : frames.ends[rows[-1]]].tobytes()
 
     def _decode_each(self, frames, rows, bad):
         """Python values (for arrow_type) of the rows; bad rows recorded in ``bad``."""
         data = frames.data.tobytes() if len(rows) else b""
         root = self.root
-        values = []
+        values: list = []
         for row in rows.tolist():
-            payload = data[frames.starts[row]:frames.ends[row]]
+            payload = data[frames.starts[row] : frames.ends[row]]
             schema_id = int(frames.schema_ids[row])
             try:
                 parsed = parse(payload)
-            except (ValueError, RecursionError) as exc:   # UnicodeDecodeError is one
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is one
                 bad[row] = (f"invalid JSON: {exc}", schema_id)
                 values.append(None)
                 continue
@@ -266,17 +303,24 @@ class JsonCodec:
             except NotJsonCompliant as exc:
                 raise ValueError(f"row {exc.row}: cannot encode as JSON: {exc}") from exc
         root = self.root
-        out = []
+        out: list[bytes | None] = []
         for row, value in enumerate(array.to_pylist()):
             if value is None:
                 out.append(None)
             elif self.reader_schema is None:
-                out.append(prefix + value.encode("utf-8") if isinstance(value, str)
-                           else prefix + json.dumps(value).encode("utf-8"))
+                out.append(
+                    prefix + value.encode("utf-8")
+                    if isinstance(value, str)
+                    else prefix + json.dumps(value).encode("utf-8")
+                )
             else:
                 try:
-                    text = json.dumps(to_json_value(root, value), separators=(",", ":"),
-                                      ensure_ascii=False, allow_nan=False)
+                    text = json.dumps(
+                        to_json_value(root, value),
+                        separators=(",", ":"),
+                        ensure_ascii=False,
+                        allow_nan=False,
+                    )
                 except (ValueError, TypeError) as exc:
                     raise ValueError(f"row {row}: cannot encode as JSON: {exc}") from exc
                 out.append(prefix + text.encode("utf-8"))

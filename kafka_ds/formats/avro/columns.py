@@ -12,25 +12,41 @@ A row whose read passes its payload end is "truncated"; one that ends early has
 "trailing bytes"; the first problem of a row is its reason. Bad rows never stop the
 batch: their positions are frozen and their later reads are ignored.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..protocol.records_arrays import is_utf8, peek_uvarints
-from .avro_types import AvroSchemaError, avro_to_spark, logical, spark_to_arrow, union_parts
-from .framing import slice_positions
+from ...protocol.records_arrays import is_utf8, peek_uvarints
+from ..framing import slice_positions
+from .types import AvroSchemaError, avro_to_spark, logical, spark_to_arrow, union_parts
 
 _FAST_BASES = frozenset(("boolean", "int", "long", "float", "double", "string", "bytes"))
-_FAST_LOGICAL = frozenset((None, "date", "timestamp-millis", "timestamp-micros",
-                           "local-timestamp-millis", "local-timestamp-micros", "uuid"))
+_FAST_LOGICAL = frozenset(
+    (
+        None,
+        "date",
+        "timestamp-millis",
+        "timestamp-micros",
+        "local-timestamp-millis",
+        "local-timestamp-micros",
+        "uuid",
+    )
+)
 # writer base -> reader bases it may be read as (Avro's promotions)
-_PROMOTES = {"int": ("int", "long", "float", "double"), "long": ("long", "float", "double"),
-             "float": ("float", "double"), "double": ("double",), "boolean": ("boolean",),
-             "string": ("string", "bytes"), "bytes": ("bytes", "string")}
+_PROMOTES = {
+    "int": ("int", "long", "float", "double"),
+    "long": ("long", "float", "double"),
+    "float": ("float", "double"),
+    "double": ("double",),
+    "boolean": ("boolean",),
+    "string": ("string", "bytes"),
+    "bytes": ("bytes", "string"),
+}
 _NUMPY = {"int": np.int32, "long": np.int64, "float": np.float32, "double": np.float64}
 _WIDTH = {"float": 4, "double": 8}
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -42,9 +58,9 @@ class ResolutionError(ValueError):
 
 @dataclass(frozen=True)
 class FlatType:
-    base: str                  # one of _FAST_BASES
-    logical: str | None        # date / timestamp-* / local-timestamp-* / uuid / None
-    null_index: int | None     # union index of the null branch, None when not a union
+    base: str  # one of _FAST_BASES
+    logical: str | None  # date / timestamp-* / local-timestamp-* / uuid / None
+    null_index: int | None  # union index of the null branch, None when not a union
 
 
 def flat_type(node: dict) -> FlatType | None:
@@ -61,21 +77,24 @@ def flat_type(node: dict) -> FlatType | None:
         return None
     lt = logical(node)
     if lt not in _FAST_LOGICAL or (node.get("logicalType") and lt is None):
-        return None   # unknown logical types keep fastavro's interpretation
+        return None  # unknown logical types keep fastavro's interpretation
     return FlatType(node["type"], lt if lt != "uuid" else None, null_index)
 
 
 @dataclass
 class _Step:
     """One writer field: how to read it and where it goes (``output`` None: skipped)."""
+
     writer: FlatType
     name: str
     output: int | None = None
+    raw: bool = False  # bytes without Avro's length: the rest of the payload
 
 
 @dataclass
 class _Output:
     """One reader field: from a writer step, or a constant default."""
+
     name: str
     reader: FlatType
     arrow_type: pa.DataType
@@ -92,14 +111,26 @@ class FlatPlan:
         self.is_record = is_record
         self.arrow_type = arrow_type
 
+    def raw_bytes(self) -> FlatPlan:
+        """This plan of a top-level ``bytes`` writer, for payloads that are the bytes
+        alone, without Avro's length (Confluent's framing, :mod:`.raw_bytes`)."""
+        (step,) = self.steps
+        if self.is_record or step.writer != FlatType("bytes", None, None):
+            raise ValueError("only a top-level bytes writer is read raw")
+        return FlatPlan([replace(step, raw=True)], self.outputs, False, self.arrow_type)
+
     def decode(self, data: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         """``(array, bad bool[n], reasons object[n])`` for the payloads ``data[starts:ends]``."""
         n = len(starts)
         state = _Rows(data, starts.astype(np.int64, copy=True), ends, n)
         decoded = [self._read_step(state, step) for step in self.steps]
-        state.fail(~state.bad & (state.pos < ends),
-                   lambda rows: [f"trailing bytes: the record ends {e - p} bytes before its payload"
-                                 for p, e in zip(state.pos[rows].tolist(), ends[rows].tolist())])
+        state.fail(
+            ~state.bad & (state.pos < ends),
+            lambda rows: [
+                f"trailing bytes: the record ends {e - p} bytes before its payload"
+                for p, e in zip(state.pos[rows].tolist(), ends[rows].tolist(), strict=True)
+            ],
+        )
         columns = [self._column(state, out, decoded) for out in self.outputs]
         if not self.is_record:
             column = columns[0]
@@ -117,9 +148,12 @@ class FlatPlan:
         lanes = None
         if ft.null_index is not None:
             branch = state.read_long(None, f"{step.name}: union index")
-            state.fail(~state.bad & ((branch < 0) | (branch > 1)),
-                       f"{step.name}: union index out of range")
+            state.fail(
+                ~state.bad & ((branch < 0) | (branch > 1)), f"{step.name}: union index out of range"
+            )
             lanes = np.flatnonzero(~state.bad & (branch != ft.null_index))
+        if step.raw:
+            return lanes, state.read_rest()
         return lanes, state.read(ft.base, lanes, step.name)
 
     def _column(self, state, out, decoded):
@@ -157,13 +191,18 @@ class FlatPlan:
         begins[where], lengths[where] = values
         lengths[~valid] = 0
         is_string = out.reader.base == "string"
-        array = _binary_array(state.data, begins, lengths, valid, pa.string() if is_string else pa.binary())
+        array = _binary_array(
+            state.data, begins, lengths, valid, pa.string() if is_string else pa.binary()
+        )
         if is_string:
             try:
                 array.validate(full=True)
             except pa.ArrowInvalid:
-                bad = [r for r in np.flatnonzero(valid).tolist()
-                       if not is_utf8(state.data[begins[r]:begins[r] + lengths[r]])]
+                bad = [
+                    r
+                    for r in np.flatnonzero(valid).tolist()
+                    if not is_utf8(state.data[begins[r] : begins[r] + lengths[r]])
+                ]
                 state.fail(np.isin(np.arange(n), bad), f"{out.name}: invalid UTF-8 in a string")
                 valid &= ~state.bad
                 lengths[~valid] = 0
@@ -184,8 +223,12 @@ def _binary_array(data, begins, lengths, valid, arrow_type):
         raise ValueError("decoded strings of one batch exceed 2 GiB")
     body = data[slice_positions(begins, lengths)]
     validity, nulls = _validity(valid)
-    return pa.Array.from_buffers(arrow_type, len(begins), [
-        validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)], null_count=nulls)
+    return pa.Array.from_buffers(
+        arrow_type,
+        len(begins),
+        [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)],
+        null_count=nulls,
+    )
 
 
 def _fixed_column(out, writer, values, valid):
@@ -195,7 +238,7 @@ def _fixed_column(out, writer, values, valid):
     else:
         values = values.astype(_NUMPY[reader.base], copy=False)
         if reader.logical in ("timestamp-millis", "local-timestamp-millis"):
-            values = values * 1000     # Spark timestamps are microseconds
+            values = values * 1000  # Spark timestamps are microseconds
         data = pa.py_buffer(np.ascontiguousarray(values))
     validity, nulls = _validity(valid)
     return pa.Array.from_buffers(out.arrow_type, len(values), [validity, data], null_count=nulls)
@@ -205,7 +248,7 @@ class _Rows:
     """Per-row cursor state of one decode: positions, ends, first failure reasons."""
 
     def __init__(self, data, pos, ends, n):
-        self.data = data if data.size else np.zeros(1, np.uint8)   # take() needs a byte
+        self.data = data if data.size else np.zeros(1, np.uint8)  # take() needs a byte
         self.pos = pos
         self.ends = ends
         self.n = n
@@ -217,7 +260,7 @@ class _Rows:
         if rows.size:
             self.reasons[rows] = reason(rows) if callable(reason) else reason
             self.bad[rows] = True
-            self.pos[rows] = self.ends[rows]      # frozen: later reads are clipped and ignored
+            self.pos[rows] = self.ends[rows]  # frozen: later reads are clipped and ignored
 
     def _truncated(self, lanes, name):
         pos = self.pos if lanes is None else self.pos[lanes]
@@ -247,14 +290,22 @@ class _Rows:
         self._truncated(lanes, name)
         return values
 
+    def read_rest(self):
+        """Every row's remaining payload, as (begins, lengths) like a bytes value."""
+        begins = self.pos.copy()
+        self.pos = self.ends.astype(np.int64, copy=True)
+        return begins, self.pos - begins
+
     def read(self, base, lanes, name):
         """Values of one primitive at the lanes' positions; strings/bytes as (begins, lengths)."""
         count = self.n if lanes is None else len(lanes)
         if base in ("int", "long"):
             values = self.read_long(lanes, name)
             if base == "int":
-                self.fail(self._mask(lanes, (values < _INT32_MIN) | (values > _INT32_MAX)),
-                          f"{name}: int out of range")
+                self.fail(
+                    self._mask(lanes, (values < _INT32_MIN) | (values > _INT32_MAX)),
+                    f"{name}: int out of range",
+                )
             return values
         if base in ("string", "bytes"):
             lengths = self.read_long(lanes, f"{name} length")
@@ -282,13 +333,14 @@ class _Rows:
             self.pos += width
         else:
             self.pos[lanes] += width
-        self._truncated(lanes, name)     # before the value check: a clipped read is garbage
+        self._truncated(lanes, name)  # before the value check: a clipped read is garbage
         if base == "boolean":
             self.fail(self._mask(lanes, values > 1), f"{name}: boolean byte is not 0 or 1")
         return values
 
 
 # --- planning -------------------------------------------------------------------------
+
 
 def _field_names(field: dict):
     return (field["name"], *field.get("aliases", ()))
@@ -300,8 +352,9 @@ def _default_value(field: dict, reader: FlatType):
     if value is None:
         return None
     if reader.null_index == 0:
-        raise ResolutionError(f"field {field['name']}: a union's default must match its first "
-                              "branch, null")
+        raise ResolutionError(
+            f"field {field['name']}: a union's default must match its first branch, null"
+        )
     if reader.base == "bytes":
         return value.encode("latin-1")
     if reader.logical in ("timestamp-millis", "local-timestamp-millis"):
@@ -324,23 +377,29 @@ def build_plan(writer: dict, reader: dict) -> FlatPlan | None:
     if writer["type"] != "record":
         return None
     if reader["name"].rpartition(".")[2] != writer["name"].rpartition(".")[2] and not any(
-            a.rpartition(".")[2] == writer["name"].rpartition(".")[2] for a in reader.get("aliases", ())):
-        raise ResolutionError(f"writer record {writer['name']} is not the reader's {reader['name']}")
-    reader_types = [flat_type(f["type"]) for f in reader["fields"]]
-    writer_types = [flat_type(f["type"]) for f in writer["fields"]]
-    if None in reader_types or None in writer_types:
+        a.rpartition(".")[2] == writer["name"].rpartition(".")[2] for a in reader.get("aliases", ())
+    ):
+        raise ResolutionError(
+            f"writer record {writer['name']} is not the reader's {reader['name']}"
+        )
+    reader_flat = [flat_type(f["type"]) for f in reader["fields"]]
+    writer_flat = [flat_type(f["type"]) for f in writer["fields"]]
+    reader_types = [t for t in reader_flat if t is not None]
+    writer_types = [t for t in writer_flat if t is not None]
+    if len(reader_types) < len(reader_flat) or len(writer_types) < len(writer_flat):
         return None
     arrow_type = spark_to_arrow(avro_to_spark(reader)[0])
-    steps = [_Step(wt, f["name"]) for f, wt in zip(writer["fields"], writer_types)]
+    steps = [_Step(wt, f["name"]) for f, wt in zip(writer["fields"], writer_types, strict=True)]
     by_name = {f["name"]: i for i, f in enumerate(writer["fields"])}
     outputs = []
-    for index, (field, rt) in enumerate(zip(reader["fields"], reader_types)):
+    for index, (field, rt) in enumerate(zip(reader["fields"], reader_types, strict=True)):
         source = next((by_name[name] for name in _field_names(field) if name in by_name), None)
         out = _Output(field["name"], rt, arrow_type.field(index).type, step=source)
         if source is None:
             if "default" not in field:
-                raise ResolutionError(f"reader field {field['name']} is not in the writer schema "
-                                      "and has no default")
+                raise ResolutionError(
+                    f"reader field {field['name']} is not in the writer schema and has no default"
+                )
             out.default = _default_value(field, rt)
         elif not _compatible(steps[source].writer, rt, field["name"]):
             return None

@@ -15,6 +15,7 @@ has presence or differs from the proto3 default (0, an all-zero bit pattern for 
 that -0.0 is written, false, empty) -- so the bytes equal the protobuf runtime's
 ``SerializeToString`` of the same message.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,26 +24,31 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.descriptor import FieldDescriptor
 
-from ..protocol.primitives import uvarint_bytes
-from ..protocol.records_arrays import binary_lengths
-from .protobuf_schema import repeated
-from .wire_columns import (
+from ...protocol.primitives import uvarint_bytes
+from ...protocol.records_arrays import binary_lengths
+from ..wire_columns import (
     RowBytes,
     boolean_values,
     fixed_values,
     valid_mask,
 )
+from .schema import repeated
 
 _T = FieldDescriptor
 _INT32 = (pa.int8(), pa.int16(), pa.int32())
 _INT64 = (*_INT32, pa.int64())
 # field type -> (wire type, how the value is written, Arrow types accepted)
 _KINDS = {
-    _T.TYPE_INT32: (0, "varint", _INT32), _T.TYPE_INT64: (0, "varint", _INT64),
-    _T.TYPE_UINT32: (0, "uint32", _INT32), _T.TYPE_UINT64: (0, "varint", _INT64),
-    _T.TYPE_SINT32: (0, "zigzag", _INT32), _T.TYPE_SINT64: (0, "zigzag", _INT64),
-    _T.TYPE_FIXED32: (5, "int32", _INT32), _T.TYPE_SFIXED32: (5, "int32", _INT32),
-    _T.TYPE_FIXED64: (1, "int64", _INT64), _T.TYPE_SFIXED64: (1, "int64", _INT64),
+    _T.TYPE_INT32: (0, "varint", _INT32),
+    _T.TYPE_INT64: (0, "varint", _INT64),
+    _T.TYPE_UINT32: (0, "uint32", _INT32),
+    _T.TYPE_UINT64: (0, "varint", _INT64),
+    _T.TYPE_SINT32: (0, "zigzag", _INT32),
+    _T.TYPE_SINT64: (0, "zigzag", _INT64),
+    _T.TYPE_FIXED32: (5, "int32", _INT32),
+    _T.TYPE_SFIXED32: (5, "int32", _INT32),
+    _T.TYPE_FIXED64: (1, "int64", _INT64),
+    _T.TYPE_SFIXED64: (1, "int64", _INT64),
     _T.TYPE_FLOAT: (5, "float", (pa.float32(),)),
     _T.TYPE_DOUBLE: (1, "double", (pa.float32(), pa.float64())),
     _T.TYPE_BOOL: (0, "bool", (pa.bool_(),)),
@@ -53,10 +59,10 @@ _KINDS = {
 
 @dataclass(frozen=True)
 class _Field:
-    tag: bytes           # the field's key: number << 3 | wire type, as a varint
-    how: str             # one of _KINDS' ways of writing the value
-    child: int           # index of the struct child
-    presence: bool       # written when set even if it is the default
+    tag: bytes  # the field's key: number << 3 | wire type, as a varint
+    how: str  # one of _KINDS' ways of writing the value
+    child: int  # index of the struct child
+    presence: bool  # written when set even if it is the default
 
 
 class FlatMessageEncoder:
@@ -79,7 +85,7 @@ class FlatMessageEncoder:
                 written = valid if f.presence else valid & (lengths > 0)
                 rows.constant(f.tag, written)
                 rows.varint(lengths.astype(np.uint64), written)
-                rows.value(column)     # an empty or null value adds no bytes
+                rows.value(column)  # an empty or null value adds no bytes
                 continue
             if how == "bool":
                 values = boolean_values(column)
@@ -104,9 +110,9 @@ class FlatMessageEncoder:
                 rows.fixed(values, written)
             elif how == "zigzag":
                 rows.varint(((values << 1) ^ (values >> 63)).view(np.uint64), written)
-            elif how == "uint32":     # Spark's int holds the uint32's bits
+            elif how == "uint32":  # Spark's int holds the uint32's bits
                 rows.varint((values & 0xFFFFFFFF).view(np.uint64), written)
-            else:                     # int32 / int64 (negative: 10 bytes), uint64's bits
+            else:  # int32 / int64 (negative: 10 bytes), uint64's bits
                 rows.varint(values.view(np.uint64), written)
         return rows.finish()
 
@@ -126,15 +132,16 @@ def build_message_encoder(desc, arrow_type: pa.DataType) -> FlatMessageEncoder |
             return None
         oneof = field.containing_oneof
         if oneof is not None and not _is_synthetic(oneof):
-            return None               # setting one member clears the others: general path
+            return None  # setting one member clears the others: general path
         child = children.get(field.name)
         if child is None:
-            continue                  # never set: never written
+            continue  # never set: never written
         wire_type, how, accepted = kind
         if arrow_type.field(child).type not in accepted:
             return None
-        fields.append(_Field(uvarint_bytes(field.number << 3 | wire_type), how, child,
-                             field.has_presence))
+        fields.append(
+            _Field(uvarint_bytes(field.number << 3 | wire_type), how, child, field.has_presence)
+        )
     return FlatMessageEncoder(fields)
 
 

@@ -1,6 +1,6 @@
 """The write fast path: flat Avro records encoded field by field across all rows at once.
 
-The reverse of :mod:`kafka_ds.formats.avro_columns`. A :class:`FlatEncoder` is built once
+The reverse of :mod:`kafka_ds.formats.avro.columns`. A :class:`FlatEncoder` is built once
 per (Avro schema, Arrow type of the written column) when the schema is a flat record (or a
 single flat type) whose every field the column holds with an Arrow type that maps to it
 one to one (the pairs below), or a top-level union of such types read as spark-avro's
@@ -15,17 +15,17 @@ strings and bytes are put between them by one Arrow take. The result is byte for
 what ``fastavro.schemaless_writer`` (and so confluent-kafka's ``AvroSerializer``) writes
 for the same values.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 
-from ..protocol.primitives import uvarint_bytes
-from ..protocol.records_arrays import binary_lengths
-from .avro_columns import FlatType, flat_type
-from .wire_columns import (
+from ...protocol.primitives import uvarint_bytes
+from ...protocol.records_arrays import binary_lengths
+from ..wire_columns import (
     RowBytes,
     boolean_values,
     fixed_values,
@@ -33,6 +33,7 @@ from .wire_columns import (
     set_members,
     valid_mask,
 )
+from .columns import FlatType, flat_type
 
 
 class NullInRequiredField(ValueError):
@@ -65,16 +66,17 @@ def _accepts(ft: FlatType, arrow_type: pa.DataType) -> bool:
         return t == pa.bool_()
     if ft.base == "string":
         return pa.types.is_string(t) or pa.types.is_large_string(t)
-    return pa.types.is_binary(t) or pa.types.is_large_binary(t)      # bytes
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)  # bytes
 
 
 @dataclass(frozen=True)
 class _Field:
-    name: str            # as named in messages
-    avro_type: str       # for messages
+    name: str  # as named in messages
+    avro_type: str  # for messages
     flat: FlatType
-    child: int | None    # index of the struct child, None: the column itself
-    millis: bool         # an Arrow timestamp (microseconds) written as milliseconds
+    child: int | None  # index of the struct child, None: the column itself
+    millis: bool  # an Arrow timestamp (microseconds) written as milliseconds
+    raw: bool = False  # bytes without Avro's length in front
 
 
 class FlatEncoder:
@@ -82,6 +84,14 @@ class FlatEncoder:
 
     def __init__(self, fields: list[_Field]):
         self.fields = fields
+
+    def raw_bytes(self) -> FlatEncoder:
+        """This encoder of a top-level ``bytes`` writing the bytes alone, without Avro's
+        length (Confluent's framing, :mod:`.raw_bytes`)."""
+        (field,) = self.fields
+        if field.child is not None or field.flat != FlatType("bytes", None, None):
+            raise ValueError("only a top-level bytes value is written raw")
+        return FlatEncoder([replace(field, raw=True)])
 
     def encode(self, array: pa.Array, header: bytes = b"") -> pa.BinaryArray:
         """Every row's Avro binary with ``header`` in front (b"": unframed); null rows stay
@@ -103,18 +113,23 @@ class FlatEncoder:
                 rows.byte(np.where(valid, 2 * value_branch, 2 * f.flat.null_index), present)
             base = f.flat.base
             if base in ("string", "bytes"):
-                lengths = binary_lengths(column)
-                rows.varint(lengths.astype(np.uint64) << np.uint64(1), valid)
+                if not f.raw:
+                    lengths = binary_lengths(column)
+                    rows.varint(lengths.astype(np.uint64) << np.uint64(1), valid)
                 rows.value(column)
             elif base == "boolean":
                 rows.byte(boolean_values(column), valid)
             elif base in ("float", "double"):
-                rows.fixed(fixed_values(column).astype(
-                    np.float32 if base == "float" else np.float64, copy=False), valid)
-            else:                                       # int / long, dates, timestamps
+                rows.fixed(
+                    fixed_values(column).astype(
+                        np.float32 if base == "float" else np.float64, copy=False
+                    ),
+                    valid,
+                )
+            else:  # int / long, dates, timestamps
                 values = fixed_values(column).astype(np.int64, copy=False)
                 if f.millis:
-                    values = values // 1000             # fastavro floors to milliseconds
+                    values = values // 1000  # fastavro floors to milliseconds
                 zigzag = (values << 1) ^ (values >> 63)
                 rows.varint(zigzag.view(np.uint64), valid)
         return rows.finish()
@@ -127,9 +142,13 @@ class UnionEncoder:
     order. A row with no member set takes the union's null branch (and fails without one);
     one with several set fails: which branch is meant?"""
 
-    def __init__(self, branches: list[tuple[int, FlatEncoder]], null_index: int | None,
-                 describe: str):
-        self.branches = branches              # (union index, encoder) per member
+    def __init__(
+        self,
+        branches: list[tuple[int, FlatEncoder | UnionEncoder]],
+        null_index: int | None,
+        describe: str,
+    ):
+        self.branches = branches  # (union index, encoder) per member
         self.null_index = null_index
         self.describe = describe
 
@@ -140,20 +159,21 @@ class UnionEncoder:
         wrong = counts > 1
         if self.null_index is None:
             wrong[no_member] = True
-        if wrong.any():                          # the first bad row, as the per-row path
+        if wrong.any():  # the first bad row, as the per-row path
             row = int(np.flatnonzero(wrong)[0])
             if counts[row] == 0:
                 raise NullInRequiredField(row, "every member", f"union {self.describe}")
             names = ", ".join(f"member{i}" for i in np.flatnonzero(chosen[:, row]))
             raise SeveralMembersSet(row, f"{names} are all set; a union value has one branch")
-        groups = []                              # (rows, their encoded values)
+        groups = []  # (rows, their encoded values)
         for i, (union_index, encoder) in enumerate(self.branches):
             rows = np.flatnonzero(chosen[i])
             if rows.size:
-                branch = uvarint_bytes(2 * union_index)          # zigzag of the index
-                groups.append((rows, encoder.encode(array.field(i).take(pa.array(rows)),
-                                                    header + branch)))
-        if no_member.size:
+                branch = uvarint_bytes(2 * union_index)  # zigzag of the index
+                groups.append(
+                    (rows, encoder.encode(array.field(i).take(pa.array(rows)), header + branch))
+                )
+        if no_member.size and self.null_index is not None:  # (without one: refused above)
             null_value = header + uvarint_bytes(2 * self.null_index)
             groups.append((no_member, pa.array([null_value] * no_member.size, pa.binary())))
         absent = np.flatnonzero(~present)
@@ -175,9 +195,12 @@ def _union_encoder(node: dict, arrow_type: pa.DataType) -> UnionEncoder | None:
     from a struct of exactly ``member0`` .. ``memberN`` (as spark-avro reads the union)."""
     branches = [(i, b) for i, b in enumerate(node["branches"]) if b["type"] != "null"]
     null_index = next((i for i, b in enumerate(node["branches"]) if b["type"] == "null"), None)
-    if (len(branches) < 2 or not pa.types.is_struct(arrow_type)
-            or [arrow_type.field(i).name for i in range(arrow_type.num_fields)]
-            != [f"member{i}" for i in range(len(branches))]):
+    if (
+        len(branches) < 2
+        or not pa.types.is_struct(arrow_type)
+        or [arrow_type.field(i).name for i in range(arrow_type.num_fields)]
+        != [f"member{i}" for i in range(len(branches))]
+    ):
         return None
     encoders = []
     for member, (union_index, branch) in enumerate(branches):
@@ -211,13 +234,13 @@ def build_encoder(node: dict, arrow_type: pa.DataType) -> FlatEncoder | UnionEnc
         return None
     children = {arrow_type.field(i).name: i for i in range(arrow_type.num_fields)}
     if len(children) != arrow_type.num_fields:
-        return None                                 # duplicate names: which one is meant?
+        return None  # duplicate names: which one is meant?
     fields = []
     for avro_field in node["fields"]:
         ft = flat_type(avro_field["type"])
         child = children.get(avro_field["name"])
         if ft is None or child is None:
-            return None                             # a field left to its default: general path
+            return None  # a field left to its default: general path
         child_type = arrow_type.field(child).type
         if not _accepts(ft, child_type):
             return None
@@ -226,10 +249,16 @@ def build_encoder(node: dict, arrow_type: pa.DataType) -> FlatEncoder | UnionEnc
 
 
 def _field(name, node, ft, child, arrow_type) -> _Field:
-    millis = ft.logical in ("timestamp-millis", "local-timestamp-millis") and \
-        pa.types.is_timestamp(arrow_type)
+    millis = ft.logical in ("timestamp-millis", "local-timestamp-millis") and pa.types.is_timestamp(
+        arrow_type
+    )
     return _Field(name, _describe(node), ft, child, millis)
 
 
-__all__ = ["FlatEncoder", "NullInRequiredField", "SeveralMembersSet", "UnionEncoder",
-           "build_encoder"]
+__all__ = [
+    "FlatEncoder",
+    "NullInRequiredField",
+    "SeveralMembersSet",
+    "UnionEncoder",
+    "build_encoder",
+]

@@ -11,6 +11,7 @@ is never imported here): a primitive is its simpleString (``"int"``, ``"bigint"`
 ``("decimal", p, s)``, ``("array", element, contains_null)``, ``("map", key, value,
 value_contains_null)`` and ``("struct", ((name, type, nullable), ...))``.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,6 +29,7 @@ class AvroSchemaError(ValueError):
 
 # --- parsing -------------------------------------------------------------------------
 
+
 def parse_schema(schema, names: dict | None = None) -> dict:
     """Parse an Avro schema (JSON text or already-loaded JSON) into the normalized form.
     ``names`` (full name -> node) holds named types defined earlier (schema references);
@@ -42,7 +44,7 @@ def load_json(schema):
         try:
             return json.loads(text)
         except ValueError:
-            return text.strip()   # a bare type name such as  string  is a valid schema
+            return text.strip()  # a bare type name such as  string  is a valid schema
     return schema
 
 
@@ -75,9 +77,13 @@ def _parse(schema, namespace: str, names: dict) -> dict:
     if not isinstance(schema, dict) or "type" not in schema:
         raise AvroSchemaError(f"not an Avro schema: {schema!r}")
     kind = schema["type"]
-    if isinstance(kind, (dict, list)) or (isinstance(kind, str) and kind not in PRIMITIVES
-                                          and kind not in NAMED and kind not in ("array", "map")):
-        return _parse(kind, namespace, names)     # {"type": {...}} or {"type": "SomeName"}
+    if isinstance(kind, (dict, list)) or (
+        isinstance(kind, str)
+        and kind not in PRIMITIVES
+        and kind not in NAMED
+        and kind not in ("array", "map")
+    ):
+        return _parse(kind, namespace, names)  # {"type": {...}} or {"type": "SomeName"}
     node = {k: v for k, v in schema.items() if k not in ("fields", "items", "values")}
     if kind in NAMED:
         if "name" not in schema:
@@ -85,15 +91,20 @@ def _parse(schema, namespace: str, names: dict) -> dict:
         space = schema.get("namespace", namespace)
         full = _full_name(schema["name"], space)
         node["name"] = full
-        node["aliases"] = [_full_name(a, full.rpartition(".")[0]) for a in schema.get("aliases", ())]
-        names[full] = node        # registered before the fields: they may refer back to it
+        node["aliases"] = [
+            _full_name(a, full.rpartition(".")[0]) for a in schema.get("aliases", ())
+        ]
+        names[full] = node  # registered before the fields: they may refer back to it
         child_space = full.rpartition(".")[0]
         if kind in ("record", "error"):
             node["type"] = "record"
             node["fields"] = [
-                {**{k: v for k, v in f.items() if k != "type"},
-                 "type": _parse(f["type"], child_space, names)}
-                for f in schema.get("fields", ())]
+                {
+                    **{k: v for k, v in f.items() if k != "type"},
+                    "type": _parse(f["type"], child_space, names),
+                }
+                for f in schema.get("fields", ())
+            ]
         elif kind == "enum":
             node["symbols"] = list(schema.get("symbols", ()))
         elif kind == "fixed" and not isinstance(schema.get("size"), int):
@@ -111,8 +122,16 @@ def logical(node: dict) -> str | None:
     kind = node["type"]
     if lt == "date" and kind == "int":
         return lt
-    if lt in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis",
-              "local-timestamp-micros") and kind == "long":
+    if (
+        lt
+        in (
+            "timestamp-millis",
+            "timestamp-micros",
+            "local-timestamp-millis",
+            "local-timestamp-micros",
+        )
+        and kind == "long"
+    ):
         return lt
     if lt == "decimal" and kind in ("bytes", "fixed"):
         return lt
@@ -129,6 +148,7 @@ def union_parts(node: dict):
 
 # --- Avro -> Spark -------------------------------------------------------------------
 
+
 def avro_to_spark(node: dict, _stack=()):
     """``(spark type tuple, nullable)`` for a parsed Avro node."""
     kind = node["type"]
@@ -143,22 +163,37 @@ def avro_to_spark(node: dict, _stack=()):
         precision = node.get("precision")
         scale = node.get("scale", 0)
         if not isinstance(precision, int) or not 0 < precision <= 38 or not 0 <= scale <= precision:
-            raise AvroSchemaError(f"Avro decimal precision {precision} scale {scale} is not a "
-                                  "Spark decimal (precision 1..38, 0 <= scale <= precision)")
+            raise AvroSchemaError(
+                f"Avro decimal precision {precision} scale {scale} is not a "
+                "Spark decimal (precision 1..38, 0 <= scale <= precision)"
+            )
         return ("decimal", precision, scale), False
-    simple = {"null": "void", "boolean": "boolean", "int": "int", "long": "bigint",
-              "float": "float", "double": "double", "bytes": "binary", "string": "string",
-              "enum": "string", "fixed": "binary"}
+    simple = {
+        "null": "void",
+        "boolean": "boolean",
+        "int": "int",
+        "long": "bigint",
+        "float": "float",
+        "double": "double",
+        "bytes": "binary",
+        "string": "string",
+        "enum": "string",
+        "fixed": "binary",
+    }
     if kind in simple:
         return simple[kind], kind == "null"
     if kind == "record":
         if node["name"] in _stack:
-            raise AvroSchemaError(f"Avro record {node['name']} is recursive "
-                                  f"({' -> '.join(_stack + (node['name'],))}); a recursive "
-                                  "schema cannot be a Spark type")
+            raise AvroSchemaError(
+                f"Avro record {node['name']} is recursive "
+                f"({' -> '.join(_stack + (node['name'],))}); a recursive "
+                "schema cannot be a Spark type"
+            )
         stack = _stack + (node["name"],)
-        return ("struct", tuple((f["name"],) + avro_to_spark(f["type"], stack)
-                                for f in node["fields"])), False
+        return (
+            "struct",
+            tuple((f["name"],) + avro_to_spark(f["type"], stack) for f in node["fields"]),
+        ), False
     if kind == "array":
         element, contains_null = avro_to_spark(node["items"], _stack)
         return ("array", element, contains_null), False
@@ -177,8 +212,12 @@ def avro_to_spark(node: dict, _stack=()):
         if len(plain) == len(branches) and plain == {"float", "double"}:
             return "double", has_null
         # spark-avro: a struct with one nullable field per non-null branch
-        return ("struct", tuple((f"member{i}", avro_to_spark(b, _stack)[0], True)
-                                for i, b in enumerate(branches))), has_null
+        return (
+            "struct",
+            tuple(
+                (f"member{i}", avro_to_spark(b, _stack)[0], True) for i, b in enumerate(branches)
+            ),
+        ), has_null
     raise AvroSchemaError(f"unsupported Avro type {kind!r}")
 
 
@@ -197,10 +236,19 @@ def simple_string(t) -> str:
 
 
 _ARROW_PRIMITIVES = {
-    "void": pa.null(), "boolean": pa.bool_(), "tinyint": pa.int8(), "smallint": pa.int16(),
-    "int": pa.int32(), "bigint": pa.int64(), "float": pa.float32(), "double": pa.float64(),
-    "string": pa.string(), "binary": pa.binary(), "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
+    "void": pa.null(),
+    "boolean": pa.bool_(),
+    "tinyint": pa.int8(),
+    "smallint": pa.int16(),
+    "int": pa.int32(),
+    "bigint": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
 }
 
 
@@ -220,8 +268,16 @@ def spark_to_arrow(t) -> pa.DataType:
 
 # --- Spark type strings --------------------------------------------------------------
 
-_ALIASES = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint",
-            "bool": "boolean", "real": "float", "timestamp_ltz": "timestamp", "null": "void"}
+_ALIASES = {
+    "integer": "int",
+    "long": "bigint",
+    "short": "smallint",
+    "byte": "tinyint",
+    "bool": "boolean",
+    "real": "float",
+    "timestamp_ltz": "timestamp",
+    "null": "void",
+}
 _TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
 
 
@@ -296,27 +352,38 @@ def _from_json_value(value):
         return _ALIASES.get(value, value)
     kind = value["type"]
     if kind == "struct":
-        return ("struct", tuple((f["name"], _from_json_value(f["type"]), bool(f["nullable"]))
-                                for f in value["fields"]))
+        return (
+            "struct",
+            tuple(
+                (f["name"], _from_json_value(f["type"]), bool(f["nullable"]))
+                for f in value["fields"]
+            ),
+        )
     if kind == "array":
         return ("array", _from_json_value(value["elementType"]), bool(value["containsNull"]))
     if kind == "map":
-        return ("map", _from_json_value(value["keyType"]), _from_json_value(value["valueType"]),
-                bool(value["valueContainsNull"]))
+        return (
+            "map",
+            _from_json_value(value["keyType"]),
+            _from_json_value(value["valueType"]),
+            bool(value["valueContainsNull"]),
+        )
     raise ValueError(f"unsupported Spark type {value!r}")
 
 
 # --- Spark -> Avro (writes) ----------------------------------------------------------
 
+
 def _min_bytes_for_precision(precision: int) -> int:
     size = 1
-    while (1 << (8 * size - 1)) < 10 ** precision:
+    while (1 << (8 * size - 1)) < 10**precision:
         size += 1
     return size
 
 
-def spark_to_avro(spark_type, nullable: bool = False, record_name: str = "topLevelRecord",
-                  namespace: str = ""):
+def spark_to_avro(
+    spark_type, nullable: bool = False, record_name: str = "topLevelRecord", namespace: str = ""
+):
     """The Avro schema (JSON-able) spark-avro writes for a Spark type: a struct is a record
     named ``record_name`` in ``namespace``, nested records are named after their field in
     the parent's full name as namespace, decimals are ``fixed`` of the minimal size. A
@@ -329,27 +396,44 @@ def spark_to_avro(spark_type, nullable: bool = False, record_name: str = "topLev
 
 def _to_avro(t, record_name, namespace):
     if isinstance(t, str):
-        simple = {"void": "null", "boolean": "boolean", "tinyint": "int", "smallint": "int",
-                  "int": "int", "bigint": "long", "float": "float", "double": "double",
-                  "string": "string", "binary": "bytes"}
+        simple = {
+            "void": "null",
+            "boolean": "boolean",
+            "tinyint": "int",
+            "smallint": "int",
+            "int": "int",
+            "bigint": "long",
+            "float": "float",
+            "double": "double",
+            "string": "string",
+            "binary": "bytes",
+        }
         if t in simple:
             return simple[t]
-        logical_types = {"date": ("int", "date"), "timestamp": ("long", "timestamp-micros"),
-                         "timestamp_ntz": ("long", "local-timestamp-micros")}
+        logical_types = {
+            "date": ("int", "date"),
+            "timestamp": ("long", "timestamp-micros"),
+            "timestamp_ntz": ("long", "local-timestamp-micros"),
+        }
         base, lt = logical_types[t]
         return {"type": base, "logicalType": lt}
     kind = t[0]
     if kind == "decimal":
         name = f"{namespace}.{record_name}.fixed" if namespace else f"{record_name}.fixed"
-        return {"type": "fixed", "name": name, "size": _min_bytes_for_precision(t[1]),
-                "logicalType": "decimal", "precision": t[1], "scale": t[2]}
+        return {
+            "type": "fixed",
+            "name": name,
+            "size": _min_bytes_for_precision(t[1]),
+            "logicalType": "decimal",
+            "precision": t[1],
+            "scale": t[2],
+        }
     if kind == "array":
         items = _to_avro(t[1], record_name, namespace)
         return {"type": "array", "items": ["null", items] if t[2] and t[1] != "void" else items}
     if kind == "map":
         if t[1] != "string":
-            raise AvroSchemaError(f"Avro map keys are strings; cannot write "
-                                  f"{simple_string(t)}")
+            raise AvroSchemaError(f"Avro map keys are strings; cannot write {simple_string(t)}")
         values = _to_avro(t[2], record_name, namespace)
         return {"type": "map", "values": ["null", values] if t[3] and t[2] != "void" else values}
     child_space = f"{namespace}.{record_name}" if namespace else record_name
@@ -368,9 +452,16 @@ def _to_avro(t, record_name, namespace):
 
 # Which Spark types each Avro type accepts on write (spark-avro's AvroSerializer pairs).
 _WRITABLE = {
-    "boolean": {"boolean"}, "int": {"int", "smallint", "tinyint"}, "long": {"bigint"},
-    "float": {"float"}, "double": {"double"}, "string": {"string"}, "enum": {"string"},
-    "bytes": {"binary"}, "fixed": {"binary"}, "null": {"void"},
+    "boolean": {"boolean"},
+    "int": {"int", "smallint", "tinyint"},
+    "long": {"bigint"},
+    "float": {"float"},
+    "double": {"double"},
+    "string": {"string"},
+    "enum": {"string"},
+    "bytes": {"binary"},
+    "fixed": {"binary"},
+    "null": {"void"},
 }
 
 
@@ -393,7 +484,7 @@ def _misfit(t, node, path, stack):
         if any(_misfit(t, b, path, stack) is None for b in branches):
             return None
         if isinstance(t, tuple) and t[0] == "struct" and len(t[1]) == len(branches):
-            for (name, ft, _), b in zip(t[1], branches):
+            for (name, ft, _), b in zip(t[1], branches, strict=True):
                 problem = _misfit(ft, b, f"{path}.{name}", stack)
                 if problem:
                     return problem
@@ -401,12 +492,22 @@ def _misfit(t, node, path, stack):
         return f"{where} union {_describe(node)}"
     lt = logical(node)
     if lt == "decimal":
-        ok = isinstance(t, tuple) and t[0] == "decimal" and (t[1], t[2]) == (
-            node.get("precision"), node.get("scale", 0))
+        ok = (
+            isinstance(t, tuple)
+            and t[0] == "decimal"
+            and (t[1], t[2]) == (node.get("precision"), node.get("scale", 0))
+        )
         return None if ok else f"{where} {_describe(node)}"
-    if lt in ("date", "timestamp-millis", "timestamp-micros", "local-timestamp-millis",
-              "local-timestamp-micros"):
-        wanted = {"date": "date"}.get(lt, "timestamp_ntz" if lt.startswith("local") else "timestamp")
+    if lt in (
+        "date",
+        "timestamp-millis",
+        "timestamp-micros",
+        "local-timestamp-millis",
+        "local-timestamp-micros",
+    ):
+        wanted = {"date": "date"}.get(
+            lt, "timestamp_ntz" if lt.startswith("local") else "timestamp"
+        )
         accepted = {wanted, "bigint"} if kind == "long" else {wanted, "int"}
         return None if t in accepted else f"{where} {_describe(node)}"
     if kind in _WRITABLE:
@@ -432,8 +533,9 @@ def _misfit(t, node, path, stack):
                 if "default" in f:
                     continue
                 return f"{path}.{f['name']}: Avro field has no default and Spark has no such field"
-            problem = _misfit(spark_fields[f["name"]], f["type"], f"{path}.{f['name']}",
-                              stack + (node["name"],))
+            problem = _misfit(
+                spark_fields[f["name"]], f["type"], f"{path}.{f['name']}", stack + (node["name"],)
+            )
             if problem:
                 return problem
         return None
@@ -445,4 +547,4 @@ def _describe(node) -> str:
         return "[" + ", ".join(_describe(b) for b in node["branches"]) + "]"
     lt = logical(node)
     name = node.get("name")
-    return (f"{node['type']}" + (f" {name}" if name else "") + (f" ({lt})" if lt else ""))
+    return f"{node['type']}" + (f" {name}" if name else "") + (f" ({lt})" if lt else "")

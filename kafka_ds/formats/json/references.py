@@ -7,12 +7,13 @@ A registered JSON Schema may ``$ref`` a schema of another subject by the referen
 rewrites the ``$ref``\\ s to JSON pointers into it, so the compiler and the fit check, which
 know only ``#/...`` references, read it unchanged, and no task needs the registry.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 
-from .json_schema import JsonSchemaError
+from .schema import JsonSchemaError
 
 #: where the referenced documents go in the self-contained schema
 REFERENCES_KEY = "x-kafka-ds-references"
@@ -28,8 +29,10 @@ def _documents(registered, lookup, out: dict) -> None:
         if ref.name in out:
             continue
         if lookup is None:
-            raise JsonSchemaError(f"the schema references {ref.subject} version {ref.version} "
-                                  "but the codec has no registry to fetch it from")
+            raise JsonSchemaError(
+                f"the schema references {ref.subject} version {ref.version} "
+                "but the codec has no registry to fetch it from"
+            )
         referenced = lookup.schema_version(ref.subject, ref.version)
         out[ref.name] = json.loads(referenced.schema_str)
         _documents(referenced, lookup, out)
@@ -49,8 +52,9 @@ def _rewrite(schema, own: str, names: dict):
         target = names.get(base) if base else own
         if target is None:
             known = ", ".join(sorted(set(names.values()))) or "none"
-            raise JsonSchemaError(f"$ref {ref!r} names no schema reference of the subject "
-                                  f"(its references: {known})")
+            raise JsonSchemaError(
+                f"$ref {ref!r} names no schema reference of the subject (its references: {known})"
+            )
         prefix = f"#/{REFERENCES_KEY}/{_pointer_part(target)}" if target else "#"
         out["$ref"] = prefix + fragment
     return out
@@ -64,13 +68,14 @@ def self_contained(registered, lookup):
     documents: dict = {}
     _documents(registered, lookup, documents)
     names = {name: name for name in documents}
-    for name, document in documents.items():    # a $ref may also use a document's $id
+    for name, document in documents.items():  # a $ref may also use a document's $id
         if isinstance(document, dict) and isinstance(document.get("$id"), str):
             names.setdefault(document["$id"], name)
     root = json.loads(registered.schema_str)
     if not isinstance(root, dict):
         raise JsonSchemaError("a JSON Schema with references must be an object")
     text = _rewrite(root, "", names)
-    text[REFERENCES_KEY] = {name: _rewrite(document, name, names)
-                            for name, document in documents.items()}
+    text[REFERENCES_KEY] = {
+        name: _rewrite(document, name, names) for name, document in documents.items()
+    }
     return dataclasses.replace(registered, schema_str=json.dumps(text), references=())

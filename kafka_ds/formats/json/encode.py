@@ -13,6 +13,7 @@ Python's notation). One ``binary_join_element_wise`` puts the texts and the cons
 pieces between them (``{"name":``, ``,"next":``, ``}``) together. The result is byte for byte
 ``json.dumps(row, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .wire_columns import valid_mask
+from ..wire_columns import valid_mask
 
 _INTEGERS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _ACCEPTS = {
@@ -50,12 +51,12 @@ class FlatObjectEncoder:
     """Encodes struct columns of one Arrow type as flat JSON objects, column-wise."""
 
     def __init__(self, properties):
-        self.properties = properties     # (name, kind, struct child index or None)
+        self.properties = properties  # (name, kind, struct child index or None)
 
     def encode(self, array: pa.Array, prefix: bytes = b"") -> pa.BinaryArray:
         """Every row's JSON text (UTF-8) with ``prefix`` in front; null rows stay null."""
         present = valid_mask(array)
-        pieces = []          # constant bytes and text columns, joined row by row at the end
+        pieces = []  # constant bytes and text columns, joined row by row at the end
         constant = prefix + b"{"
         for index, (name, kind, child) in enumerate(self.properties):
             constant += (b"," if index else b"") + _dumps(name).encode("utf-8") + b":"
@@ -67,7 +68,7 @@ class FlatObjectEncoder:
             constant = b""
         pieces.append(pa.scalar(constant + b"}", pa.binary()))
         nothing = pa.scalar(None, pa.binary())
-        if len(pieces) == 1:                       # no property in the column: one text
+        if len(pieces) == 1:  # no property in the column: one text
             return pc.if_else(pa.array(present), pieces[0], nothing)
         joined = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.binary()))
         return joined if present.all() else pc.if_else(pa.array(present), joined, nothing)
@@ -84,8 +85,9 @@ class FlatObjectEncoder:
             finite = np.isfinite(values) | ~valid_mask(column) | ~present
             if not finite.all():
                 row = int(np.flatnonzero(~finite)[0])
-                raise NotJsonCompliant(row, f"Out of range float values are not JSON "
-                                            f"compliant: {values[row]!r}")
+                raise NotJsonCompliant(
+                    row, f"Out of range float values are not JSON compliant: {values[row]!r}"
+                )
             text = _repr_texts(column.cast(pa.float64()), values, valid_mask(column) & present)
         else:
             text = pc.binary_join_element_wise("", column.cast(pa.string()), "", '"')
@@ -93,7 +95,7 @@ class FlatObjectEncoder:
             if pc.any(escaped).as_py():
                 rows = np.flatnonzero(escaped.to_numpy(zero_copy_only=False))
                 replaced = text.to_pylist()
-                for row, value in zip(rows.tolist(), column.take(rows).to_pylist()):
+                for row, value in zip(rows.tolist(), column.take(rows).to_pylist(), strict=True):
                     replaced[row] = _dumps(value)
                 text = pa.array(replaced, pa.string())
         return text.fill_null("null")
@@ -112,8 +114,9 @@ def _repr_texts(column: pa.Array, values: np.ndarray, valid: np.ndarray) -> pa.A
     exponent = pc.match_substring(text, "e").fill_null(False).to_numpy(zero_copy_only=False)
     positional = (magnitude >= 1e-4) & (magnitude < 1e15)
     same = (positional & ~exponent) | ((magnitude >= 1e16) & exponent) | (values == 0)
-    text = pc.if_else(pc.match_substring_regex(text, "[.e]"), text,
-                      pc.binary_join_element_wise(text, ".0", ""))
+    text = pc.if_else(
+        pc.match_substring_regex(text, "[.e]"), text, pc.binary_join_element_wise(text, ".0", "")
+    )
     other = np.flatnonzero(valid & ~same)
     if other.size:
         texts = text.to_pylist()
@@ -125,7 +128,7 @@ def _repr_texts(column: pa.Array, values: np.ndarray, valid: np.ndarray) -> pa.A
 
 def build_object_encoder(root, arrow_type: pa.DataType) -> FlatObjectEncoder | None:
     """A FlatObjectEncoder of ``arrow_type`` columns for the compiled schema ``root`` (a
-    json_schema.Node), or None when the pair takes the general path."""
+    schema.Node), or None when the pair takes the general path."""
     if root.kind != "struct" or not pa.types.is_struct(arrow_type):
         return None
     children = {arrow_type.field(i).name: i for i in range(arrow_type.num_fields)}
