@@ -23,6 +23,7 @@ waits until every partition (the internal topics' too) has three in-sync replica
 The module's tests run on one pytest-xdist worker (tests/conftest.py ONE_WORKER_MODULES):
 they kill and restart nodes of the one ``kafka3`` cluster.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,6 +47,7 @@ DELIVERY_TIMEOUT_MS = "90000"
 
 # --- helpers -------------------------------------------------------------------------
 
+
 def wait_for(condition, timeout, what, interval=0.1, job=None, detail=None):
     """Until ``condition()``; raises after ``timeout`` s (with ``detail()`` in the
     message), or at once if ``job`` (a :class:`Background` Spark job) ended first."""
@@ -58,8 +60,10 @@ def wait_for(condition, timeout, what, interval=0.1, job=None, detail=None):
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
-                                 + (f": {detail()}" if detail else ""))
+            raise AssertionError(
+                f"timed out after {timeout:.0f} s waiting for {what}"
+                + (f": {detail()}" if detail else "")
+            )
         time.sleep(interval)
 
 
@@ -73,8 +77,14 @@ def end_offsets(bootstrap, topic, partitions):
     partition whose leader does not answer now."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafka_ds-failover-hw",
-                         "log_level": 0, "socket.timeout.ms": 3000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kafka_ds-failover-hw",
+            "log_level": 0,
+            "socket.timeout.ms": 3000,
+        }
+    )
     try:
         ends = {}
         for p in range(partitions):
@@ -96,11 +106,18 @@ def group_offsets(bootstrap, group, topic, partitions):
     a killed node is still pending.)"""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0,
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "log_level": 0,
+            "enable.auto.commit": False,
+        }
+    )
     try:
-        answer = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                    timeout=5)
+        answer = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=5
+        )
     finally:
         consumer.close()
     return {tp.partition: tp.offset for tp in answer if tp.offset >= 0}
@@ -113,16 +130,24 @@ def unhealthy(cluster) -> list[str]:
         topics = cluster.list_topics(timeout=5)
     except Exception as exc:  # noqa: BLE001 -- a node still starting
         return [f"metadata: {exc}"]
-    return [f"{name}-{p}" for name, md in topics.items() for p, pm in md.partitions.items()
-            if pm.leader < 0 or len(pm.isrs) < 3]
+    return [
+        f"{name}-{p}"
+        for name, md in topics.items()
+        for p, pm in md.partitions.items()
+        if pm.leader < 0 or len(pm.isrs) < 3
+    ]
 
 
 def make_whole(cluster, timeout=120.0):
     for node in cluster.nodes:
         if not node.is_alive():
             cluster.restart(node.node_id, timeout=timeout)
-    wait_for(lambda: not unhealthy(cluster), timeout,
-             "every partition to have three in-sync replicas", interval=0.25)
+    wait_for(
+        lambda: not unhealthy(cluster),
+        timeout,
+        "every partition to have three in-sync replicas",
+        interval=0.25,
+    )
 
 
 @pytest.fixture
@@ -142,8 +167,9 @@ def elect_preferred_leader(cluster, topic, partition):
 
     # (no timeouts: confluent-kafka 2.16's elect_leaders raises TypeError or SystemError
     # for either keyword; the future's result is bounded below)
-    future = cluster.admin().elect_leaders(ElectionType.PREFERRED,
-                                           [TopicPartition(topic, partition)])
+    future = cluster.admin().elect_leaders(
+        ElectionType.PREFERRED, [TopicPartition(topic, partition)]
+    )
     for tp, error in future.result(timeout=30).items():
         # ELECTION_NOT_NEEDED: the preferred replica already leads
         code = error.args[0].code() if error is not None else None
@@ -153,9 +179,11 @@ def elect_preferred_leader(cluster, topic, partition):
 def leader_of(cluster, topic, partition, timeout=30):
     """The partition's leader, once the node asked lists one (a node's metadata may lag
     behind a topic just created or a leader just elected)."""
+
     def leader():
         metadata = cluster.topic_metadata(topic)
         return metadata[partition][0] if metadata and metadata[partition][0] >= 0 else None
+
     return wait_for(leader, timeout, f"a leader of {topic}-{partition}")
 
 
@@ -164,8 +192,9 @@ def preferred_leader(cluster, topic, partition):
     return cluster.topic_metadata(topic)[partition][1][0]
 
 
-def paced_format(spark, gates_dir, *, write_stops=(), read_stops=(), read_stops_after=(),
-                 step=100, sleep_s=0.0):
+def paced_format(
+    spark, gates_dir, *, write_stops=(), read_stops=(), read_stops_after=(), step=100, sleep_s=0.0
+):
     """Registers and returns a format: ``pykafka`` whose tasks are paced from outside
     kafka_ds, so that a node fails while they are in flight (kafka_ds runs unchanged).
 
@@ -190,6 +219,7 @@ def paced_format(spark, gates_dir, *, write_stops=(), read_stops=(), read_stops_
     def stop(mark, wait):
         import os
         import time
+
         if mark:
             with open(os.path.join(gates_dir, mark), "w") as f:
                 f.write("1")
@@ -202,6 +232,7 @@ def paced_format(spark, gates_dir, *, write_stops=(), read_stops=(), read_stops_
 
     def paced(batches):
         import time
+
         row = 0
         for batch in batches:
             for first in range(0, batch.num_rows, step):
@@ -282,14 +313,17 @@ def paced_write(spark, bootstrap, topic, rows, source, **options):
     running the write."""
     df = spark.range(0, rows, 1, 1).selectExpr(
         "cast(concat('row-', cast(id as string)) as binary) as value",
-        "cast(id % 2 as int) as partition")
-    writer = (df.write.format(source)
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("topic", topic)
-              .option("kafka.acks", "all")
-              .option("kafka.enable.idempotence", "true")
-              .option("kafka.linger.ms", "0")
-              .option("kafka.delivery.timeout.ms", DELIVERY_TIMEOUT_MS))
+        "cast(id % 2 as int) as partition",
+    )
+    writer = (
+        df.write.format(source)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("kafka.acks", "all")
+        .option("kafka.enable.idempotence", "true")
+        .option("kafka.linger.ms", "0")
+        .option("kafka.delivery.timeout.ms", DELIVERY_TIMEOUT_MS)
+    )
     for key, value in options.items():
         writer = writer.option(key, value)
     job = Background(spark, lambda: writer.mode("append").save())
@@ -308,10 +342,12 @@ def assert_partitions_hold(messages, rows):
             raise AssertionError(
                 f"partition {p}: {len(got)} records, expected {len(expected)}; lost "
                 f"{len(lost)} {lost[:5]}, duplicated {len(duplicated)} {duplicated[:5]}, "
-                f"in write order: {sorted(got) == expected}")
+                f"in write order: {sorted(got) == expected}"
+            )
 
 
 # --- 1. the leader SIGKILLed and restarted during the work ----------------------------
+
 
 def test_leader_killed_and_restarted_during_an_idempotent_write(spark, cluster, tmp_path):
     bs = cluster.bootstrap_servers
@@ -321,11 +357,16 @@ def test_leader_killed_and_restarted_during_an_idempotent_write(spark, cluster, 
     gates = str(tmp_path)
     # rows go out 100 at a time, 50 ms apart; the kill comes once records are in, while
     # rows 1000..2999 keep going out; at row 3000 the write waits for the restart
-    source = paced_format(spark, gates, sleep_s=0.05,
-                          write_stops={1000: ("writing", None), 3000: ("waiting", "restarted")})
+    source = paced_format(
+        spark,
+        gates,
+        sleep_s=0.05,
+        write_stops={1000: ("writing", None), 3000: ("waiting", "restarted")},
+    )
     job = paced_write(spark, bs, topic, rows, source)
-    wait_for(lambda: os.path.exists(os.path.join(gates, "writing")), 180,
-             "the write to start", job=job)
+    wait_for(
+        lambda: os.path.exists(os.path.join(gates, "writing")), 180, "the write to start", job=job
+    )
     wait_for(lambda: end_offsets(bs, topic, 2)[0] > 0, 60, "records in partition 0")
     cluster.kill(victim)
     killed_at = time.monotonic()
@@ -334,10 +375,15 @@ def test_leader_killed_and_restarted_during_an_idempotent_write(spark, cluster, 
     # thread, between Arrow batches: while the task waits at row 3000 for the restart,
     # batches backing off wait too, so "all of rows 0..2999 acknowledged before the
     # restart" is not something to wait for.)
-    wait_for(lambda: os.path.exists(os.path.join(gates, "waiting")), 180,
-             "the write to reach row 3000", job=job)
-    wait_for(lambda: leader_of(cluster, topic, 0) != victim, 60,
-             f"a new leader of {topic}-0", job=job)
+    wait_for(
+        lambda: os.path.exists(os.path.join(gates, "waiting")),
+        180,
+        "the write to reach row 3000",
+        job=job,
+    )
+    wait_for(
+        lambda: leader_of(cluster, topic, 0) != victim, 60, f"a new leader of {topic}-0", job=job
+    )
     down_s = time.monotonic() - killed_at
     cluster.restart(victim)
     cluster.wait_in_sync(topic, 2, 3)
@@ -358,9 +404,12 @@ def test_leader_killed_and_restarted_during_a_batch_read(spark, cluster, tmp_pat
     rows, per_task = 3000, 500
     # ~1 KB records in batches of 10; reads of at most 1 KB per Fetch (one batch each,
     # KIP-74), so a task fetches its range batch by batch, after its gate too
-    produce_confluent(bs, topic, [{"key": f"k{i}", "value": f"{i:05d}".ljust(1000, "x")}
-                                  for i in range(rows)],
-                      **{"batch.num.messages": 10, "linger.ms": 20})
+    produce_confluent(
+        bs,
+        topic,
+        [{"key": f"k{i}", "value": f"{i:05d}".ljust(1000, "x")} for i in range(rows)],
+        **{"batch.num.messages": 10, "linger.ms": 20},
+    )
     expected = consume_confluent(bs, topic, expected=rows, timeout=60)
     assert len(expected) == rows
     victim = leader_of(cluster, topic, 0)
@@ -368,28 +417,43 @@ def test_leader_killed_and_restarted_during_a_batch_read(spark, cluster, tmp_pat
     # Spark task k reads offsets [500k, 500k+500); with two cores tasks 0 and 1 run
     # first: task 0 stops after its first Fetch, task 1 before it reads, both until the
     # kill; tasks 3.. wait for the restart before they read
-    source = paced_format(spark, gates, read_stops_after={0: ("reading", "killed")},
-                          read_stops={500: (None, "killed"), 1000: (None, "killed"),
-                                      1500: ("at-1500", "restarted"),
-                                      2000: (None, "restarted"), 2500: (None, "restarted")})
-    df = (spark.read.format(source)
-          .option("kafka.bootstrap.servers", bs)
-          .option("subscribe", topic)
-          .option("maxRecordsPerPartition", str(per_task))
-          .option("kafka.max.partition.fetch.bytes", "1024")
-          .option("kafka.fetch.max.bytes", "1024")
-          .load()
-          .select("key", "value", "partition", "offset"))
+    source = paced_format(
+        spark,
+        gates,
+        read_stops_after={0: ("reading", "killed")},
+        read_stops={
+            500: (None, "killed"),
+            1000: (None, "killed"),
+            1500: ("at-1500", "restarted"),
+            2000: (None, "restarted"),
+            2500: (None, "restarted"),
+        },
+    )
+    df = (
+        spark.read.format(source)
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", topic)
+        .option("maxRecordsPerPartition", str(per_task))
+        .option("kafka.max.partition.fetch.bytes", "1024")
+        .option("kafka.fetch.max.bytes", "1024")
+        .load()
+        .select("key", "value", "partition", "offset")
+    )
     job = Background(spark, df.collect)
     job.start()
-    wait_for(lambda: os.path.exists(os.path.join(gates, "reading")), 180,
-             "the read to start", job=job)
+    wait_for(
+        lambda: os.path.exists(os.path.join(gates, "reading")), 180, "the read to start", job=job
+    )
     cluster.kill(victim)
     touch(os.path.join(gates, "killed"))
     killed_at = time.monotonic()
     # tasks 0..2 read on from the new leader; task 3 starting says they are done
-    wait_for(lambda: os.path.exists(os.path.join(gates, "at-1500")), 180,
-             "offsets 0..1499 read with the old leader down", job=job)
+    wait_for(
+        lambda: os.path.exists(os.path.join(gates, "at-1500")),
+        180,
+        "offsets 0..1499 read with the old leader down",
+        job=job,
+    )
     assert leader_of(cluster, topic, 0) != victim
     down_s = time.monotonic() - killed_at
     cluster.restart(victim)
@@ -401,13 +465,16 @@ def test_leader_killed_and_restarted_during_a_batch_read(spark, cluster, tmp_pat
     schema = "key binary, value binary, partition int, offset long"
     assert_df_equality(
         spark.createDataFrame([tuple(r) for r in got], schema).orderBy("offset"),
-        spark.createDataFrame([(m.key, m.value, m.partition, m.offset) for m in expected],
-                              schema).orderBy("offset"),
-        ignore_nullable=True)
+        spark.createDataFrame(
+            [(m.key, m.value, m.partition, m.offset) for m in expected], schema
+        ).orderBy("offset"),
+        ignore_nullable=True,
+    )
     print(f"read: node {victim} down {down_s:.1f} s; {len(got)} records")
 
 
 # --- streams: an exactly-once sink and group commits ---------------------------------
+
 
 class Stream:
     """``source`` -> pykafka sink ``sink`` (exactly-once), committing its progress to the
@@ -437,7 +504,8 @@ class Stream:
             .option("kafka.delivery.timeout.ms", DELIVERY_TIMEOUT_MS)
             .option("checkpointLocation", str(tmp_path / "checkpoint"))
             .trigger(processingTime="200 milliseconds")
-            .start())
+            .start()
+        )
 
     def produce(self, count):
         start = len(self.produced)
@@ -463,9 +531,13 @@ class Stream:
         return seen[-1]
 
     def wait_committed(self, at_least, timeout, what):
-        wait_for(lambda: self.committed() >= at_least, timeout,
-                 f"the group to commit {at_least} records ({what})", interval=0.25,
-                 detail=lambda: f"it has {self.committed()}")
+        wait_for(
+            lambda: self.committed() >= at_least,
+            timeout,
+            f"the group to commit {at_least} records ({what})",
+            interval=0.25,
+            detail=lambda: f"it has {self.committed()}",
+        )
 
     def check(self):
         error = self.query.exception()
@@ -492,16 +564,23 @@ class Stream:
             self.query.stop()
         # the group is exactly at the end of the data, never past it
         assert seen["now"] == expected
-        got = consume_confluent(self.bs, self.sink, expected=len(self.produced) + 1,
-                                timeout=60, **{"isolation.level": "read_committed"})
+        got = consume_confluent(
+            self.bs,
+            self.sink,
+            expected=len(self.produced) + 1,
+            timeout=60,
+            **{"isolation.level": "read_committed"},
+        )
         pairs = sorted((m.key, m.value) for m in got)
         want = sorted((r["key"].encode(), r["value"].encode()) for r in self.produced)
         if pairs != want:
             lost = sorted(set(want) - set(pairs))
             duplicated = sorted({p for p in pairs if pairs.count(p) > 1})
-            raise AssertionError(f"the sink holds {len(pairs)} committed records, expected "
-                                 f"{len(want)}: lost {len(lost)} {lost[:5]}, duplicated "
-                                 f"{len(duplicated)} {duplicated[:5]}")
+            raise AssertionError(
+                f"the sink holds {len(pairs)} committed records, expected "
+                f"{len(want)}: lost {len(lost)} {lost[:5]}, duplicated "
+                f"{len(duplicated)} {duplicated[:5]}"
+            )
 
     def stop(self):
         if self.query.isActive:
@@ -516,33 +595,38 @@ def streams():
         stream.stop()
 
 
-def test_leader_killed_and_restarted_under_an_exactly_once_stream(spark, cluster, tmp_path,
-                                                                  streams):
+def test_leader_killed_and_restarted_under_an_exactly_once_stream(
+    spark, cluster, tmp_path, streams
+):
     stream = Stream(spark, cluster, tmp_path)
     streams.append(stream)
     stream.produce(2000)
     victim = leader_of(cluster, stream.sink, 0)
+    # killed while the 2,000 records go through in micro-batches of 200
     stream.wait_committed(400, 180, "before the kill")
     cluster.kill(victim)
-    before = stream.committed()
     killed_at = time.monotonic()
-    # micro-batches go on with the sink's (and maybe the source's, the coordinators')
-    # old leader dead
-    stream.wait_committed(before + 400, 120, f"node {victim} down")
+    # Records produced after the kill are read, written and committed with the sink's
+    # (and maybe the source's, the coordinators') old leader dead
+    stream.produce(600)
+    stream.wait_committed(2000 + 200, 120, f"node {victim} down")
+    assert not cluster.node(victim).is_alive()
     down_s = time.monotonic() - killed_at
     cluster.restart(victim)
     cluster.wait_in_sync(stream.sink, 2, 3)
     if preferred_leader(cluster, stream.sink, 0) == victim:
         elect_preferred_leader(cluster, stream.sink, 0)
-    stream.produce(1000)
+    stream.produce(600)
     stream.finish()
     print(f"stream: node {victim} down {down_s:.1f} s")
 
 
 # --- 2. a rolling restart under a running stream --------------------------------------
 
-def test_rolling_restart_of_all_three_nodes_under_an_exactly_once_stream(spark, cluster,
-                                                                         tmp_path, streams):
+
+def test_rolling_restart_of_all_three_nodes_under_an_exactly_once_stream(
+    spark, cluster, tmp_path, streams
+):
     stream = Stream(spark, cluster, tmp_path, max_offsets=150)
     streams.append(stream)
     stream.produce(600)
@@ -558,8 +642,7 @@ def test_rolling_restart_of_all_three_nodes_under_an_exactly_once_stream(spark, 
         stream.produce(300)
         stream.wait_committed(len(stream.produced) - 150, 120, f"node {node} down ({how})")
         cluster.restart(node)
-        wait_for(lambda: not unhealthy(cluster), 120,
-                 f"node {node} back in sync", interval=0.25)
+        wait_for(lambda: not unhealthy(cluster), 120, f"node {node} back in sync", interval=0.25)
         timings.append(f"node {node} ({how}) {time.monotonic() - started:.1f} s")
     stream.produce(300)
     stream.finish()
@@ -568,24 +651,27 @@ def test_rolling_restart_of_all_three_nodes_under_an_exactly_once_stream(spark, 
 
 # --- 3. a controlled shutdown during the work -----------------------------------------
 
-def test_controlled_shutdown_of_the_leader_during_an_exactly_once_write(spark, cluster,
-                                                                        tmp_path):
+
+def test_controlled_shutdown_of_the_leader_during_an_exactly_once_write(spark, cluster, tmp_path):
     bs = cluster.bootstrap_servers
     topic = cluster.create_topic(cluster.unique_topic("fo-shutdown"), partitions=2)
     victim = leader_of(cluster, topic, 0)
     rows = 4000
     gates = str(tmp_path)
     # rows 1000..1999 go out during the shutdown; rows 2000.. once the node is gone
-    source = paced_format(spark, gates, sleep_s=0.05,
-                          write_stops={1000: ("writing", None), 2000: (None, "down")})
+    source = paced_format(
+        spark, gates, sleep_s=0.05, write_stops={1000: ("writing", None), 2000: (None, "down")}
+    )
     job = paced_write(spark, bs, topic, rows, source, deliveryGuarantee="exactly-once")
-    wait_for(lambda: os.path.exists(os.path.join(gates, "writing")), 180,
-             "the write to start", job=job)
-    cluster.shutdown(victim)   # Kafka's controlled shutdown: leaders move away first
+    wait_for(
+        lambda: os.path.exists(os.path.join(gates, "writing")), 180, "the write to start", job=job
+    )
+    cluster.shutdown(victim)  # Kafka's controlled shutdown: leaders move away first
     touch(os.path.join(gates, "down"))
     # the work goes on: the write ends, committed, with the node still down
     job.result(240)
     assert not cluster.node(victim).is_alive()
-    messages = consume_confluent(bs, topic, expected=rows + 1, timeout=60,
-                                 **{"isolation.level": "read_committed"})
+    messages = consume_confluent(
+        bs, topic, expected=rows + 1, timeout=60, **{"isolation.level": "read_committed"}
+    )
     assert_partitions_hold(messages, rows)
