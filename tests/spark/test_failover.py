@@ -14,11 +14,14 @@ Each compares what an independent client reads back (confluent-kafka's consumer,
 ``read_committed`` where transactions write) with what was written: nothing lost, nothing
 duplicated; the streams' consumer groups end at the end of the data.
 
-The failure has to hit work in flight, so the work is paced from inside Spark: a Python
-UDF on the rows waits at chosen rows for a flag file the test writes once a node is down
-(or back), and sleeps a little per row in between, so records keep going out while a
-node dies. Every wait is bounded. ``_healthy`` restarts whatever a test left down and
-waits until every partition (the internal topics' too) has three in-sync replicas again.
+The failure has to hit work in flight, so the batch work is paced from inside its Spark
+task, from outside kafka_ds (``paced_format``: a subclass of the ``pykafka`` format whose
+writer hands kafka_ds its rows 100 at a time, 50 ms apart, and whose tasks wait at chosen
+rows or ranges for a flag file the test writes once a node is down or back); the streams
+are paced by ``maxOffsetsPerTrigger``, and their progress with a node down is proven on
+records produced after the kill. Every wait is bounded. The ``cluster`` fixture restarts
+whatever a test left down and waits until every partition (the internal topics' too) has
+three in-sync replicas again.
 
 The module's tests run on one pytest-xdist worker (tests/conftest.py ONE_WORKER_MODULES):
 they kill and restart nodes of the one ``kafka3`` cluster.
