@@ -29,12 +29,12 @@ Best of ``--repeat`` for each. Prints records/s for each and the ratio.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import time
 
+import harness
 import pyarrow as pa
 
 from kafka_ds.formats.avro.codec import AvroCodec
@@ -111,17 +111,8 @@ def make_records(n, seed=7):
         }
 
 
-def best_of(repeat, fn):
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=50_000, help="records per decode call")
     parser.add_argument("--repeat", type=int, default=3)
@@ -179,8 +170,8 @@ def main():
         for m in messages:
             deserializer(m, ctx)
 
-    ours_s = best_of(args.repeat, ours)
-    theirs_s = best_of(max(1, args.repeat - 1), theirs)
+    ours_s = harness.best_of(args.repeat, ours)
+    theirs_s = harness.best_of(max(1, args.repeat - 1), theirs)
     n = args.records
     print(
         f"kafka_ds AvroCodec.decode (fast path): {ours_s:7.3f} s  {n / ours_s / 1e6:6.2f} M records/s"
@@ -196,7 +187,7 @@ def main():
                 return None  # every schema through the general path
 
         general = GeneralPathCodec(reader, framed=True, lookup=MockLookup(client))
-        general_s = best_of(1, lambda: [general.decode(b) for b in batches])
+        general_s = harness.best_of(1, lambda: [general.decode(b) for b in batches])
         print(
             f"kafka_ds general path (fastavro per record): {general_s:7.3f} s  "
             f"{n / general_s / 1e6:6.2f} M records/s"
@@ -242,9 +233,9 @@ def encode_benchmark(args):
         for r in records:
             serializer(r, ctx)
 
-    load = os.getloadavg()[0]
-    ours_s = best_of(args.repeat, ours)
-    theirs_s = best_of(max(1, args.repeat - 1), theirs)
+    load = harness.load_average()[0]
+    ours_s = harness.best_of(args.repeat, ours)
+    theirs_s = harness.best_of(max(1, args.repeat - 1), theirs)
     n = args.records
     print(
         f"kafka_ds AvroCodec.encode (column-wise): {ours_s:7.3f} s  {n / ours_s / 1e6:6.2f} M records/s"
@@ -254,7 +245,7 @@ def encode_benchmark(args):
     )
     print(
         f"ratio: {theirs_s / ours_s:.1f}x (target >= 5x); load average {load:.2f} before, "
-        f"{os.getloadavg()[0]:.2f} after"
+        f"{harness.load_average()[0]:.2f} after"
     )
     if args.general:
 
@@ -263,7 +254,7 @@ def encode_benchmark(args):
                 return None  # every column through fastavro per row
 
         general = GeneralEncodeCodec(writer, framed=True, schema_id=schema_id)
-        general_s = best_of(1, lambda: [general.encode(b) for b in batches])
+        general_s = harness.best_of(1, lambda: [general.encode(b) for b in batches])
         print(
             f"kafka_ds general path (fastavro per row): {general_s:7.3f} s  "
             f"{n / general_s / 1e6:6.2f} M records/s"

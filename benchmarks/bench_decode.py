@@ -32,12 +32,12 @@ Also times batch encoding (uncompressed, 500 records per batch):
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import time
 
+import harness
 import pyarrow as pa
 
 from kafka_ds.protocol.compression import codec_id
@@ -247,7 +247,7 @@ def encode_bench(keys, values, ts, per_batch: int = PER_BATCH, repeat: int = 3) 
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--records", type=int, default=1_000_000, help="records per codec (default 1M)")
     ap.add_argument("--value-size", type=int, default=100, help="value bytes (default 100)")
     ap.add_argument("--codecs", default="none,lz4,zstd", help="comma separated codec names")

@@ -12,12 +12,13 @@ then times the check and the commit of that round; best of ``--rounds`` each. No
 
 from __future__ import annotations
 
-import argparse
 import time
+
+import harness
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = harness.parser()
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()

@@ -1,32 +1,38 @@
 """pykafka against Spark's own ``format("kafka")``, side by side in one Spark session.
 
-    .venv/bin/python benchmarks/bench_jvm.py --jars spark-sql-kafka-0-10_2.13-V.jar,spark-token-provider-kafka-0-10_2.13-V.jar,kafka-clients-K.jar,commons-pool2-P.jar[,spark-avro_2.13-V.jar]
-    .venv/bin/python benchmarks/bench_jvm.py --packages org.apache.spark:spark-sql-kafka-0-10_2.13:V[,org.apache.spark:spark-avro_2.13:V]
-        [--records 2000000] [--partitions 8] [--repeat 2] [--stream-seconds 30]
-        [--rates 1000,20000] [--no-stream] [--write-results]
+    .venv/bin/python benchmarks/bench_jvm.py [--records 2M|10M] [--tansu]
+        [--partitions 8] [--repeat 2] [--stream-seconds 30] [--rates 1000,20000]
+        [--no-stream] [--no-avro] [--write-results]
+        [--jars a.jar,b.jar,... | --packages org.apache.spark:spark-sql-kafka-0-10_2.13:V,...]
 
-Spark's connector is not part of pyspark: give its jars (``--jars``, comma-separated; the
-connector, ``kafka-clients`` and ``commons-pool2``, and spark-avro's jar for the Avro write)
-or Maven coordinates (``--packages``, on a machine that reaches Maven). Without either the
-script explains this and exits with status 2.
+Spark's connector is not part of pyspark. By default the script fetches it from Maven Central
+itself (tests/support/spark_connector.py: ``mvn dependency:build-classpath`` of the connector,
+its token provider, kafka-clients, commons-pool2 and spark-avro, cached in ``.venv-kafka/``):
+the release of this venv's pyspark if Maven Central serves it, else the newest one it serves
+below it. A connector runs in a Spark of its own release, so when that is not this venv's
+pyspark the script runs itself again with the Python of ``.venv-spark/<release>`` (pyspark of
+that release installed there on first use): both connectors run in that Spark. ``--jars``
+(comma-separated) or ``--packages`` give the connector by hand instead (in this venv's Spark).
 
-Everything runs against one Tansu broker (``tests/support/brokers.py``, memory storage) and
-one ``local[2]`` Spark session; after a warm-up of every case, ``--repeat`` rounds run every
-connector and setting in turn (best of the rounds); every ratio compares figures
-of the same run. What runs (``--records`` N records of ``--value-size`` B in
-``--partitions`` partitions, CreateTime = a base + the record's index in its partition):
+The broker: Apache Kafka (tests/support/apache_kafka.py, one KRaft node, from Maven Central's
+jars) with the JVM flags and thread counts of Kafka's own start script (``BENCHMARK_JVM_OPTIONS``,
+``BENCHMARK_SETTINGS``, 1 GiB heap), not the test suite's; ``--tansu``: one Tansu broker
+(``tests/support/brokers.py``, memory storage) instead. One ``local[2]`` Spark session; after
+a warm-up of every case, ``--repeat`` rounds run every connector and setting in turn (best of
+the rounds); every ratio compares figures of the same run. What runs (``--records`` N
+records (``2M``, ``10M`` or a number) of ``--value-size`` B in ``--partitions`` partitions,
+CreateTime = a base + the record's index in its partition):
 
 * **reads**: ``count()``, ``sum(length(value))`` and the last 1 % by timestamp
   (``where(timestamp >= since).count()``). Both connectors read ``startingOffsets=earliest``
-  to ``endingOffsets`` = the JSON of the partitions' high watermarks: Tansu's ListOffsets
-  LATEST is wrong after multi-record batches (tests/README.md, Tansu deviation 1), so
-  Spark's connector would read only a fraction of the topic with ``latest``. The timestamp
+  to ``endingOffsets`` = the JSON of the partitions' high watermarks (on Tansu, whose
+  ListOffsets LATEST is wrong after multi-record batches, tests/README.md, Tansu deviation 1,
+  Spark's connector would read only a fraction of the topic with ``latest``). The timestamp
   range: pykafka with ``pushFilters=true`` (the filter becomes the offset range, found by
-  its Fetch search since Tansu's ListOffsets by time is wrong); Spark's connector with
-  ``startingTimestamp`` (its way to start at a time: ListOffsets by time, which Tansu
-  answers with 0, so it reads the whole topic and Spark filters) and, to show what it costs
-  where ListOffsets by time works, with ``startingOffsets`` = the JSON of the offsets the
-  filter starts at (what Apache Kafka's answer would be).
+  ListOffsets by time, checked); Spark's connector with ``startingTimestamp`` (its way to
+  start at a time: ListOffsets by time; Tansu answers it with 0, so there it reads the whole
+  topic and Spark filters) and with ``startingOffsets`` = the JSON of the offsets the filter
+  starts at.
 * **writes** of cached rows (``key``, 100 B binary ``value``), and an Avro write: pykafka's
   ``valueFormat=avro`` through the test Schema Registry (``tests/support/schema_registry.py``,
   schema registered at planning, Confluent framing) against spark-avro's ``to_avro`` of the
@@ -86,7 +92,8 @@ CONFIGS = [
 
 NO_CONNECTOR = """\
 bench_jvm.py compares pykafka with Spark's own format("kafka"), whose jars are not part of
-pyspark. Give them with one of:
+pyspark. Without --jars/--packages it fetches them from Maven Central (needs `mvn`); or give
+them with one of:
 
   --jars spark-sql-kafka-0-10_2.13-<v>.jar,spark-token-provider-kafka-0-10_2.13-<v>.jar,kafka-clients-<k>.jar,commons-pool2-<p>.jar[,spark-avro_2.13-<v>.jar]
   --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<v>[,org.apache.spark:spark-avro_2.13:<v>]
@@ -106,9 +113,40 @@ def fill(broker, topic, records, partitions, value_size):
     """``records`` records with CreateTime = BASE_TS + the index in the partition."""
     from bench_read import fill_topic
 
+    wait_led(broker, topic)
+
     fill_topic(
         broker.bootstrap_servers, topic, records, value_size, partitions, first_timestamp_ms=BASE_TS
     )
+
+
+def wait_led(broker, topic, timeout=60.0):
+    """Until every partition's leader answers a Fetch without an error: Apache Kafka lists a
+    new topic's leaders in Metadata a moment before the leader has loaded the partition, and
+    a Produce in that moment fails (NOT_LEADER_OR_FOLLOWER), which fill_topic does not
+    retry."""
+    from kafka_ds.client import KafkaClient
+
+    deadline = time.monotonic() + timeout
+    while True:
+        client = KafkaClient(broker.bootstrap_servers)
+        try:
+            errors = [
+                client.fetch(topic, p, 0, max_bytes=1024, max_wait_ms=1, min_bytes=0).get(
+                    "error_code"
+                )
+                for p in client.topic_partitions(topic)
+            ]
+            if errors and not any(errors):
+                return
+            last = errors
+        except Exception as exc:  # noqa: BLE001 -- not led yet
+            last = exc
+        finally:
+            client.close()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: partitions not led after {timeout} s: {last!r}")
+        time.sleep(0.2)
 
 
 def ends_json(broker, topic):
@@ -252,6 +290,7 @@ def writes(spark, broker, args, registry, avro):
         def run():
             topic = broker.unique_topic("bench-jvm-w")
             broker.create_topic(topic, partitions=args.partitions)
+            wait_led(broker, topic)
             opts = dict(options)
             if avro_kind == "pykafka":
                 opts.update({"valueFormat": "avro", "schema.registry.url": registry.url})
@@ -331,11 +370,11 @@ def byte_limit_off(spark, run):
 
 
 def streaming(spark, broker, args):
-    """stream_latency.py's Bench, one query per connector. Spark's connector finds a
-    partition's end with ListOffsets LATEST, which Tansu answers with the base offset + 1 of
+    """stream_latency.py's Bench, one query per connector. On Tansu, Spark's connector finds
+    a partition's end with ListOffsets LATEST, which Tansu answers with the base offset + 1 of
     the last batch (tests/README.md, Tansu deviation 1): the other records of that batch are
-    read by a later trigger, once another batch follows. After each phase one single-record
-    batch per partition (not measured) lets that query drain."""
+    read by a later trigger, once another batch follows. There, after each phase one
+    single-record batch per partition (not measured) lets that query drain."""
     import stream_latency as sl
 
     class Bench(sl.Bench):
@@ -354,7 +393,7 @@ def streaming(spark, broker, args):
                     raise RuntimeError(f"the query failed: {self.query.exception()}")
                 if time.monotonic() > deadline:
                     return False
-                if time.monotonic() - quiet_since > 2.0:
+                if self.broker.name == "tansu" and time.monotonic() - quiet_since > 2.0:
                     self.nudge()
                     quiet_since = time.monotonic()
                 time.sleep(0.05)
@@ -497,7 +536,8 @@ def row(name, rates):
 
 
 def kafka_clients_version(args):
-    """From the jar's name (``--jars``) or the coordinates (``--packages``)."""
+    """From the jar's name (``--jars``, also when fetched from Maven Central) or the
+    coordinates (``--packages``)."""
     import re
 
     found = re.search(r"kafka-clients-([0-9][^/,]*?)\.jar", args.jars or "")
@@ -506,13 +546,71 @@ def kafka_clients_version(args):
     return "as resolved from " + args.packages if args.packages else "?"
 
 
+def count_arg(text):
+    """``2M``, ``10M``, ``20k`` or a number."""
+    text = str(text).strip().lower().replace("_", "")
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def maven_connector():
+    """Spark's connector from Maven Central (tests/support/spark_connector.py) and the Python
+    of a pyspark of its release."""
+    from tests.support import spark_connector
+
+    connector = spark_connector.resolve()
+    return connector, spark_connector.spark_python(connector["version"])
+
+
+def start_broker(tansu):
+    if tansu:
+        from tests.support.brokers import TansuBroker
+
+        return TansuBroker()
+    from tests.support.apache_kafka import (
+        BENCHMARK_JVM_OPTIONS,
+        BENCHMARK_SETTINGS,
+        KafkaCluster,
+    )
+
+    return KafkaCluster(
+        1,
+        settings=BENCHMARK_SETTINGS,
+        jvm_options=BENCHMARK_JVM_OPTIONS,
+        heap="1g",
+        name="kafka-bench",
+    )
+
+
+def broker_label(broker):
+    if broker.name == "tansu":
+        return "Tansu (memory storage)"
+    return (
+        f"Apache Kafka {broker.version} (one KRaft node, "
+        f"{' '.join(broker.jvm_options[:2])}, -Xmx{broker.heap})"
+    )
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jars", help="comma-separated jars of Spark's Kafka connector")
     ap.add_argument("--packages", help="Maven coordinates of Spark's Kafka connector")
-    ap.add_argument("--records", type=int, default=2_000_000, help="records read")
     ap.add_argument(
-        "--write-records", type=int, default=None, help="rows written (default: --records / 2)"
+        "--records",
+        type=count_arg,
+        default=2_000_000,
+        help="records read: a number, or 2M, 10M, 20k (default 2M)",
+    )
+    ap.add_argument(
+        "--tansu",
+        action="store_true",
+        help="run on Tansu (the demo's broker) instead of Apache Kafka",
+    )
+    ap.add_argument(
+        "--write-records",
+        type=count_arg,
+        default=None,
+        help="rows written (default: --records / 2)",
     )
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--value-size", type=int, default=100)
@@ -522,14 +620,36 @@ def main(argv=None):
     ap.add_argument("--no-stream", action="store_true")
     ap.add_argument("--no-avro", action="store_true")
     ap.add_argument("--write-results", action="store_true")
+    # set when this script ran itself again in the connector's pyspark (the jars it added)
+    ap.add_argument("--fetched-jars", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if args.fetched_jars:
+        args.jars = args.fetched_jars
+    connector = None
     if not args.jars and not args.packages:
-        print(NO_CONNECTOR, file=sys.stderr)
-        return 2
+        try:
+            connector, python = maven_connector()
+        except Exception as exc:  # noqa: BLE001 -- no mvn, no network: say what to do
+            print(f"{exc}"[:3000] + "\n\n" + NO_CONNECTOR, file=sys.stderr)
+            return 2
+        args.jars = ",".join(connector["jars"] + ([] if args.no_avro else [connector["avro_jar"]]))
+        if python != sys.executable:
+            # the connector's own Spark release: this script again, in its venv
+            from tests.support.spark_connector import child_environment
+
+            log(
+                f"Spark's connector {connector['version']} from Maven Central; running in "
+                f"pyspark {connector['version']} ({python})"
+            )
+            os.execve(
+                python,
+                [python, os.path.abspath(__file__), *argv, "--fetched-jars", args.jars],
+                child_environment(),
+            )
     args.rates = [int(r) for r in args.rates.split(",") if r]
     args.write_records = args.write_records or args.records // 2
 
-    from tests.support.brokers import TansuBroker
     from tests.support.schema_registry import start_registry
     from tests.support.spark_support import make_spark
 
@@ -537,7 +657,7 @@ def main(argv=None):
     conf["spark.sql.python.filterPushdown.enabled"] = "true"  # for pykafka's pushFilters
     started = time.monotonic()
     load_before = os.getloadavg()
-    broker = TansuBroker()
+    broker = start_broker(args.tansu)
     registry = start_registry()
     spark = make_spark("kafka_ds bench_jvm", driver_memory="4g", conf=conf)
     try:
@@ -567,9 +687,11 @@ def main(argv=None):
                 log(f"no spark-avro on the classpath, the Avro write is skipped ({exc!r:.200})")
                 avro = False
         found = {"spark": spark.version, "kafka-clients": kafka_clients_version(args)}
+        if args.fetched_jars or connector:
+            found["spark"] += " with its connector from Maven Central"
         log(
             f"Spark {found['spark']}, kafka-clients {found['kafka-clients']}; "
-            f"Tansu at {broker.bootstrap_servers}"
+            f"{broker_label(broker)} at {broker.bootstrap_servers}"
         )
         topic = broker.create_topic(broker.unique_topic("bench-jvm"), partitions=args.partitions)
         fill(broker, topic, args.records, args.partitions, args.value_size)
@@ -585,15 +707,14 @@ def main(argv=None):
         broker.stop()
     load_after = os.getloadavg()
     minutes = (time.monotonic() - started) / 60
-    command = " ".join(
-        [".venv/bin/python benchmarks/bench_jvm.py"] + (argv if argv is not None else sys.argv[1:])
-    )
+    shown = argv[: argv.index("--fetched-jars")] if args.fetched_jars else argv
+    command = " ".join([".venv/bin/python benchmarks/bench_jvm.py"] + shown)
     from run_all import machine, replace_section
 
     header = (
         f"Command: `{command}` -- {dt.datetime.now():%Y-%m-%d %H:%M}, {minutes:.1f} min. "
         f"One Spark session (`local[2]`, Spark {found['spark']}, kafka-clients "
-        f"{found['kafka-clients']}), Tansu (memory storage), {args.records:,} records of "
+        f"{found['kafka-clients']}), {broker_label(broker)}, {args.records:,} records of "
         f"{args.value_size} B in {args.partitions} partitions read, "
         f"{args.write_records:,} rows written; load average (1 min) "
         f"{load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end. "

@@ -33,11 +33,12 @@ either.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import time
+
+import harness
 
 VALUE_SIZE = 1024
 PER_BATCH = 1000
@@ -284,7 +285,7 @@ def report(r: dict) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--gb", type=float, default=2.0, help="GB of values to fill (default 2)")
     ap.add_argument(
         "--fetch-mib",

@@ -8,12 +8,13 @@ many partitions. No Spark: ``KafkaBatchReader.partitions()`` is what the driver 
 
 from __future__ import annotations
 
-import argparse
 import time
+
+import harness
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = harness.parser()
     parser.add_argument("--partitions", type=int, default=600)
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()

@@ -24,10 +24,9 @@ same run.
 
 from __future__ import annotations
 
-import argparse
 import json
-import time
 
+import harness
 import pyarrow as pa
 from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -89,23 +88,14 @@ def batches(values, size):
     return [values[at : at + size] for at in range(0, len(values), size)]
 
 
-def best(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def run(name, ours, theirs, chunks, repeat, extra=None):
     ours_s = theirs_s = extra_s = 0.0
     extra_n = 0
     for k, (chunk, array) in enumerate(chunks):
-        ours_s += best(lambda array=array: ours(array), repeat)
-        theirs_s += best(lambda chunk=chunk: [theirs(v, CTX) for v in chunk], repeat)
+        ours_s += harness.best_of(repeat, lambda array=array: ours(array))
+        theirs_s += harness.best_of(repeat, lambda chunk=chunk: [theirs(v, CTX) for v in chunk])
         if extra is not None and k % 10 == 0:
-            extra_s += best(lambda chunk=chunk: [extra(v, CTX) for v in chunk], 1)
+            extra_s += harness.best_of(1, lambda chunk=chunk: [extra(v, CTX) for v in chunk])
             extra_n += len(chunk)
     n = sum(len(c) for c, _ in chunks)
     out = {
@@ -122,7 +112,7 @@ def run(name, ours, theirs, chunks, repeat, extra=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=2)

@@ -20,10 +20,11 @@ topic is the figure the issue bounds (<= 2%). With ``--spark`` also the wall tim
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import struct
 import time
+
+import harness
 
 BASE_TS = 1_700_000_000_000
 
@@ -132,7 +133,7 @@ def read_plan(reader, planned):
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = harness.parser()
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--batch", type=int, default=1000, help="records per produced batch")

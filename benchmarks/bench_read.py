@@ -24,11 +24,11 @@ Rows/s for each and the ratios are printed as a Markdown table.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
 
+import harness
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -281,13 +281,8 @@ def kafka_ds_python_read(
 
 
 def best_of(repeat, fn):
-    fn()  # warm-up: JIT, Python workers, connections
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+    """Best of ``repeat`` after a warm-up (JIT, Python workers, connections)."""
+    return harness.best_of(repeat, fn, warmup=True)
 
 
 def best_timed(repeat, fn, cluster, spark):
@@ -452,7 +447,7 @@ def table(
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--value-size", type=int, default=VALUE_SIZE)
     parser.add_argument("--repeat", type=int, default=3)

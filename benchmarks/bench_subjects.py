@@ -22,27 +22,21 @@ shared: figures move between runs; the ratios compare figures of the same run.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
 
+import harness
 import pyarrow as pa
+from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench_protobuf_json import best  # noqa: E402
-from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy  # noqa: E402
-from confluent_kafka.schema_registry.json_schema import JSONSerializer  # noqa: E402
-from confluent_kafka.schema_registry.protobuf import ProtobufSerializer  # noqa: E402
-from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
-
-from kafka_ds.formats.record_subjects import subjects_codec  # noqa: E402
-from kafka_ds.options.formats import ColumnFormatSpec  # noqa: E402
-from kafka_ds.registry.client import SchemaRegistry  # noqa: E402
-from kafka_ds.registry.settings import RegistrySettings  # noqa: E402
-from tests.support.registry_fixtures import file_proto, message_classes  # noqa: E402
-from tests.support.schema_registry import start_registry  # noqa: E402
+from kafka_ds.formats.record_subjects import subjects_codec
+from kafka_ds.options.formats import ColumnFormatSpec
+from kafka_ds.registry.client import SchemaRegistry
+from kafka_ds.registry.settings import RegistrySettings
+from tests.support.registry_fixtures import file_proto, message_classes
+from tests.support.schema_registry import start_registry
 
 CTX = SerializationContext("bench", MessageField.VALUE)
 SHOP = file_proto(
@@ -133,23 +127,25 @@ def bench(fmt, registry, records, batch, repeat):
         split = [pa.array(chunk[k::2], pa.binary()) for k in (0, 1)]  # Order, Payment rows
         result = codec.decode(mixed)  # warm: every schema fetched once
         assert not len(result.bad_rows), result.reasons[:1]
-        ours_s += best(lambda mixed=mixed: codec.decode(mixed), repeat)
-        peer_s += best(
-            lambda split=split: [c.decode(a) for c, a in zip(codec.codecs, split, strict=True)],
+        ours_s += harness.best_of(repeat, lambda mixed=mixed: codec.decode(mixed))
+        peer_s += harness.best_of(
             repeat,
+            lambda split=split: [c.decode(a) for c, a in zip(codec.codecs, split, strict=True)],
         )
     return ours_s, peer_s
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     registry = start_registry()
     try:
-        print(f"load: {os.getloadavg()[0]:.2f}  records: {args.records}  batch: {args.batch}")
+        print(
+            f"load: {harness.load_average()[0]:.2f}  records: {args.records}  batch: {args.batch}"
+        )
         print(
             "| format | SubjectsCodec.decode (ns/record) | member codecs on pre-split rows "
             "(ns/record) | ratio |"
@@ -161,7 +157,7 @@ def main():
                 f"| {fmt} | {ours / args.records * 1e9:.0f} | {peer / args.records * 1e9:.0f} "
                 f"| {ours / peer:.2f}x |"
             )
-        print(f"load: {os.getloadavg()[0]:.2f}")
+        print(f"load: {harness.load_average()[0]:.2f}")
     finally:
         registry.stop()
 

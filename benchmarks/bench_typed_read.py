@@ -23,13 +23,12 @@ with the load average before and after (the machine is shared).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
-import os
 import sys
 import time
 
+import harness
 import pyarrow as pa
 from bench_avro import SCHEMA as AVRO_SCHEMA
 from bench_avro import make_records
@@ -102,12 +101,6 @@ def encoded_values(fmt: str, schema_id: int, records: int) -> pa.Array:
     return pa.concat_arrays(chunks)
 
 
-def timed(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
-
-
 def measure(
     spark, cluster, registry_url: str, fmt: str, records: int, repeat: int, log=print
 ) -> dict:
@@ -165,8 +158,8 @@ def measure(
     run_binary(), run_typed()  # warm-up: workers, schema caches
     binary_times, typed_times = [], []
     for _ in range(repeat):  # in turns: both see the same noise
-        binary_times.append(timed(run_binary))
-        typed_times.append(timed(run_typed))
+        binary_times.append(harness.timed(run_binary))
+        typed_times.append(harness.timed(run_typed))
     try:
         cluster.delete_topic(topic)
     except Exception:
@@ -202,7 +195,7 @@ def table(results, records: int, repeat: int, load_before, load_after) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--formats", default=",".join(FORMATS))
@@ -216,7 +209,7 @@ def main(argv=None):
     from tests.support.schema_registry import start_registry
     from tests.support.spark_support import make_spark
 
-    load_before = os.getloadavg()
+    load_before = harness.load_average()
     registry = start_registry()
     cluster = MockCluster(3)
     spark = make_spark("kafka_ds bench_typed_read")
@@ -238,7 +231,7 @@ def main(argv=None):
         cluster.stop()
         registry.stop()
     print()
-    print(table(results, args.records, args.repeat, load_before, os.getloadavg()))
+    print(table(results, args.records, args.repeat, load_before, harness.load_average()))
 
 
 if __name__ == "__main__":

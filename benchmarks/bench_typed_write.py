@@ -41,10 +41,10 @@ the load average before and after.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
+import harness
 from bench_write import count_records
 from cpu_use import Timed
 
@@ -214,7 +214,7 @@ def measure(
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=8)
@@ -238,7 +238,7 @@ def main(argv=None):
     from tests.support.schema_registry import start_registry
     from tests.support.spark_support import make_spark
 
-    load_before = os.getloadavg()
+    load_before = harness.load_average()
     registry = start_registry()
     broker = TansuBroker()
     spark = make_spark("kafka_ds bench_typed_write", driver_memory="4g")
@@ -272,7 +272,7 @@ def main(argv=None):
         spark.stop()
         broker.stop()
         registry.stop()
-    load_after = os.getloadavg()
+    load_after = harness.load_average()
     print(
         f"\nTyped write, {args.records:,} rows of a flat 5-field struct, Tansu, "
         f"{args.partitions} partitions, {args.tasks} tasks, local[2], best of {args.repeat}; "

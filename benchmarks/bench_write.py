@@ -42,8 +42,7 @@ the machine's cores), the Spark JVM and its Python workers (kafka_ds), or this p
 
 from __future__ import annotations
 
-import argparse
-
+import harness
 from cpu_use import Timed
 
 from tests.support.brokers import MockCluster, TansuBroker
@@ -201,7 +200,7 @@ def check_and_drop(broker, topic, rows, counter, who):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, paragraph=True)
     parser.add_argument("--records", "--rows", dest="rows", type=int, default=1_000_000)
     parser.add_argument(
         "--partitions",
@@ -253,7 +252,7 @@ def main():
             run_exactly_once(spark, broker, df, args, partitions)
         else:
             run_against_confluent(spark, broker, df, args, partitions)
-        print(f"load average at the end: {open('/proc/loadavg').read().strip()}")
+        print(f"load average at the end: {harness.describe_load()}")
     finally:
         spark.stop()
         broker.stop()

@@ -4,37 +4,17 @@ step's wall time is bounded below by the CPU it needs divided by the cores."""
 
 from __future__ import annotations
 
-import os
 import time
 
-
-def _processes() -> dict:
-    """{pid: (parent pid, command name, CPU seconds)} of every process we may read."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                text = f.read()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text.rsplit(")", 1)[1].split()
-        out[int(entry)] = (
-            int(fields[1]),
-            name,
-            (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
-        )
-    return out
+from harness import processes as _processes
 
 
 def _descendants(root, procs) -> set:
     found, grew = {root}, True
     while grew:
         grew = False
-        for pid, (parent, _name, _cpu) in procs.items():
-            if parent in found and pid not in found:
+        for pid, process in procs.items():
+            if process.ppid in found and pid not in found:
                 found.add(pid)
                 grew = True
     return found
@@ -62,7 +42,7 @@ class Timed:
 
         def used(pids):
             return sum(
-                after[p][2] - (self.before[p][2] if p in self.before else 0.0)
+                after[p].cpu_seconds - (self.before[p].cpu_seconds if p in self.before else 0.0)
                 for p in pids
                 if p in after
             )
@@ -74,7 +54,7 @@ class Timed:
             tree = _descendants(self.jvm, after)
             self.cpu["Spark JVM"] = used({self.jvm})
             self.cpu["Python workers"] = used(
-                {p for p in tree if p != self.jvm and after[p][1].startswith("python")}
+                {p for p in tree if p != self.jvm and after[p].name.startswith("python")}
             )
         else:
             self.cpu["producer process"] = own

@@ -39,6 +39,8 @@ import tempfile
 import time
 import uuid
 
+import harness
+
 # --- tracing, in whichever process Spark calls the source ------------------------------------
 
 _API_NAMES = {
@@ -428,7 +430,7 @@ def import_costs(repeat: int, env=None, cwd=None) -> list[tuple[str, float, bool
 
 
 def load() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return "load average " + " ".join(f"{x:.2f}" for x in harness.load_average())
 
 
 def describe_requests(requests: dict) -> str:
@@ -472,7 +474,7 @@ def print_itemization(kind: str, figures: dict, compared: bool) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, paragraph=True)
     parser.add_argument("--rows", type=int, default=10000)
     parser.add_argument(
         "--repeat", type=int, default=3, help="Spark applications per case (medians)"
@@ -587,7 +589,7 @@ def main(argv=None) -> int:
                                 {
                                     "case": name,
                                     "checkouts": checkouts,
-                                    "load": os.getloadavg(),
+                                    "load": harness.load_average(),
                                     "first": figures[name]["first"][-1],
                                     "second": figures[name]["second"][-1],
                                 }

@@ -21,10 +21,11 @@ Prints one JSON object (and a Markdown line) with the figures.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
+
+import harness
 
 API_NAMES = {
     0: "Produce",
@@ -52,7 +53,7 @@ def cpu_seconds(procs):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--topics", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=30.0)

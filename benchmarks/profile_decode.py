@@ -27,12 +27,12 @@ transfer) are measured by ``profile_read.py``.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import pstats
 import time
 
 import bench_decode as bd
+import harness
 
 from kafka_ds.protocol import records, records_layout, records_v2
 from kafka_ds.protocol.compression import codec_id
@@ -142,7 +142,7 @@ def assembly_cost(keys, values, ts, codec_name: str) -> float:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--codecs", default="none,lz4,zstd")

@@ -23,10 +23,10 @@ Prints one Markdown table of ns/row per stage and the share of the total.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import bench_read as br
+import harness
 import profile_decode as pdm
 
 
@@ -173,7 +173,7 @@ def breakdown(py: dict, spark: dict | None, records: int) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--no-spark", action="store_true")
     args = ap.parse_args(argv)

@@ -33,18 +33,20 @@ the details of every benchmark, to ``benchmarks/results.md``, plus the plot
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+import harness
+from harness import (  # replace_section: bench_jvm.py and parity_jvm.py import it from here
+    HERE,
+    ROOT,
+    log,
+    replace_section,  # noqa: F401
+)
 
 MiB = 1 << 20
 
@@ -81,10 +83,6 @@ QUICK = {
     "write_repeat": 1,
     "memory_gb": 0.5,
 }
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def run_json(args: list[str]) -> dict:
@@ -514,67 +512,11 @@ def plot(read: dict, path: str) -> None:
 
 
 def machine() -> str:
-    import numpy
-    import pyarrow
-    import pyspark
-
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (
-        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, numpy "
-        f"{numpy.__version__}, pyarrow {pyarrow.__version__}, pyspark {pyspark.__version__}; "
-        f"load average at the end {load[0]:.1f}"
-    )
-
-
-# Results of benchmarks run on their own (e.g. bench_pushdown.py at 10M records) follow this
-# line in results.md; a new run_all.py run keeps them.
-KEPT_MARKER = "<!-- Below: benchmarks run on their own; run_all.py keeps this part. -->"
-
-
-def kept_sections(path: str) -> str:
-    """The part of an existing results file from KEPT_MARKER on ("" if none)."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        return ""
-    at = text.find(KEPT_MARKER)
-    return "" if at < 0 else "\n" + text[at:]
-
-
-def replace_section(path: str, name: str, text: str) -> None:
-    """Put ``text`` into results.md's kept part (after KEPT_MARKER) between the comments
-    ``<!-- section: name -->`` and ``<!-- end of section: name -->``, replacing what was
-    there (appended at the end the first time)."""
-    begin, end = f"<!-- section: {name} -->", f"<!-- end of section: {name} -->"
-    try:
-        with open(path) as f:
-            whole = f.read()
-    except FileNotFoundError:
-        whole = "# Benchmark results\n"
-    if KEPT_MARKER not in whole:
-        whole = whole.rstrip("\n") + f"\n\n{KEPT_MARKER}\n"
-    block = f"{begin}\n{text.strip()}\n{end}"
-    at, stop = whole.find(begin), whole.find(end)
-    if at >= 0 and stop > at:
-        whole = whole[:at] + block + whole[stop + len(end) :]
-    else:
-        whole = whole.rstrip("\n") + f"\n\n{block}\n"
-    with open(path, "w") as f:
-        f.write(whole if whole.endswith("\n") else whole + "\n")
+    return f"{harness.machine()}; load average at the end {harness.load_average()[0]:.1f}"
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes")
     ap.add_argument(
         "--scale",
@@ -616,11 +558,9 @@ def main(argv=None):
     elapsed = time.perf_counter() - started
 
     table = markdown_table(scale_rows(res) if args.scale else summary_rows(res))
-    command = " ".join(
-        [".venv/bin/python benchmarks/run_all.py"] + (argv if argv is not None else sys.argv[1:])
-    )
+    command = harness.command_line("run_all.py", argv)
     header = (
-        f"Command: `{command}` -- {datetime.datetime.now():%Y-%m-%d %H:%M}, "
+        f"Command: `{command}` -- {harness.stamp()}, "
         f"{elapsed / 60:.1f} min.  Machine: {machine()}.  Shared, noisy machine: every "
         "ratio compares two figures measured in the same run."
     )
@@ -629,7 +569,7 @@ def main(argv=None):
     print()
     print(table)
     if args.scale:
-        replace_section(
+        harness.replace_section(
             args.out,
             "scale",
             "\n\n".join(
@@ -641,21 +581,24 @@ def main(argv=None):
                 ]
             ),
         )
-        with open(os.path.splitext(args.out)[0] + "_scale.json", "w") as f:
-            json.dump({"scale": True, "cfg": cfg, "results": res}, f, default=str, indent=1)
-        print(f"\nwrote the scale section of {os.path.relpath(args.out, ROOT)}")
+        harness.write_json(
+            os.path.splitext(args.out)[0] + "_scale.json",
+            {"scale": True, "cfg": cfg, "results": res},
+        )
+        print(f"\nwrote the scale section of {harness.relative(args.out)}")
         return
-    kept = kept_sections(args.out)
+    kept = harness.kept_sections(args.out)
     with open(args.out, "w") as f:
         f.write(f"# Benchmark results\n\n{header}\n\n{table}\n\n## Details\n\n{details(res)}\n")
         f.write(kept)
     if res.get("read"):
         plot(res["read"], args.plot)
-        print(f"\nwrote {os.path.relpath(args.out, ROOT)} and {os.path.relpath(args.plot, ROOT)}")
+        print(f"\nwrote {harness.relative(args.out)} and {harness.relative(args.plot)}")
     else:
-        print(f"\nwrote {os.path.relpath(args.out, ROOT)}")
-    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-        json.dump({"quick": args.quick, "results": res}, f, default=str, indent=1)
+        print(f"\nwrote {harness.relative(args.out)}")
+    harness.write_json(
+        os.path.splitext(args.out)[0] + ".json", {"quick": args.quick, "results": res}
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ Exit status 1 if anything was lost or the file sink has a duplicate.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -39,6 +38,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import harness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -165,7 +166,7 @@ def committed_batches(checkpoint):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--rate", type=int, default=200, help="records/s produced")
     parser.add_argument("--fault-every", type=float, default=3.0)

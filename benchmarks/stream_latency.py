@@ -40,7 +40,6 @@ measuring clients (their CPU share per phase is printed). Prints Markdown tables
 
 from __future__ import annotations
 
-import argparse
 import array
 import datetime
 import json
@@ -49,12 +48,11 @@ import os
 import shutil
 import statistics
 import struct
-import sys
 import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import harness
 
 # phase (u16), sequence number (u64), produce time in ns since the epoch (i64)
 STAMP = struct.Struct(">HQq")
@@ -308,7 +306,11 @@ class Bench:
         import psutil
 
         me = psutil.Process()
-        tansu = psutil.Process(self.broker.tansu_pid) if self.broker.tansu_pid else None
+        # the broker's process: Tansu's, or the JVM of Apache Kafka's (first) node
+        pid = getattr(self.broker, "tansu_pid", None) or next(
+            (node.java_pid for node in getattr(self.broker, "nodes", ())), None
+        )
+        broker = psutil.Process(pid) if pid else None
         producer = psutil.Process(self.producer.pid)
 
         def spark_procs():
@@ -326,7 +328,7 @@ class Bench:
 
         return CpuMeter(
             {
-                "tansu": lambda: [tansu] if tansu else [],
+                self.broker.name: lambda: [broker] if broker else [],
                 "spark (JVM + Python workers)": spark_procs,
                 "producer": lambda: [producer],
                 "consumer (this process)": lambda: [me],
@@ -505,7 +507,7 @@ def ramp_table(steps) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--seconds", type=float, default=60.0, help="length of each fixed-rate run")
     ap.add_argument("--rates", default="1000,20000", help="fixed rates, records/s")
     ap.add_argument("--partitions", type=int, default=4)
@@ -516,20 +518,14 @@ def main(argv=None):
     ap.add_argument("--ramp-max", type=int, default=1_000_000)
     ap.add_argument("--no-ramp", action="store_true")
     ap.add_argument("--json", default=None, help="write the raw figures here")
-    ap.add_argument(
-        "--write-results",
-        action="store_true",
-        help="put the tables into benchmarks/results.md (its stream-latency section)",
-    )
+    harness.add_write_results(ap, "stream-latency")
     args = ap.parse_args(argv)
     if args.value_size < STAMP.size:
         ap.error(f"--value-size must be at least {STAMP.size}")
 
-    def log(msg):
-        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
+    log = harness.log
     started = time.monotonic()
-    load_before = os.getloadavg()
+    load_before = harness.load_average()
     bench = Bench(args)
     result = {"args": vars(args), "fixed": [], "ramp": []}
     try:
@@ -566,15 +562,12 @@ def main(argv=None):
         bench.close()
     sustained = [st["rate"] for st in result["ramp"] if st["sustained"]]
     result["max_sustained"] = max(sustained) if sustained else None
-    result["load_average"] = os.getloadavg()
+    result["load_average"] = harness.load_average()
     result["minutes"] = round((time.monotonic() - started) / 60, 1)
 
-    command = " ".join(
-        [".venv/bin/python benchmarks/stream_latency.py"]
-        + (argv if argv is not None else sys.argv[1:])
-    )
+    command = harness.command_line("stream_latency.py", argv)
     parts = [
-        f"Command: `{command}` -- {datetime.datetime.now():%Y-%m-%d %H:%M}, "
+        f"Command: `{command}` -- {harness.stamp()}, "
         f"{result['minutes']} min; pykafka -> pykafka on Tansu, default trigger, "
         f"local[2], {args.partitions} partitions, {args.value_size} B values; load "
         f"average (1 min) {load_before[0]:.2f} at the start, "
@@ -595,10 +588,10 @@ def main(argv=None):
         ]
     print("\n" + "\n\n".join(parts))
     if args.write_results:
-        from run_all import machine, replace_section
+        from run_all import machine
 
-        path = os.path.join(HERE, "results.md")
-        replace_section(
+        path = harness.RESULTS_MD
+        harness.replace_section(
             path,
             "stream-latency",
             "\n\n".join(

@@ -22,18 +22,19 @@ Prints one JSON object and a Markdown line.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
 import time
 import tracemalloc
 
+import harness
+
 API_NAMES = {1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions"}
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--topics", type=int, default=50)
     parser.add_argument("--partitions", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
@@ -179,7 +180,7 @@ def main(argv=None):
             "process_max_rss_mib": round(
                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
             ),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "load_average": [round(x, 2) for x in harness.load_average()],
         }
         assert wide["batch"]["input_partitions"] == args.topics * args.partitions
         if args.peer_partitions:

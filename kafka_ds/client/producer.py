@@ -212,7 +212,13 @@ class Producer:
             start = self._rotation % len(states)
             states = states[start:] + states[:start]
             while True:
-                ready = [s for s in states if s.queue and s.head().retry_at <= now]
+                ready = [
+                    s
+                    for s in states
+                    if s.queue
+                    and s.head().retry_at <= now
+                    and s.may_send_head(self.config.idempotent)
+                ]
                 if not ready:
                     break
                 if len(queue) >= self.config.max_in_flight:

@@ -114,6 +114,17 @@ class PartitionState:
     def pop_head(self) -> ProducerBatch:
         return heapq.heappop(self.queue)[1]
 
+    def may_send_head(self, idempotent: bool) -> bool:
+        """Whether the head may go now. A broker that has no state of this producer id on
+        the partition takes its batch whatever its sequence (KIP-360's unknown producer),
+        so a later batch sent while the first one is refused retriably (a new topic's
+        NOT_LEADER_OR_FOLLOWER) would be appended before it, and the first one then
+        refused as out of order (seen on Apache Kafka 4.4). Until the partition's first
+        batch is acknowledged, nothing else of the partition is in flight with it."""
+        if not idempotent or self.result.batches:
+            return True
+        return len(self.unacked) == len(self.queue)  # nothing in flight
+
 
 def _no_rows(_rows) -> str:
     return ""

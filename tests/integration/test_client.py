@@ -4,6 +4,7 @@ kafka-python), Produce of batches kafka_ds encoded, and consumer-group offsets.
 """
 
 import struct
+import time
 
 import pyarrow as pa
 import pytest
@@ -292,22 +293,30 @@ def test_metadata_and_leader_routing_across_three_brokers(mock_cluster):
 
 
 def _produce_batches(client, topic, partition, batches, acks=-1):
-    conn = client.connection(client.leader_for(topic, partition))
-    response = conn.request(
-        m.PRODUCE,
-        {
-            "transactional_id": None,
-            "acks": acks,
-            "timeout_ms": 10000,
-            "topic_data": [
-                {
-                    "name": topic,
-                    "partition_data": [{"index": partition, "records": b"".join(batches)}],
-                }
-            ],
-        },
-    )
-    part = response["responses"][0]["partition_responses"][0]
+    """One raw Produce request of ``batches``; asked again while the partition's leader is
+    not ready (Apache Kafka answers NOT_LEADER_OR_FOLLOWER for a moment after CreateTopics,
+    while Metadata already names the leader)."""
+    deadline = time.monotonic() + 15
+    while True:
+        conn = client.connection(client.leader_for(topic, partition))
+        response = conn.request(
+            m.PRODUCE,
+            {
+                "transactional_id": None,
+                "acks": acks,
+                "timeout_ms": 10000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [{"index": partition, "records": b"".join(batches)}],
+                    }
+                ],
+            },
+        )
+        part = response["responses"][0]["partition_responses"][0]
+        if part["error_code"] != 6 or time.monotonic() > deadline:  # NOT_LEADER_OR_FOLLOWER
+            break
+        time.sleep(0.1)
     assert part["error_code"] == 0, part
     return part["base_offset"]
 

@@ -310,6 +310,27 @@ def test_refused_batch_with_later_ones_in_flight_is_resent_before_them(kafka_bro
     _assert_each_row_once_in_order(kafka_broker.bootstrap_servers, topic, rows)
 
 
+def test_a_refused_first_batch_holds_back_the_later_ones_of_its_partition(kafka_broker):
+    """The very first Produce request is answered NOT_LEADER_OR_FOLLOWER (as Apache Kafka
+    answers a new topic's partitions for a moment after CreateTopics). A broker with no
+    state of the producer id on a partition takes a batch whatever its sequence (KIP-360),
+    so a later batch sent meanwhile would be appended before the refused first one, which
+    then fails as out of order (seen in the suite on Apache Kafka 4.4). The writer sends
+    nothing more of a partition before its first batch is acknowledged: nothing lost,
+    nothing twice, each partition in write order."""
+    topic = kafka_broker.unique_topic("first-refused")
+    kafka_broker.create_topic(topic, partitions=3)
+    rows = 30_000
+    with FaultProxy(kafka_broker.bootstrap_servers) as proxy:
+        proxy.refuse_produce(1, NOT_LEADER, skip=0)
+        message = _write_pipelined(proxy.bootstrap_servers, topic, rows)
+        assert proxy.injected["refuse"] == 1
+        assert proxy.max_produce_in_flight == 5, "requests were pipelined, up to the limit"
+        assert proxy.produce_errors.get(OUT_OF_ORDER_SEQUENCE, 0) == 0, dict(proxy.produce_errors)
+    assert message.records == rows
+    _assert_each_row_once_in_order(kafka_broker.bootstrap_servers, topic, rows)
+
+
 @pytest.mark.parametrize("kind", ["stall", "drop"])
 def test_lost_answer_with_later_requests_in_flight_leaves_no_duplicate(kafka_broker, kind):
     """The broker appended a batch but its answer is lost (held past the request timeout,

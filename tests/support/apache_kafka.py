@@ -36,6 +36,7 @@ import time
 import uuid
 from pathlib import Path
 
+from tests.support import procfs
 from tests.support.brokers import (
     CHILD_SCRIPT,
     HOST,
@@ -107,6 +108,23 @@ TEST_JVM_OPTIONS = (
     "-Djava.awt.headless=true",
 )
 HEAP = {1: "512m", 3: "320m"}
+# For benchmarks (benchmarks/bench_jvm.py): what bin/kafka-server-start.sh gives a broker
+# (G1, C2 compilation; its 1 GiB heap is the ``heap`` argument), so that the broker's
+# throughput is not the test settings' (C1 only, serial collector).
+BENCHMARK_JVM_OPTIONS = (
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+# ... and Kafka's own thread counts (COMMON_SETTINGS lowers them for a shared test machine)
+BENCHMARK_SETTINGS = {
+    "num.network.threads": "3",
+    "num.io.threads": "8",
+    "background.threads": "10",
+}
 
 
 @contextlib.contextmanager
@@ -190,8 +208,7 @@ def _pid_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     try:  # a zombie (exited, not yet reaped by its guard) is not alive
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+        return procfs.stat(pid).state != "Z"
     except OSError:
         return False
 
@@ -257,7 +274,7 @@ class Node:
             java_executable(),
             f"-Xmx{cluster.heap}",
             "-Xms64m",
-            *TEST_JVM_OPTIONS,
+            *cluster.jvm_options,
             f"-Dlog4j2.configurationFile={os.path.join(self.dir, 'log4j2.properties')}",
             f"-Dkafka.logs.dir={self.dir}",
             "-cp",
@@ -379,6 +396,7 @@ class KafkaCluster(_Broker):
         format_args: tuple = (),
         prepare=None,
         ready=None,
+        jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS,
         heap: str | None = None,
     ):
         """``listeners``: extra listeners besides PLAINTEXT (inter-broker, the suite's admin)
@@ -386,7 +404,9 @@ class KafkaCluster(_Broker):
         (:meth:`listener_servers`). ``format_args``: extra ``kafka-storage format``
         arguments (e.g. ``--add-scram``). ``prepare(cluster) -> dict``: called before the
         configs are written (files in ``cluster.directory``), its settings are added;
-        ``ready(cluster)``: called once the nodes answer (e.g. to create ACLs)."""
+        ``ready(cluster)``: called once the nodes answer (e.g. to create ACLs).
+        ``jvm_options``/``heap``: the nodes' JVM flags (default: the test machine's,
+        ``TEST_JVM_OPTIONS``; benchmarks give ``BENCHMARK_JVM_OPTIONS`` and ``"1g"``)."""
         if name:
             self.name = name
         super().__init__()
@@ -395,6 +415,7 @@ class KafkaCluster(_Broker):
         self.owner_pid = owner_pid or os.getpid()
         self.owned = True
         self.heap = heap or HEAP.get(nodes, "384m")
+        self.jvm_options = tuple(jvm_options)
         self.cluster_id = _random_cluster_id()
         self.classpath = classpath(version)
         self.listeners = dict(listeners or {})
@@ -473,13 +494,8 @@ class KafkaCluster(_Broker):
         """Resident memory of the nodes' JVMs (from /proc), for the suite's README."""
         total = 0
         for node in self.nodes:
-            with (
-                contextlib.suppress(OSError, ValueError),
-                open(f"/proc/{node.java_pid}/status") as status,
-            ):
-                total += next(
-                    int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:")
-                )
+            with contextlib.suppress(OSError, ValueError):
+                total += procfs.rss_bytes(node.java_pid)
         return total
 
     def node(self, node_id: int) -> Node:
@@ -634,6 +650,7 @@ class KafkaCluster(_Broker):
         cluster.listeners = dict(state.get("listeners") or {})
         cluster.format_args = ()
         cluster._prepare = cluster._ready = None
+        cluster.jvm_options = TEST_JVM_OPTIONS
         cluster.classpath = ""
         cluster.settings = {}
         cluster.nodes = []
