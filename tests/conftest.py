@@ -53,12 +53,15 @@ SHARED_KAFKA = {
 }
 
 # Modules whose module-scoped fixtures must run once: the wheel is built once, the other
-# pyspark releases are installed into one shared folder (.venv-spark), and the parity cases
-# against Spark's own connector run in one child driver for the module.
+# pyspark releases are installed into one shared folder (.venv-spark), the parity cases
+# against Spark's own connector run in one child driver for the module, and the failover
+# tests kill and restart nodes of the one ``kafka3`` cluster, so they must not run side by
+# side.
 ONE_WORKER_MODULES = (
     "tests/spark/test_wheel.py",
     "tests/spark/test_spark_versions.py",
     "tests/spark/test_parity_jvm.py",
+    "tests/spark/test_failover.py",
 )
 _BROKER_FIXTURES = {
     "broker",
