@@ -501,8 +501,18 @@ class KafkaCluster(_Broker):
     def node(self, node_id: int) -> Node:
         return next(node for node in self.nodes if node.node_id == node_id)
 
-    def leader(self, topic: str, partition: int) -> int:
-        return self.topic_metadata(topic)[partition][0]
+    def leader(self, topic: str, partition: int, timeout: float = 30.0) -> int:
+        """The partition's leader, once Metadata names one (a topic just created may not be
+        in the answering node's metadata yet)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            partitions = self.topic_metadata(topic) or {}
+            leader = partitions.get(partition, (-1, []))[0]
+            if leader >= 0:
+                return leader
+            if time.monotonic() > deadline:
+                raise BrokerError(f"{topic}-{partition} has no leader after {timeout}s")
+            time.sleep(0.1)
 
     def in_sync_replicas(self, topic: str, partition: int) -> list[int]:
         metadata = self.list_topics().get(topic)
@@ -521,7 +531,8 @@ class KafkaCluster(_Broker):
         node = self.node(node_id)
         if node.is_alive():
             raise BrokerError(f"node {node_id} is running")
-        self._close_admin()
+        # The admin client is kept: librdkafka 2.16 aborts the process when an AdminClient
+        # is destroyed with a request to a killed node pending; it reconnects by itself.
         node.start()
         self.wait_ready(timeout, nodes=[node])
 
