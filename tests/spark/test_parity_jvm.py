@@ -2,7 +2,7 @@
 
 Spark's released connector comes from Maven Central (tests/support/spark_connector.py: the
 test venv's pyspark release if it is served, else the newest one served below it, run in
-``.venv-spark/<version>``). One child Spark driver of that release
+the version tests' release of its minor line, ``.venv-spark/4.2.1``). One child Spark driver
 (tests/support/parity_child.py) runs every case through both connectors in one session, so
 the connector is the only thing that differs between two results: same Spark engine, same
 micro-batch planning, same session settings. (pykafka on the test venv's pyspark is what the

@@ -2,11 +2,10 @@
 batch read, streaming restart from a checkpoint) on every other pyspark minor release
 with the Python Data Source API; the full suite runs on the pyspark of the test venv.
 
-Each release gets a venv under ``.venv-spark/<version>`` (kept, so a second run in the
-same checkout installs nothing): pyspark from the package index installed into it, the
-test venv's other packages and this checkout visible through a path entry (a ``.pth``
-line), so the code under test is the checkout. The installs of all releases run at once,
-when the first test of this module needs one. Set ``KAFKA_DS_SPARK_VERSIONS`` (comma
+Each release gets a venv under ``.venv-spark/<version>`` (tests/support/spark_venvs.py,
+kept, so a second run in the same checkout installs nothing; Spark's own connector in
+tests/spark/test_parity_jvm.py runs in the 4.2 one). The installs of all releases run at
+once, when the first test of this module needs one. Set ``KAFKA_DS_SPARK_VERSIONS`` (comma
 separated, e.g. ``4.0.5``; empty: none) to choose others.
 """
 
@@ -14,94 +13,26 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import sysconfig
-import time
-from pathlib import Path
 
 import pytest
 
 from tests.spark.test_wheel import ROOT, clean_env, run_smoke
+from tests.support import spark_venvs as spark_venvs_
 
 pytestmark = pytest.mark.heavy
 
-# The latest patch of each other minor release (the test venv has 4.3).
-DEFAULT_VERSIONS = ["4.0.5", "4.1.4", "4.2.1"]
 VERSIONS = [
     v
-    for v in os.environ.get("KAFKA_DS_SPARK_VERSIONS", ",".join(DEFAULT_VERSIONS)).split(",")
+    for v in os.environ.get("KAFKA_DS_SPARK_VERSIONS", ",".join(spark_venvs_.RELEASES)).split(",")
     if v.strip()
 ]
-HOME = ROOT / ".venv-spark"
-
-
-def _venv(version: str) -> tuple[Path, Path]:
-    venv = HOME / version
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run(
-            [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
-        )
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
-    return python, site
 
 
 @pytest.fixture(scope="module")
 def spark_venvs():
     """{version: (python, install_seconds | None, error)}, installing what is missing in
-    parallel."""
-    running = {}
-    result = {}
-    for version in VERSIONS:
-        python, site = _venv(version)
-        done = site / f"pyspark-{version}.dist-info"
-        if done.exists():
-            result[version] = (python, None, None)
-            continue
-        running[version] = (
-            python,
-            site,
-            time.monotonic(),
-            subprocess.Popen(
-                # --no-compile: byte-compiling pyspark's thousands of modules costs more CPU
-                # than the smoke set imports back
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "install",
-                    "--no-deps",
-                    "-q",
-                    "--upgrade",
-                    "--no-compile",
-                    "--target",
-                    str(site),
-                    f"pyspark=={version}",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            ),
-        )
-    for version, (python, _site, began, proc) in running.items():
-        out, _ = proc.communicate(timeout=1800)
-        took = round(time.monotonic() - began, 1)
-        error = None if proc.returncode == 0 else out[-3000:]
-        result[version] = (python, took, error)
-    for version in VERSIONS:
-        python, site = _venv(version)
-        # The test venv's packages after this venv's own pyspark, and this checkout.
-        Path(site, "kafka-ds-tests.pth").write_text(
-            sysconfig.get_paths()["purelib"] + "\n" + str(ROOT) + "\n"
-        )
-    return result
+    parallel (tests/support/spark_venvs.py)."""
+    return spark_venvs_.install(VERSIONS)
 
 
 @pytest.mark.spark

@@ -7,10 +7,10 @@ that go on ``spark.jars`` are kept in ``.venv-kafka/spark-connector-<pyspark>.js
 later run resolves nothing. Which release: the test venv's pyspark if Maven Central serves
 the connector for it, else the newest release it serves below it (read from the artifact's
 maven-metadata.xml; in November 2026 it serves 4.2.0 but not 4.3.0, the test venv's). A
-connector runs in a Spark of its own release: when that is not the test venv's, it runs in
-``.venv-spark/<version>`` (pyspark of that release installed as
-tests/spark/test_spark_versions.py does, the test venv's other packages and this checkout
-visible through a ``.pth`` line).
+connector runs in a Spark of its own minor line: when that is not the test venv's, it runs
+in the version tests' release of that line (``.venv-spark/4.2.1`` for the 4.2.0 connector,
+tests/support/spark_venvs.py: a patch release keeps the interfaces the connector uses, and
+one install serves both modules).
 
     python -m tests.support.spark_connector     # resolves, prints {version, jars, python}
 """
@@ -22,14 +22,13 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import time
 from pathlib import Path
 
+from tests.support import spark_venvs
 from tests.support.apache_kafka import CACHE_DIR, PROJECT_ROOT, _locked
 
 POM = Path(__file__).resolve().with_name("maven") / "spark-kafka" / "pom.xml"
-SPARK_VENVS = PROJECT_ROOT / ".venv-spark"
 # What goes on spark.jars: the connector and what it needs beyond Spark's own jars.
 CONNECTOR_ARTIFACTS = (
     "spark-sql-kafka-0-10_2.13",
@@ -166,60 +165,16 @@ def resolve(pyspark_version: str | None = None) -> dict:
 
 
 def spark_python(version: str) -> str:
-    """A Python whose pyspark is ``version``: the test venv's own when it has that release,
-    else ``.venv-spark/<version>`` (installed on first use, kept)."""
+    """A Python whose pyspark runs the connector of ``version``: the test venv's own when it
+    has that release, else the version tests' release of its minor line in
+    ``.venv-spark/`` (tests/support/spark_venvs.py: 4.2.1 for the 4.2.0 connector, one
+    install for both modules)."""
     if version == _pyspark_version():
         return sys.executable
-    venv = SPARK_VENVS / version
-    python = venv / "bin" / "python"
-    with _locked(SPARK_VENVS / f"{version}.lock"):
-        if not python.exists():
-            subprocess.run(
-                [sys.executable, "-m", "venv", "--without-pip", str(venv)],
-                check=True,
-                timeout=120,
-            )
-        site = Path(
-            subprocess.run(
-                [
-                    str(python),
-                    "-c",
-                    "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=120,
-            ).stdout.strip()
-        )
-        if not (site / f"pyspark-{version}.dist-info").exists():
-            run = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "install",
-                    "--no-deps",
-                    "-q",
-                    "--upgrade",
-                    "--no-compile",
-                    "--target",
-                    str(site),
-                    f"pyspark=={version}",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=1800,
-            )
-            if run.returncode != 0:
-                raise ConnectorError(
-                    f"installing pyspark=={version} failed:\n"
-                    f"{run.stdout[-2000:]}{run.stderr[-2000:]}"
-                )
-        # the test venv's packages after this venv's own pyspark, and this checkout
-        (site / "kafka-ds-tests.pth").write_text(
-            sysconfig.get_paths()["purelib"] + "\n" + str(PROJECT_ROOT) + "\n"
-        )
+    release = spark_venvs.release_for(version)
+    python, _seconds, error = spark_venvs.install([release])[release]
+    if error:
+        raise ConnectorError(f"installing pyspark=={release} failed:\n{error}")
     return str(python)
 
 
