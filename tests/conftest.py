@@ -63,6 +63,12 @@ ONE_WORKER_MODULES = (
     "tests/spark/test_parity_jvm.py",
     "tests/spark/test_failover.py",
 )
+# Modules that share one worker: each starts a local Spark Connect server on its default
+# port (15002), so two at once collide (seen: the pipelines CLI's server could not bind).
+SHARED_WORKER_GROUPS = {
+    "tests/spark/test_deploy.py": "spark-connect",
+    "tests/spark/test_pipelines_example.py": "spark-connect",
+}
 _BROKER_FIXTURES = {
     "broker",
     "mock_cluster",
@@ -161,7 +167,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``: every test is a unit of its own, except that each of
-    ``ONE_WORKER_MODULES`` is one unit. (xdist's own loadgroup marks a group by renaming
+    ``ONE_WORKER_MODULES`` is one unit, and the modules of a ``SHARED_WORKER_GROUPS`` group
+    are one unit together. (xdist's own loadgroup marks a group by renaming
     the test's node id, which pytest 9.2 no longer lets it do; this scheduler decides by the
     node id instead.)"""
     if config.getoption("dist") != "loadgroup":
@@ -171,6 +178,8 @@ def pytest_xdist_make_scheduler(config, log):
     class ModuleGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             module = nodeid.split("::", 1)[0]
+            if module in SHARED_WORKER_GROUPS:
+                return SHARED_WORKER_GROUPS[module]
             return module if module in ONE_WORKER_MODULES else nodeid
 
     return ModuleGroups(config, log)
