@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from tests.support import spark_venvs
-from tests.support.apache_kafka import CACHE_DIR, PROJECT_ROOT, _locked
+from tests.support.apache_kafka import CACHE_DIR, _locked
 
 POM = Path(__file__).resolve().with_name("maven") / "spark-kafka" / "pom.xml"
 # What goes on spark.jars: the connector and what it needs beyond Spark's own jars.
