@@ -210,6 +210,58 @@ def test_tansu_dies_with_its_guard(enabled_broker_names, how):
         t.stop()
 
 
+@pytest.mark.parametrize("stop_with", [signal.SIGTERM, signal.SIGINT])
+def test_apache_kafka_launcher_prints_bootstrap_and_leaves_nothing(enabled_broker_names, stop_with):
+    """``python -m tests.support.apache_kafka``: one ``bootstrap.servers=`` line of a broker
+    that answers, then on SIGTERM or Ctrl-C (SIGINT) no JVM and no directory left."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.support.apache_kafka import PROJECT_ROOT
+    from tests.support.procfs import cmdline, pids
+
+    if "kafka" not in enabled_broker_names:
+        pytest.skip("Apache Kafka disabled")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_DS_SHARED")}
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.apache_kafka"],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = launcher.stdout.readline().strip()
+        match = re.fullmatch(r"bootstrap\.servers=(127\.0\.0\.1:\d+)", line)
+        assert match, (line, launcher.stderr.read() if launcher.poll() is not None else "")
+        assert 18 in api_versions(match.group(1))  # an answering broker
+        port = match.group(1).rsplit(":", 1)[1]
+        jvms = {}
+        for pid in pids():
+            try:
+                command = cmdline(pid)
+            except OSError:
+                continue
+            if "kafka.Kafka" in command and "guard" not in command.split()[:3]:
+                properties = command.split()[-1]
+                with open(properties) as config:
+                    if f"127.0.0.1:{port}" in config.read():
+                        jvms[pid] = properties
+        assert len(jvms) == 1, "the broker's JVM is not running"
+        data = next(iter(jvms.values())).rsplit("/node-", 1)[0]
+        assert os.path.isdir(data)
+        launcher.send_signal(stop_with)
+        assert launcher.wait(60) == 0
+        assert all(_gone(pid) for pid in jvms)
+        assert not os.path.exists(data)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait(10)
+
+
 # ---------------------------------------------------------------- produce / consume
 
 
