@@ -9,7 +9,6 @@ tests/integration/test_apache_kafka.py.
 """
 
 import re
-import threading
 import uuid
 
 import pytest
@@ -22,7 +21,7 @@ from tests.integration.test_apache_kafka import (
     wait_compacted,
     write_compacted,
 )
-from tests.spark.test_stream import wait_for
+from tests.spark.test_stream import check_records_removed_under_a_running_query, wait_for
 from tests.support.brokers import consume_confluent, produce_confluent
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
@@ -217,62 +216,34 @@ def expire_by_retention(kafka_broker, topic, partition, end):
 def test_delete_records_under_a_running_stream(
     spark, kafka_broker, kafka_topics, tmp_path, fail_on_data_loss, deleted_by
 ):
-    """The first micro-batch (offsets 0-4) holds the query in its sink while DeleteRecords
-    moves the log start to 8 (or time retention deletes all 10 records), past the stream's
-    position (5). failOnDataLoss=true stops the query with a DataLossError naming the
-    partition and the offsets lost; false goes on from the new log start."""
-    from pyspark.errors import StreamingQueryException
-
+    """While the first micro-batch (offsets 0-4) holds, DeleteRecords moves the log start
+    to 8 (or time retention deletes all 10 records), past the stream's position (5), and 3
+    more records are written (10-12): failOnDataLoss=true fails naming the offsets lost,
+    false goes on from the new log start
+    (tests/spark/test_stream.py::check_records_removed_under_a_running_query)."""
     bs = kafka_broker.bootstrap_servers
     topic = kafka_topics("delrec")
     produce_confluent(bs, topic, numbered("s", 10), partition=0)
-    seen, in_batch, deleted = [], threading.Event(), threading.Event()
+    earliest = 8 if deleted_by == "DeleteRecords" else 10
 
-    def sink(df, _batch_id):
-        seen.extend(r.offset for r in df.select("offset").collect())
-        in_batch.set()
-        deleted.wait(60)
-
-    query = (
-        source(
-            spark,
-            True,
-            bs,
-            subscribe=topic,
-            startingOffsets="earliest",
-            maxOffsetsPerTrigger=5,
-            failOnDataLoss=str(fail_on_data_loss).lower(),
-        )
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .start()
-    )
-    try:
-        assert in_batch.wait(120), "no first micro-batch"
-        assert seen == [0, 1, 2, 3, 4]
+    def remove():
         if deleted_by == "DeleteRecords":
-            earliest = 8
             delete_records(kafka_broker, topic, 0, earliest)
         else:
-            earliest = 10
             expire_by_retention(kafka_broker, topic, 0, earliest)
         produce_confluent(bs, topic, numbered("t", 3), partition=0)  # offsets 10-12
-        deleted.set()
-        if fail_on_data_loss:
-            with pytest.raises(StreamingQueryException) as failure:
-                query.awaitTermination(120)
-            assert re.search(
-                rf"DataLossError: Offsets \[5, {earliest}\) of {topic}-0 are no longer "
-                rf"available \(earliest is {earliest}\)",
-                str(failure.value),
-            ), failure.value
-        else:
-            wait_for(lambda: seen[-1:] == [12], 120, what="offset 12 read")
-            assert seen == [0, 1, 2, 3, 4, *range(earliest, 13)]
-            assert query.exception() is None
-    finally:
-        deleted.set()
-        query.stop()
+
+    check_records_removed_under_a_running_query(
+        spark,
+        bs,
+        topic,
+        tmp_path,
+        fail_on_data_loss,
+        remove,
+        lost_until=earliest,
+        earliest=earliest,
+        last=12,
+    )
 
 
 # --- partitions added, topics deleted -----------------------------------------------------------

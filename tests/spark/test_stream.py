@@ -265,7 +265,6 @@ def test_kill_driver_then_restart_from_checkpoint_exactly_once(spark, broker, ne
 # --- AvailableNow, admission control and group commits -----------------------------------
 
 
-@pytest.mark.smoke
 def test_available_now_three_limited_batches_committed_after_each(
     spark, broker, new_topic, tmp_path
 ):
@@ -470,61 +469,88 @@ def test_trigger_once_reads_all_and_last_batch_can_be_committed(spark, mock_clus
 # --- records deleted under a running query ---------------------------------------------------
 
 
+def check_records_removed_under_a_running_query(
+    spark, bootstrap, topic, tmp_path, fail_on_data_loss, remove, lost_until, earliest, last
+):
+    """Offsets 0-9 are in ``topic``'s partition 0. The first micro-batch (offsets 0-4) holds
+    the query in its sink while ``remove()`` deletes records past the stream's position
+    (and may write more); then failOnDataLoss=true must stop the query with a DataLossError
+    naming the partition and the offsets lost (``[5, lost_until)``, ``earliest`` left),
+    and false must go on from ``earliest`` up to ``last``."""
+    from pyspark.errors import StreamingQueryException
+
+    seen, in_batch, removed = [], threading.Event(), threading.Event()
+
+    def sink(df, _batch_id):
+        seen.extend(r.offset for r in df.select("offset").collect())
+        in_batch.set()
+        removed.wait(60)
+
+    reader = spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+    options = {
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "5",
+        "failOnDataLoss": str(fail_on_data_loss).lower(),
+    }
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    try:
+        assert in_batch.wait(120), "no first micro-batch"
+        assert seen == [0, 1, 2, 3, 4]
+        remove()
+        removed.set()
+        if fail_on_data_loss:
+            with pytest.raises(StreamingQueryException) as failure:
+                query.awaitTermination(120)
+            assert re.search(
+                rf"DataLossError: Offsets \[5, {lost_until}\) of {topic}-0 are no longer "
+                rf"available \(earliest is {earliest}\)",
+                str(failure.value),
+            ), failure.value
+        else:
+            wait_for(lambda: seen[-1:] == [last], 120, what=f"offset {last} read")
+            assert seen == [0, 1, 2, 3, 4, *range(earliest, last + 1)]
+            assert query.exception() is None
+    finally:
+        removed.set()
+        query.stop()
+
+
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
 def test_records_aged_out_under_a_running_query(spark, mock_cluster, tmp_path, fail_on_data_loss):
     """The mock drops a partition's oldest records past ~5 MiB (tests/integration/
-    test_read.py::age_out). The first micro-batch (offsets 0-4) holds the query in its
-    sink while 6 MiB more are written; the next batch starts at 5, now deleted up to 12.
-    failOnDataLoss=true stops the query with a DataLossError naming the partition and the
-    offsets lost; false goes on from the earliest offset left (the WARNING it logs is
-    checked in tests/integration/test_read.py::test_records_aged_out_between_plan_and_read)."""
-    from pyspark.errors import StreamingQueryException
-
+    test_read.py::age_out): 6 MiB more written while the first micro-batch holds, the next
+    batch starts at 5, now deleted up to 12 (the WARNING of failOnDataLoss=false is checked
+    in tests/integration/test_read.py::test_records_aged_out_between_plan_and_read)."""
     from tests.integration.test_read import age_out
 
     broker = mock_cluster
     topic = broker.unique_topic("aged")
     broker.create_topic(topic, partitions=1)
     produce(broker, topic, numbered("s", 10), partition=0)
-    seen, in_batch, aged = [], threading.Event(), threading.Event()
 
-    def sink(df, _batch_id):
-        seen.extend(r.offset for r in df.select("offset").collect())
-        in_batch.set()
-        aged.wait(60)
-
-    query = (
-        stream(
-            spark,
-            broker,
-            subscribe=topic,
-            startingOffsets="earliest",
-            maxOffsetsPerTrigger=5,
-            failOnDataLoss=str(fail_on_data_loss).lower(),
-        )
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .start()
-    )
-    try:
-        assert in_batch.wait(60), "no first micro-batch"
-        assert seen == [0, 1, 2, 3, 4]
+    def remove():
         placed = age_out(broker, topic)
         assert placed[-1] == (0, 15)  # 10-15 written; the mock keeps 12-15
-        aged.set()
-        if fail_on_data_loss:
-            with pytest.raises(StreamingQueryException) as failure:
-                query.awaitTermination(120)
-            assert re.search(
-                rf"DataLossError: Offsets \[5, 10\) of {topic}-0 are no longer "
-                r"available \(earliest is 12\)",
-                str(failure.value),
-            )
-        else:
-            wait_for(lambda: seen[-1:] == [15], 120, what="offset 15 read")
-            assert seen == [0, 1, 2, 3, 4, 12, 13, 14, 15]
-            assert query.exception() is None
+
+    try:
+        check_records_removed_under_a_running_query(
+            spark,
+            broker.bootstrap_servers,
+            topic,
+            tmp_path,
+            fail_on_data_loss,
+            remove,
+            lost_until=10,
+            earliest=12,
+            last=15,
+        )
     finally:
-        aged.set()
-        query.stop()
         broker.delete_topic(topic, wait=False)

@@ -225,7 +225,6 @@ def test_dataframe_round_trip_byte_exact(spark, dataset, broker, new_topic, code
         assert_df_equality(actual.orderBy(order), expected.orderBy(order), ignore_nullable=True)
 
 
-@pytest.mark.smoke
 def test_topic_column_string_columns_and_several_topics(spark, broker, new_topic):
     """Rows go to the topic of their row; string key/value are written as UTF-8."""
     topics = [new_topic(partitions=3), new_topic(partitions=2)]
