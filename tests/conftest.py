@@ -3,7 +3,7 @@
 * ``kafka_broker``: Apache Kafka itself, one KRaft node (tests/support/apache_kafka.py), started
   once for the whole run and shared by every pytest-xdist worker.
 * ``kafka3``: three Apache Kafka nodes, replication factor 3, ``min.insync.replicas=2``
-  (started by the one worker that runs the failover module).
+  (module-scoped: started and stopped by the one worker that runs the failover module).
 * ``kafka_older``: Apache Kafka 3.9 (KRaft), one node, shared: the older line's smoke set.
 * ``kafka_secure``: Apache Kafka, one node, with SASL (PLAIN, SCRAM, OAUTHBEARER), TLS and
   mTLS listeners and the StandardAuthorizer (tests/support/secure_kafka.py), shared.
@@ -220,8 +220,6 @@ class _Brokers:
                 int(os.environ["KAFKA_DS_SHARED_OWNER"]),
                 **SHARED_KAFKA[name],
             )
-        if name == "kafka3":  # killed and restarted by its tests: one worker's own
-            return apache_kafka.KafkaCluster(3, name="kafka3")
         return BROKER_CLASSES[name]()
 
     def stop_all(self):
@@ -265,10 +263,16 @@ def kafka_broker(_brokers):
     return _brokers.get("kafka")
 
 
-@pytest.fixture(scope="session")
-def kafka3(_brokers):
-    """Apache Kafka, three KRaft nodes: replication factor 3, min.insync.replicas=2."""
-    return _brokers.get("kafka3")
+@pytest.fixture(scope="module")
+def kafka3(request):
+    """Apache Kafka, three KRaft nodes: replication factor 3, min.insync.replicas=2. For one
+    module (the failover tests, on one worker): its three JVMs are stopped when the module
+    ends instead of idling through the rest of the run."""
+    if "kafka" not in enabled_brokers(request.config):
+        pytest.skip("Apache Kafka disabled (--brokers / KAFKA_DS_BROKERS)")
+    cluster = apache_kafka.KafkaCluster(3, name="kafka3")
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -358,7 +358,6 @@ def test_pattern_picks_up_a_new_topic(spark, broker, tmp_path):
 # --- starting offsets ---------------------------------------------------------------------
 
 
-@pytest.mark.smoke
 def test_starting_offsets_group_resumes_where_the_group_left_off(
     spark, broker, new_topic, tmp_path
 ):
