@@ -165,18 +165,34 @@ ACL_OPERATIONS = {
     "AddPartitionsToTxn": {"transactional id": "Write", "topic": "Write"},
     "EndTxn": {"transactional id": "Write"},
 }
-_REFUSED_RESOURCE = {29: "topic", 30: "group", 31: "cluster", 53: "transactional id"}
+#: authorization error code -> (the resource kind in messages, its ``acl_hint`` keyword)
+_REFUSED_RESOURCE = {
+    29: ("topic", "topic"),
+    30: ("group", "group"),
+    31: ("cluster", None),
+    53: ("transactional id", "transactional_id"),
+}
 
 
-def acl_hint(code: int, request: str, name: str | None = None) -> str:
+def acl_hint(
+    code: int,
+    request: str,
+    *,
+    topic: str | None = None,
+    group: str | None = None,
+    transactional_id: str | None = None,
+) -> str:
     """For an authorization error code (TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID_AUTHORIZATION_
-    FAILED) of ``request`` on the resource ``name``: "; the principal lacks ACL <operation>
-    on <resource> '<name>'"; "" for any other code."""
-    resource = _REFUSED_RESOURCE.get(code)
-    if resource is None:
+    FAILED) of ``request``: "; the principal lacks ACL <operation> on <resource> '<name>'",
+    the name being the one given for the refused kind of resource; "" for any other code."""
+    refused = _REFUSED_RESOURCE.get(code)
+    if refused is None:
         return ""
+    resource, keyword = refused
+    names = {"topic": topic, "group": group, "transactional_id": transactional_id}
+    name = names.get(keyword) if keyword else None
     operation = ACL_OPERATIONS.get(request, {}).get(resource, "an operation")
-    where = f"{resource} {name!r}" if name and resource != "cluster" else resource
+    where = f"{resource} {name!r}" if name else resource
     return (
         f"; the principal lacks ACL {operation} on {where} (Kafka's authorizer refused {request})"
     )

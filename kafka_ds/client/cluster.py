@@ -44,6 +44,13 @@ class TopicInfo:
     is_internal: bool = False
 
 
+def _metadata_error(code: int, topic: str) -> Exception:
+    """The error a Metadata answer gave for ``topic``, naming it (and the ACL it lacks)."""
+    return error_for_code(code)(
+        f"Metadata of topic {topic!r}{acl_hint(code, 'Metadata', topic=topic)}"
+    )
+
+
 class KafkaClient:
     """Speaks to a whole cluster. Create one per task/driver; call ``close()``."""
 
@@ -273,9 +280,7 @@ class KafkaClient:
                     and info.error_code
                     and info.error_code != UnknownTopicOrPartition.code
                 ):
-                    raise error_for_code(info.error_code)(
-                        f"Metadata of topic {topic!r}{acl_hint(info.error_code, 'Metadata', topic)}"
-                    )
+                    raise _metadata_error(info.error_code, topic)
         return {t: sorted(self.topics[t].partitions) for t in topics if t in self.topics}
 
     def topic_partitions(
@@ -290,9 +295,7 @@ class KafkaClient:
             if info is None:
                 raise UnknownTopicOrPartition(f"topic {topic!r} not in metadata")
             if info.error_code:
-                raise error_for_code(info.error_code)(
-                    f"Metadata of topic {topic!r}{acl_hint(info.error_code, 'Metadata', topic)}"
-                )
+                raise _metadata_error(info.error_code, topic)
         return sorted(self.topics[topic].partitions)
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
@@ -318,9 +321,7 @@ class KafkaClient:
                 and seen.error_code != UnknownTopicOrPartition.code
             ):
                 # e.g. TOPIC_AUTHORIZATION_FAILED: not retriable, and not an unknown topic
-                raise error_for_code(seen.error_code)(
-                    f"Metadata of topic {topic!r}{acl_hint(seen.error_code, 'Metadata', topic)}"
-                )
+                raise _metadata_error(seen.error_code, topic)
             info = self.topics.get(topic)
             if info is None or partition not in info.partitions:
                 raise UnknownTopicOrPartition(f"{topic}-{partition} not in metadata")

@@ -45,11 +45,15 @@ class Coordinators:
             # v0-3 answer at the top level, v4+ in a list of coordinators.
             entry = response["coordinators"][0] if response.get("coordinators") else response
             if entry["error_code"]:
-                kind = "transactional id" if key_type == TRANSACTION_KEY_TYPE else "group"
                 code = entry["error_code"]
-                raise error_for_code(code)(
-                    f"FindCoordinator of {kind} {key!r}{acl_hint(code, 'FindCoordinator', key)}"
-                )
+                if key_type == TRANSACTION_KEY_TYPE:
+                    kind, hint = (
+                        "transactional id",
+                        acl_hint(code, "FindCoordinator", transactional_id=key),
+                    )
+                else:
+                    kind, hint = "group", acl_hint(code, "FindCoordinator", group=key)
+                raise error_for_code(code)(f"FindCoordinator of {kind} {key!r}{hint}")
             node = entry["node_id"]
             client.brokers.setdefault(node, (entry["host"], entry["port"]))
             self._nodes[(key_type, key)] = node
@@ -114,11 +118,10 @@ def commit_offsets(
             for part in topic["partitions"]:
                 code = part["error_code"]
                 if code:
-                    name = group_id if code == 30 else topic["name"]
+                    hint = acl_hint(code, "OffsetCommit", group=group_id, topic=topic["name"])
                     raise error_for_code(code)(
                         f"OffsetCommit of group {group_id!r}, "
-                        f"{topic['name']}-{part['partition_index']}"
-                        f"{acl_hint(code, 'OffsetCommit', name)}"
+                        f"{topic['name']}-{part['partition_index']}{hint}"
                     )
 
     client.coordinators.call(group_id, call, "OffsetCommit")
@@ -145,18 +148,17 @@ def fetch_committed(client, group_id: str, topic_partitions) -> dict[tuple[str, 
             code, topic_list = response.get("error_code", 0), response["topics"]
         if code:
             raise error_for_code(code)(
-                f"OffsetFetch of group {group_id!r}{acl_hint(code, 'OffsetFetch', group_id)}"
+                f"OffsetFetch of group {group_id!r}{acl_hint(code, 'OffsetFetch', group=group_id)}"
             )
         result = {}
         for topic in topic_list:
             for part in topic["partitions"]:
                 code = part["error_code"]
                 if code:
-                    name = group_id if code == 30 else topic["name"]
+                    hint = acl_hint(code, "OffsetFetch", group=group_id, topic=topic["name"])
                     raise error_for_code(code)(
                         f"OffsetFetch of group {group_id!r}, "
-                        f"{topic['name']}-{part['partition_index']}"
-                        f"{acl_hint(code, 'OffsetFetch', name)}"
+                        f"{topic['name']}-{part['partition_index']}{hint}"
                     )
                 if part["committed_offset"] >= 0:
                     result[(topic["name"], part["partition_index"])] = part["committed_offset"]

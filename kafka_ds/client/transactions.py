@@ -66,7 +66,7 @@ def _coordinator_call(client, transactional_id: str, what: str, call, timeout_ms
         if code:
             raise error_for_code(code)(
                 f"{what} for transactional id {transactional_id!r}"
-                f"{acl_hint(code, what, transactional_id)}"
+                f"{acl_hint(code, what, transactional_id=transactional_id)}"
             )
         return result
 

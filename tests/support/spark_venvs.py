@@ -12,12 +12,13 @@ workers that need the same release install it once.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import subprocess
 import sys
 import sysconfig
 import time
 from pathlib import Path
+
+from tests.support.apache_kafka import _locked
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HOME = PROJECT_ROOT / ".venv-spark"
@@ -32,17 +33,6 @@ def release_for(version: str) -> str:
     the interfaces a connector built for another patch uses), else ``version`` itself."""
     minor = version.split(".")[:2]
     return next((r for r in RELEASES if r.split(".")[:2] == minor), version)
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _venv(version: str) -> tuple[Path, Path]:

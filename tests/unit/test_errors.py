@@ -156,3 +156,21 @@ def test_public_module_imports_nothing_from_kafka_ds():
         if isinstance(node, ast.ImportFrom):
             assert node.module == "__future__", "kafka_ds.errors must stay a leaf module"
         assert not isinstance(node, ast.Import)
+
+
+def test_acl_hint_names_the_refused_kind_of_resource():
+    from kafka_ds.errors import acl_hint
+
+    names = {"group": "g", "topic": "t"}
+    assert acl_hint(30, "OffsetCommit", **names) == (
+        "; the principal lacks ACL Read on group 'g' (Kafka's authorizer refused OffsetCommit)"
+    )
+    assert acl_hint(29, "OffsetCommit", **names).startswith(
+        "; the principal lacks ACL Read on topic 't'"
+    )
+    # a refused topic of AddPartitionsToTxn is not named after the transactional id
+    assert acl_hint(29, "AddPartitionsToTxn", transactional_id="tx").startswith(
+        "; the principal lacks ACL Write on topic ("
+    )
+    assert "IdempotentWrite on cluster (" in acl_hint(31, "InitProducerId", transactional_id="tx")
+    assert acl_hint(3, "Metadata", topic="t") == ""
