@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .client import EARLIEST, LATEST, make_client
+from .client.kept import release, task_client
 from .compat import FILTER_PUSHDOWN, require
 from .read.planner import OffsetPlanner, late_offsets, rebind, split_ranges
 from .read.pushdown import Narrowing, narrow, narrow_ranges
@@ -69,18 +70,16 @@ class KafkaBatchReader(DataSourceReader):
     @spark_entry_point
     def read(self, partition):
         freeze_long_lived_objects()
-        if not getattr(partition, "late_start", False) and not getattr(
-            partition, "late_end", False
-        ):
-            yield from read_range(self.opts, partition)
-            return
-        client = make_client(self.opts)
+        client = task_client(self.opts)  # connections kept from this process's last task
+        done = False
         try:
-            rng = rebind(self.opts, client, partition)
-            if rng is not None:
-                yield from read_range(self.opts, rng, client)
+            if getattr(partition, "late_start", False) or getattr(partition, "late_end", False):
+                partition = rebind(self.opts, client, partition)
+            if partition is not None:
+                yield from read_range(self.opts, partition, client)
+            done = True
         finally:
-            client.close()
+            release(client, reusable=done)
 
 
 def plan_late_bound(ranges, late_start: set, late_end: set, min_partitions, max_records):

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming import StreamingQueryListener
 
 from .client import LATEST, make_client
+from .client.kept import release, task_client
 from .compat import ADMISSION_CONTROL, SupportsTriggerAvailableNow, require
 from .errors import ConfigurationError
 from .options import ReadOptions
@@ -188,15 +189,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @spark_entry_point
     def read(self, partition):
         freeze_long_lived_objects()
-        if not isinstance(partition, KafkaInputRanges):
-            yield from read_range(self.opts, partition)
-            return
-        client = make_client(self.opts)  # one connection for all the ranges
+        if not hasattr(partition, "topic") and not isinstance(partition, KafkaInputRanges):
+            return  # the empty task that starts the Python worker (partitions())
+        # One client for all the ranges, with the connections this process's last task left
+        client = task_client(self.opts)
+        done = False
         try:
-            for piece in partition.ranges:
+            pieces = partition.ranges if isinstance(partition, KafkaInputRanges) else (partition,)
+            for piece in pieces:
                 yield from read_range(self.opts, piece, client)
+            done = True
         finally:
-            client.close()
+            release(client, reusable=done)
 
     # --- progress ----------------------------------------------------------------
 

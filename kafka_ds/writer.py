@@ -43,7 +43,7 @@ class _TaskWrites:
 
         freeze_long_lived_objects()
         if self.prefix is None:
-            return write_batches(self.opts, self.plan, iterator)
+            return write_batches(self.opts, self.plan, iterator, keep_connections=True)
         from .write.exactly_once import current_batch_id, transactional_id
 
         task = spark_partition_id()
@@ -59,6 +59,7 @@ class _TaskWrites:
             task,
             transactional_id(self.prefix, task),
             self.abort_marker,
+            keep_connections=True,
         )
 
 

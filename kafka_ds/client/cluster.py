@@ -128,6 +128,17 @@ class KafkaClient:
             conn = self._connections[node_id] = self._new_connection(host, port, node_id)
         return conn.connect()
 
+    def adopt_connection(self, node_id: int, conn: BrokerConnection) -> None:
+        """Use ``conn`` (open, idle, to broker ``node_id``) instead of opening one: a
+        connection an earlier task of this process left (kept.py). A metadata answer that
+        moves the node elsewhere closes it, as for any connection."""
+        self._connections[node_id] = conn
+
+    def detach_connections(self) -> dict[int, BrokerConnection]:
+        """The brokers' connections, no longer this client's (``close()`` leaves them open)."""
+        connections, self._connections = self._connections, {}
+        return connections
+
     def close(self) -> None:
         for conn in self._connections.values():
             conn.close()

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..client import make_client
+from ..client.kept import release, task_client
 from ..client.producer import Producer
 from ..client.transactions import Transaction
 from ..options import WriteOptions
@@ -39,16 +40,20 @@ class TaskWriter:
         task: int | None = None,
         transactional_id: str | None = None,
         abort_marker: tuple[str, str] | None = None,
+        keep_connections: bool = False,
     ):
         self.opts = opts
         self.plan = plan
         self.task = spark_partition_id() if task is None else task
-        # Both settings objects were built on the driver (kafka_ds.options).
-        self.client = make_client(opts)
+        # Both settings objects were built on the driver (kafka_ds.options). A Spark task's
+        # writer takes the connections this process's last task left (client/kept.py).
+        self.keep_connections = keep_connections
+        self.finished = False
+        self.client = task_client(opts) if keep_connections else make_client(opts)
         try:
             self._producer(transactional_id, abort_marker)
         except BaseException:
-            self.client.close()
+            self.close()
             raise
         self.batches = RecordBatcher(opts, self.producer, self.transaction, self.describe_rows)
         self.topics: dict[str, TopicState] = {}
@@ -154,10 +159,15 @@ class TaskWriter:
             if self.transaction.partitions:  # an empty transaction has nothing to end
                 message.producer_id = self.transaction.producer_id
                 message.producer_epoch = self.transaction.producer_epoch
+        self.finished = True
         return message
 
     def close(self) -> None:
-        self.client.close()
+        if self.keep_connections:
+            # Kept only after a task whose every batch was acknowledged.
+            release(self.client, reusable=self.finished)
+        else:
+            self.client.close()
 
 
 def write_batches(
@@ -167,9 +177,11 @@ def write_batches(
     task: int | None = None,
     transactional_id: str | None = None,
     abort_marker: tuple[str, str] | None = None,
+    keep_connections: bool = False,
 ):
-    """Write an iterator of Arrow batches; the commit message once all are acknowledged."""
-    writer = TaskWriter(opts, plan, task, transactional_id, abort_marker)
+    """Write an iterator of Arrow batches; the commit message once all are acknowledged.
+    ``keep_connections``: a Spark task's (client/kept.py)."""
+    writer = TaskWriter(opts, plan, task, transactional_id, abort_marker, keep_connections)
     try:
         for batch in batches:
             writer.write_batch(batch)
