@@ -8,11 +8,11 @@ writing the records (docs/streaming.md, "What a micro-batch costs"). Spark's own
 keeps its consumers and producers per executor in the same way.
 
 What is kept: the task's connections, by node id, for the same ``kafka.bootstrap.servers``
-and connection settings (client id, timeouts, security), when the task ended cleanly and no request is
-waiting for its answer. What is not: metadata (a task looks up leaders and partition counts
-as before), producer ids and sequence numbers, transactions, consumer groups. A kept
-connection the broker closed (idle, restarted) is found closed when the next task takes it
-and opened again; one left idle longer than :data:`KEEP_SECONDS` is closed.
+and connection settings (client id, timeouts, security), when the task ended cleanly and no
+request is waiting for its answer. What is not: metadata (a task looks up leaders and
+partition counts as before), producer ids and sequence numbers, transactions, consumer
+groups. A kept connection the broker closed (idle, restarted) is found closed when the next
+task takes it and opened again; one left idle longer than :data:`KEEP_SECONDS` is closed.
 """
 
 from __future__ import annotations
