@@ -70,6 +70,8 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import jvm_report  # noqa: E402 -- after HERE is on sys.path
+
 BASE_TS = 1_700_000_000_000
 RANGE_SHARE = 0.01
 TUNED_READ = {
@@ -83,6 +85,8 @@ TUNED_WRITE = {"kafka.linger.ms": "200", "kafka.batch.size": str(1 << 20)}
 # ("Cannot fetch record for offset ..."; tests/README.md, Tansu deviation 17). 20 ms is the
 # shortest wait seen to get records every time there.
 TUNED_STREAM = {**TUNED_READ, "kafka.fetch.max.wait.ms": "20"}
+# the connectors --profile runs again under py-spy and JFR
+PROFILED = ("pykafka", "kafka, tuned")
 # (label, format, read options, write options)
 CONFIGS = [
     ("pykafka", "pykafka", {}, {}),
@@ -227,7 +231,33 @@ def reads(spark, broker, topic, ends, args):
                     None,
                 )
             )
-    return measure(cases, args.repeat, "read"), in_range
+    # What Spark's Python data source machinery costs alone: a source of ready-made Arrow
+    # batches shaped like pykafka's (bench_read.py), no I/O, no decoding.
+    ceiling = ceiling_reader(spark, topic, records, args)
+    cases.append((("count", CEILING), lambda: ceiling.load().count(), records, records))
+    rates = measure(cases, args.repeat, "read")
+    for key, run, _expected, rows in cases:
+        if args.profiler and key[0] == "count" and key[1] in PROFILED:
+            args.profiler.run(f"read count, {key[1]}", run, rows)
+    return rates, in_range
+
+
+CEILING = jvm_report.CEILING
+
+
+def ceiling_reader(spark, topic, records, args):
+    import bench_read
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(bench_read)  # the workers cannot import benchmarks/
+    spark.dataSource.register(bench_read.CeilingDataSource)
+    return (
+        spark.read.format("kafka_ds_ceiling")
+        .option("records", records)
+        .option("partitions", args.partitions)
+        .option("value_size", args.value_size)
+        .option("topic", topic)
+    )
 
 
 def measure(cases, repeat, what):
@@ -311,9 +341,25 @@ def writes(spark, broker, args, registry, avro):
 
         return run
 
+    def null_write(df):
+        def run():
+            started = time.perf_counter()
+            df.write.format("bench_null_sink").mode("append").save()
+            return time.perf_counter() - started, rows
+
+        return run
+
+    import bench_typed_write
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(bench_typed_write)
+    bench_typed_write.register_null_sink(spark)
     cases = []
     for label, fmt, _, options in CONFIGS:
         cases.append((("write, binary", label), write(binary, fmt, options), rows))
+    # Spark's own cost of handing the rows to a Python writer (bench_typed_write.py's sink
+    # that iterates its Arrow batches and writes nothing)
+    cases.append((("write, binary", CEILING), null_write(binary), rows))
     if avro:
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import to_avro
@@ -329,7 +375,7 @@ def writes(spark, broker, args, registry, avro):
     # pykafka again with Spark's per-row Arrow batch-size check off (docs/performance.md,
     # "Spark settings for writes"); Spark's connector does not hand rows to Python workers
     for (name, label), run, expected in list(cases):
-        if label == CONFIGS[0][0]:
+        if label in (CONFIGS[0][0], CEILING):
             cases.append(((name + BYTE_LIMIT_OFF, label), byte_limit_off(spark, run), expected))
     # The write's own time (topic creation and the count of what arrived are not timed).
     for key, run, expected in cases:
@@ -345,12 +391,15 @@ def writes(spark, broker, args, registry, avro):
             + ", ".join(f"{key[0]} {key[1]} {t[-1]:.2f} s" for key, t in times.items())
         )
     rates = {key: rows / min(t) for key, t in times.items()}
+    for key, run, _expected in cases:
+        if args.profiler and key[0].startswith("write, binary") and key[1] in PROFILED:
+            args.profiler.run(f"{key[0]}, {key[1]}", run, rows)
     binary.unpersist()
     typed.unpersist()
     return rates
 
 
-BYTE_LIMIT_OFF = ", pykafka with maxBytesPerBatch=2147483647"
+BYTE_LIMIT_OFF = jvm_report.BYTE_LIMIT_OFF
 
 
 def byte_limit_off(spark, run):
@@ -418,13 +467,20 @@ def streaming(spark, broker, args):
 
     settings = types.SimpleNamespace(partitions=4, value_size=100)
     out = {}
-    for label, fmt, read_options, _write_options in CONFIGS:
+    runs = [(label, fmt, fmt, read_options) for label, fmt, read_options, _ in CONFIGS]
+    if args.stream_breakdown:
+        # which half of a query the time goes to: one connector reads, the other writes
+        runs += [
+            ("pykafka source, kafka sink", "pykafka", "kafka", {}),
+            ("kafka tuned source, pykafka sink", "kafka", "pykafka", TUNED_READ),
+        ]
+    for label, source_fmt, sink_fmt, read_options in runs:
         bench = Bench(settings, broker=broker, spark=spark)
         try:
             # The sinks keep their defaults: a linger meant for bulk writes only adds latency.
             if read_options is TUNED_READ:
                 read_options = TUNED_STREAM
-            bench.start_query(fmt, fmt, read_options, {})
+            bench.start_query(source_fmt, sink_fmt, read_options, {})
             bench.run_phase(1000, 5.0)  # warm-up
             for rate in args.rates:
                 bench.drain()
@@ -432,7 +488,8 @@ def streaming(spark, broker, args):
                 out[(rate, label)] = phase
                 log(
                     f"stream {rate:,}/s, {label}: {phase['latency_ms']}, missing "
-                    f"{phase['missing']}, duplicated {phase['duplicated']}"
+                    f"{phase['missing']}, duplicated {phase['duplicated']}; triggers "
+                    f"{phase['triggers']}"
                 )
         except Exception as exc:  # noqa: BLE001 -- reported in the table
             log(f"stream {label} failed: {exc!r}"[:2000])
@@ -459,6 +516,16 @@ def tables(read_rates, write_rates, stream, args, in_range):
     ]
     for name in ("count", "sum(length(value))"):
         lines.append(row(f"read, `{name}`", [read_rates.get((name, lab)) for lab in labels]))
+    if ("count", CEILING) in read_rates:
+        lines.append(
+            row(
+                "read, `count`, of a Python source of ready-made batches (no I/O, no decoding: "
+                "Spark's own cost) in the first column",
+                [read_rates[("count", CEILING)]]
+                + [read_rates.get(("count", lab)) for lab in labels[1:]],
+                first="Spark alone",
+            )
+        )
     ts = "last 1% by timestamp"
     lines.append(
         row(
@@ -486,6 +553,17 @@ def tables(read_rates, write_rates, stream, args, in_range):
                     + [write_rates.get((name, lab)) for lab in labels[1:]],
                 )
             )
+        for variant in (name, name + BYTE_LIMIT_OFF):
+            if (variant, CEILING) in write_rates:
+                lines.append(
+                    row(
+                        f"{variant}, into a Python sink that writes nothing (Spark's own cost) "
+                        "in the first column",
+                        [write_rates[variant, CEILING]]
+                        + [write_rates.get((name, lab)) for lab in labels[1:]],
+                        first="Spark alone",
+                    )
+                )
     out = "\n".join(lines)
     if stream:
         s = [
@@ -513,7 +591,7 @@ def tables(read_rates, write_rates, stream, args, in_range):
     return out
 
 
-def row(name, rates):
+def row(name, rates, first="pykafka"):
     """Rows/s, and pykafka's rate over this column's; a negative figure is seconds (a
     query whose rows/s would mislead: the timestamp range), with this column's time over
     pykafka's."""
@@ -526,12 +604,12 @@ def row(name, rates):
             cells.append(
                 f"{-rate:.2f} s"
                 if i == 0 or not base
-                else f"{-rate:.2f} s (pykafka {rate / base:.2f}x)"
+                else f"{-rate:.2f} s ({first} {rate / base:.2f}x)"
             )
         elif i == 0 or not base:
             cells.append(fmt_rate(rate))
         else:
-            cells.append(f"{fmt_rate(rate)} (pykafka {base / rate:.2f}x)")
+            cells.append(f"{fmt_rate(rate)} ({first} {base / rate:.2f}x)")
     return f"| {name} | " + " | ".join(cells) + " |"
 
 
@@ -618,10 +696,37 @@ def main(argv=None):
     ap.add_argument("--stream-seconds", type=float, default=30.0)
     ap.add_argument("--rates", default="1000,20000")
     ap.add_argument("--no-stream", action="store_true")
+    ap.add_argument(
+        "--stream-breakdown",
+        action="store_true",
+        help="also stream pykafka -> kafka, kafka -> pykafka, and stream_floor.py's "
+        "do-nothing Python source and sink (where a trigger's time goes)",
+    )
+    ap.add_argument(
+        "--only",
+        default="read,write,stream",
+        help="which paths run, comma-separated: read, write, stream (default all)",
+    )
     ap.add_argument("--no-avro", action="store_true")
     ap.add_argument("--write-results", action="store_true")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one more Spark setting for the session (repeatable)",
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="after the timed rounds, run the count and the binary writes of pykafka and of "
+        "the tuned connector once more under py-spy (Python workers) and JFR (Spark JVM), "
+        "with every process's CPU; recordings and summary.md go to DIR (profiles.py)",
+    )
     # set when this script ran itself again in the connector's pyspark (the jars it added)
     ap.add_argument("--fetched-jars", help=argparse.SUPPRESS)
+    # the Python this script was started with (it has matplotlib; the connector's venv not)
+    ap.add_argument("--drawing-python", default=sys.executable, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
     if args.fetched_jars:
@@ -644,10 +749,23 @@ def main(argv=None):
             )
             os.execve(
                 python,
-                [python, os.path.abspath(__file__), *argv, "--fetched-jars", args.jars],
+                [
+                    python,
+                    os.path.abspath(__file__),
+                    *argv,
+                    "--fetched-jars",
+                    args.jars,
+                    "--drawing-python",
+                    sys.executable,
+                ],
                 child_environment(),
             )
     args.rates = [int(r) for r in args.rates.split(",") if r]
+    only = {path.strip() for path in args.only.split(",") if path.strip()}
+    if only - {"read", "write", "stream"}:
+        ap.error(f"--only takes read, write and stream, not {', '.join(sorted(only))}")
+    if args.no_stream:
+        only.discard("stream")
     args.write_records = args.write_records or args.records // 2
 
     from tests.support.schema_registry import start_registry
@@ -655,11 +773,20 @@ def main(argv=None):
 
     conf = {"spark.jars": args.jars} if args.jars else {"spark.jars.packages": args.packages}
     conf["spark.sql.python.filterPushdown.enabled"] = "true"  # for pykafka's pushFilters
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        conf[key] = value
     started = time.monotonic()
     load_before = os.getloadavg()
     broker = start_broker(args.tansu)
     registry = start_registry()
     spark = make_spark("kafka_ds bench_jvm", driver_memory="4g", conf=conf)
+    args.profiler = None
+    if args.profile:
+        import profiles
+
+        profiles.TOOL_DIRS.append(os.path.dirname(args.drawing_python))
+        args.profiler = profiles.Profiler(args.profile, broker, spark)
     try:
         try:
             _ = (
@@ -697,10 +824,24 @@ def main(argv=None):
         fill(broker, topic, args.records, args.partitions, args.value_size)
         ends = ends_json(broker, topic)
         log(f"{sum(ends.values()):,} records in {topic}")
-        read_rates, in_range = reads(spark, broker, topic, ends, args)
+        read_rates, in_range = (
+            reads(spark, broker, topic, ends, args) if "read" in only else ({}, 0)
+        )
         broker.delete_topic(topic, wait=False)
-        write_rates = writes(spark, broker, args, registry, avro)
-        stream = {} if args.no_stream else streaming(spark, broker, args)
+        write_rates = writes(spark, broker, args, registry, avro) if "write" in only else {}
+        stream = streaming(spark, broker, args) if "stream" in only else {}
+        floor = []
+        if "stream" in only:
+            # Spark's own cost of a trigger with a Python source and sink (no Kafka); with
+            # --stream-breakdown its other three queries too
+            import stream_floor
+
+            queries = stream_floor.QUERIES if args.stream_breakdown else stream_floor.QUERIES[-1:]
+            for label, source, sink in queries:
+                floor.append(
+                    (label, stream_floor.measure(spark, source, sink, args.stream_seconds))
+                )
+                log(f"floor, {label}: {floor[-1][1]}")
     finally:
         spark.stop()
         registry.stop()
@@ -720,17 +861,105 @@ def main(argv=None):
         f"{load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end. "
         f"Machine: {machine()}."
     )
+    if args.profiler:
+        import profiles
+
+        profiled = profiles.summary(args.profiler)
+        with open(os.path.join(args.profile, "summary.md"), "w") as f:
+            f.write(profiled)
+        print("\nProfiles (" + args.profile + "):\n\n" + profiled)
+    figures = raw_figures(read_rates, write_rates, stream, args)
+    figures["floor"] = dict(floor)
+    figures["title"] = (
+        f"{broker_label(broker)}, Spark {found['spark']}, local[2], "
+        f"{dt.datetime.now():%Y-%m-%d %H:%M}, load {load_before[0]:.1f}-{load_after[0]:.1f}"
+    )
     text = tables(read_rates, write_rates, stream, args, in_range)
+    if args.stream_breakdown and floor:
+        text += "\n\n" + breakdown_table(stream, floor, args)
+    text += (
+        "\n\nTargets (issue #39; pykafka at its defaults against the tuned connector):\n\n"
+        + jvm_report.targets_table(figures)
+    )
     print("\n" + header + "\n\n" + text)
     if args.write_results:
         path = os.path.join(HERE, "results.md")
+        chart = os.path.join(os.path.dirname(HERE), "docs", "images", "bench_jvm.png")
         replace_section(
             path,
             "jvm",
-            '## Against Spark\'s `format("kafka")` (`bench_jvm.py`)\n\n' + header + "\n\n" + text,
+            '## Against Spark\'s `format("kafka")` (`bench_jvm.py`)\n\n'
+            + header
+            + "\n\n"
+            + text
+            + "\n\nChart: `docs/images/bench_jvm.png` (drawn by this run).",
         )
-        print(f"\nwrote the jvm section of {os.path.relpath(path)}")
+        with open(FIGURES_JSON, "w") as f:
+            json.dump(figures, f, indent=1, sort_keys=True)
+        draw_chart(args.drawing_python, chart)
+        print(f"\nwrote the jvm section of {os.path.relpath(path)}, {FIGURES_JSON}, {chart}")
     return 0
+
+
+FIGURES_JSON = os.path.join(HERE, "results_jvm.json")
+
+
+def breakdown_table(stream, floor, args) -> str:
+    """--stream-breakdown: the median of each trigger stage (ms) of every query at the first
+    rate, and of stream_floor.py's queries (Spark's own cost, no Kafka) in the same session."""
+    import stream_floor
+
+    rate = args.rates[0]
+    rows = [
+        (f"{label}, {rate:,} records/s", phase["triggers"])
+        for (at, label), phase in stream.items()
+        if at == rate and "triggers" in phase
+    ]
+    return (
+        "Where a trigger's time goes (median ms of Spark's trigger stages; the last rows: "
+        "stream_floor.py's do-nothing Python source and sink, no Kafka):\n\n"
+        + stream_floor.table(rows + floor)
+    )
+
+
+def raw_figures(read_rates, write_rates, stream, args) -> dict:
+    """The run's figures as JSON-able dicts: {path: {connector: rows/s}}, and for streams
+    {rate: {connector: phase}}; what jvm_report.py reads."""
+    reads, writes = {}, {}
+    for (key, label), value in read_rates.items():
+        reads.setdefault(key, {})[label] = value
+    for (key, label), value in write_rates.items():
+        writes.setdefault(key, {})[label] = value
+    streams = {}
+    for (rate, label), phase in stream.items():
+        streams.setdefault(str(rate), {})[label] = phase
+    return {
+        "records": args.records,
+        "write_records": args.write_records,
+        "repeat": args.repeat,
+        "rates": args.rates,
+        "reads": reads,
+        "writes": writes,
+        "stream": streams,
+    }
+
+
+def draw_chart(python, chart):
+    """jvm_report.draw here if this Python has matplotlib, else with ``python``."""
+    os.makedirs(os.path.dirname(chart), exist_ok=True)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        import subprocess
+
+        subprocess.run(
+            [python, os.path.join(HERE, "jvm_report.py"), FIGURES_JSON, chart],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        return
+    with open(FIGURES_JSON) as f:
+        jvm_report.draw(json.load(f), chart)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,222 @@
+"""bench_jvm.py's figures as targets and as a chart.
+
+    .venv/bin/python benchmarks/jvm_report.py benchmarks/results_jvm.json docs/images/bench_jvm.png
+
+:func:`targets_table` holds pykafka's figures against the tuned connector's to issue #39's
+targets (throughput: pykafka's rows/s as a multiple of the connector's, higher is better;
+latency: pykafka's milliseconds as a multiple of the connector's, lower is better).
+:func:`draw` draws the figures of one run: rows/s per path for each connector, and the
+streaming latency percentiles. bench_jvm.py calls both; it runs in the connector's pyspark
+venv, which has no matplotlib, so there it runs this file with the Python it was started
+with (the project's venv).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+PYKAFKA, DEFAULTS, TUNED = "pykafka", "kafka, defaults", "kafka, tuned"
+#: a Python source of ready-made batches, or a Python sink that writes nothing: what Spark's
+#: Python data source machinery costs alone, the bound of any Python connector
+CEILING = "ceiling"
+BYTE_LIMIT_OFF = ", pykafka with maxBytesPerBatch=2147483647"
+
+# (what, where the figures are, key, target, higher is better)
+TARGETS = [
+    ("read, `count()`", "reads", "count", 1.5, True),
+    ("binary write", "writes", "write, binary", 1.5, True),
+    (
+        "Avro write, `spark.sql.execution.arrow.maxBytesPerBatch` off (docs/performance.md)",
+        "writes",
+        "write, Avro" + BYTE_LIMIT_OFF,
+        1.2,
+        True,
+    ),
+    ("Avro write at Spark's defaults", "writes", "write, Avro", 1.0, True),
+]
+LATENCY_TARGETS = [("p50", 1.0), ("p99", 1.2)]
+
+
+def _pair(figures: dict, where: str, key: str):
+    """pykafka's figure, the tuned connector's and the ceiling's for one path (the connector
+    hands no rows to Python, so the byte limit leaves its figure as it is: its plain
+    write's)."""
+    table = figures.get(where, {})
+    ours = table.get(key, {}).get(PYKAFKA)
+    theirs = table.get(key.replace(BYTE_LIMIT_OFF, ""), {}).get(TUNED)
+    return ours, theirs, table.get(key, {}).get(CEILING)
+
+
+#: stream_floor.py's query with a Python source and a Python sink that do nothing
+FLOOR_QUERY = "do-nothing Python source -> do-nothing Python sink"
+
+
+def targets(figures: dict) -> list[dict]:
+    """One row per target: the two figures, pykafka's as a multiple, the target, met?, and
+    the ceiling's multiple (what a Python connector doing nothing reaches)."""
+    out = []
+    for what, where, key, target, higher in TARGETS:
+        ours, theirs, ceiling = _pair(figures, where, key)
+        out.append(_target_row(what, ours, theirs, target, higher, "rows/s", ceiling))
+    floor = figures.get("floor", {}).get(FLOOR_QUERY, {}).get("triggerExecution")
+    for rate in figures.get("rates", []):
+        phases = figures.get("stream", {}).get(str(rate), {})
+        tuned_trigger = phases.get(TUNED, {}).get("triggers", {}).get("triggerExecution")
+        for percentile, target in LATENCY_TARGETS:
+            ours = phases.get(PYKAFKA, {}).get("latency_ms", {}).get(percentile)
+            theirs = phases.get(TUNED, {}).get("latency_ms", {}).get(percentile)
+            row = _target_row(
+                f"streaming {percentile} at {rate:,} records/s", ours, theirs, target, False, "ms"
+            )
+            if floor and tuned_trigger:
+                # a trigger's median duration, not a latency: the floor's against the
+                # connector's own, in the same session
+                row["ceiling_ratio"] = floor / tuned_trigger
+            out.append(row)
+    return out
+
+
+def _target_row(what, ours, theirs, target, higher, unit, ceiling=None) -> dict:
+    ratio = ours / theirs if ours and theirs else None
+    met = None if ratio is None else (ratio >= target if higher else ratio <= target)
+    return {
+        "what": what,
+        "pykafka": ours,
+        "tuned": theirs,
+        "ratio": ratio,
+        "target": f"{'>=' if higher else '<='} {target:.1f}x",
+        "met": met,
+        "unit": unit,
+        "ceiling_ratio": ceiling / theirs if ceiling and theirs else None,
+    }
+
+
+def _figure(value, unit) -> str:
+    if value is None:
+        return "--"
+    return f"{value / 1e6:.2f}M" if unit == "rows/s" else f"{value:.0f} ms"
+
+
+def targets_table(figures: dict) -> str:
+    lines = [
+        '| path | pykafka | `format("kafka")`, tuned | pykafka as a multiple | target | met '
+        "| Spark's own cost as a multiple (a Python source/sink doing nothing) |",
+        "|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for row in targets(figures):
+        ratio = "--" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+        bound = "--" if row["ceiling_ratio"] is None else f"{row['ceiling_ratio']:.2f}x"
+        met = {True: "yes", False: "**no**", None: "not measured"}[row["met"]]
+        lines.append(
+            f"| {row['what']} | {_figure(row['pykafka'], row['unit'])} | "
+            f"{_figure(row['tuned'], row['unit'])} | {ratio} | {row['target']} | {met} | {bound} |"
+        )
+    return "\n".join(lines)
+
+
+# --- the chart -----------------------------------------------------------------------------------
+
+PATHS = [  # (label on the chart, where, key)
+    ("read\ncount()", "reads", "count"),
+    ("read\nsum(length)", "reads", "sum(length(value))"),
+    ("write\nbinary", "writes", "write, binary"),
+    ("write binary,\nbyte limit off", "writes", "write, binary" + BYTE_LIMIT_OFF),
+    ("write\nAvro", "writes", "write, Avro"),
+    ("write Avro,\nbyte limit off", "writes", "write, Avro" + BYTE_LIMIT_OFF),
+]
+COLOURS = {PYKAFKA: "#1f77b4", DEFAULTS: "#c7c7c7", TUNED: "#ff7f0e", CEILING: "#ffffff"}
+NAMES = {CEILING: "Spark alone (a Python source/sink doing nothing)"}
+
+
+def _rate(figures, where, key, label):
+    table = figures.get(where, {})
+    if key.endswith(BYTE_LIMIT_OFF) and label not in (PYKAFKA, CEILING):
+        key = key.replace(BYTE_LIMIT_OFF, "")  # the connector's rows never reach Python
+    value = table.get(key, {}).get(label)
+    return value if value and value > 0 else None
+
+
+def draw(figures: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [PYKAFKA, DEFAULTS, TUNED]
+    paths = [p for p in PATHS if _rate(figures, p[1], p[2], PYKAFKA)]
+    bars_of = labels + [CEILING] * any(_rate(figures, p[1], p[2], CEILING) for p in paths)
+    rates = figures.get("rates", [])
+    streams = figures.get("stream", {})
+    panels = 1 + bool(streams)
+    fig, axes = plt.subplots(
+        1,
+        panels,
+        figsize=(6.5 * panels, 4.6),
+        dpi=110,
+        squeeze=False,
+        gridspec_kw={"width_ratios": [1.6, 1][:panels]},
+    )
+    ax = axes[0][0]
+    width = 0.8 / len(bars_of)
+    for i, label in enumerate(bars_of):
+        values = [(_rate(figures, where, key, label) or 0) / 1e6 for _, where, key in paths]
+        xs = [j + (i - (len(bars_of) - 1) / 2) * width for j in range(len(paths))]
+        bars = ax.bar(
+            xs,
+            values,
+            width,
+            label=NAMES.get(label, label),
+            color=COLOURS[label],
+            edgecolor="#555555" if label == CEILING else None,
+            hatch="//" if label == CEILING else None,
+        )
+        if label != DEFAULTS:
+            ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
+    ax.set_xticks(range(len(paths)))
+    ax.set_xticklabels([name for name, *_ in paths], fontsize=8)
+    ax.set_ylabel("million rows/s (higher is better)")
+    ax.set_title(f"Throughput, {figures.get('records', 0):,} records of 100 B", fontsize=10)
+    ax.margins(y=0.2)  # room for the legend above the bars
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    ax.grid(True, axis="y", alpha=0.3)
+    if streams:
+        ax = axes[0][1]
+        width = 0.8 / len(labels)
+        groups = [
+            (f"{rate:,}/s\n{pct}", str(rate), pct) for rate in rates for pct in ("p50", "p99")
+        ]
+        for i, label in enumerate(labels):
+            values = [
+                streams.get(rate, {}).get(label, {}).get("latency_ms", {}).get(pct) or 0
+                for _, rate, pct in groups
+            ]
+            xs = [j + (i - 1) * width for j in range(len(groups))]
+            bars = ax.bar(xs, values, width, label=label, color=COLOURS[label])
+            if label != DEFAULTS:
+                ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([name for name, *_ in groups], fontsize=8)
+        ax.set_ylabel("produce-to-visible ms (lower is better)")
+        ax.set_title("Streaming latency, readStream -> writeStream", fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(figures.get("title", ""), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(argv[0]) as f:
+        figures = json.load(f)
+    draw(figures, argv[1])
+    print(targets_table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
