@@ -392,7 +392,11 @@ def writes(spark, broker, args, registry, avro):
         )
     rates = {key: rows / min(t) for key, t in times.items()}
     for key, run, _expected in cases:
-        if args.profiler and key[0].startswith("write, binary") and key[1] in PROFILED:
+        if (
+            args.profiler
+            and key[0].startswith(("write, binary", "write, Avro"))
+            and key[1] in PROFILED
+        ):
             args.profiler.run(f"{key[0]}, {key[1]}", run, rows)
     binary.unpersist()
     typed.unpersist()
@@ -719,8 +723,8 @@ def main(argv=None):
     ap.add_argument(
         "--profile",
         metavar="DIR",
-        help="after the timed rounds, run the count and the binary writes of pykafka and of "
-        "the tuned connector once more under py-spy (Python workers) and JFR (Spark JVM), "
+        help="after the timed rounds, run the count and the writes of pykafka and of "
+        "the tuned connector again under py-spy (Python workers) and JFR (Spark JVM), "
         "with every process's CPU; recordings and summary.md go to DIR (profiles.py)",
     )
     # set when this script ran itself again in the connector's pyspark (the jars it added)
@@ -882,7 +886,18 @@ def main(argv=None):
         + jvm_report.targets_table(figures)
     )
     print("\n" + header + "\n\n" + text)
-    if args.write_results:
+    if args.write_results and args.profiler:
+        # a profiling run's figures are slowed by the recorders: its own section, and the
+        # "jvm" section, its JSON and its chart stay those of a plain run
+        path = os.path.join(HERE, "results.md")
+        replace_section(
+            path,
+            "jvm-profile",
+            '### Where the time goes against Spark\'s `format("kafka")` (`bench_jvm.py '
+            "--profile`)\n\n" + header + "\n\n" + profiled,
+        )
+        print(f"\nwrote the jvm-profile section of {os.path.relpath(path)}")
+    elif args.write_results:
         path = os.path.join(HERE, "results.md")
         chart = os.path.join(os.path.dirname(HERE), "docs", "images", "bench_jvm.png")
         replace_section(

@@ -172,7 +172,9 @@ def draw(figures: dict, path: str) -> None:
             hatch="//" if label == CEILING else None,
         )
         if label != DEFAULTS:
-            ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
+            ax.bar_label(
+                bars, labels=[f"{v:.2f}" if v else "" for v in values], fontsize=7, padding=1
+            )
     ax.set_xticks(range(len(paths)))
     ax.set_xticklabels([name for name, *_ in paths], fontsize=8)
     ax.set_ylabel("million rows/s (higher is better)")
@@ -194,7 +196,9 @@ def draw(figures: dict, path: str) -> None:
             xs = [j + (i - 1) * width for j in range(len(groups))]
             bars = ax.bar(xs, values, width, label=label, color=COLOURS[label])
             if label != DEFAULTS:
-                ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
+                ax.bar_label(
+                    bars, labels=[f"{v:.0f}" if v else "" for v in values], fontsize=7, padding=1
+                )
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([name for name, *_ in groups], fontsize=8)
         ax.set_ylabel("produce-to-visible ms (lower is better)")

@@ -108,6 +108,7 @@ class Profiler:
     def run(self, name: str, fn, rows: int):
         """Run ``fn()`` twice: for the CPU seconds of every process with nothing attached,
         then with every recorder on (they slow it down); keep the figures under ``name``."""
+        time.sleep(2.0)  # the previous case's recorders write their files and exit
         clean = self._cpu(fn)
         slug = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
         spies = []
