@@ -103,9 +103,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "integration: needs a real broker started by the suite")
     config.addinivalue_line(
         "markers",
-        "only_brokers(*names): run on these of the enabled brokers only (the "
-        "tests that start and kill several Spark drivers: one real broker is enough "
-        "for what they prove, and each run costs a minute of the suite)",
+        "only_brokers(*names): run on these of the enabled brokers only (tests whose "
+        "every run costs the suite many seconds, where one real broker is enough for "
+        "what they prove: Spark drivers started and killed, codecs round-tripped)",
     )
     config.addinivalue_line(
         "markers",

@@ -136,6 +136,7 @@ def kafka_topic(kafka_broker):
 
 @pytest.mark.smoke
 @pytest.mark.heavy
+@pytest.mark.only_brokers("kafka", "kafka_older", "tansu")  # not the mock: the suite's time
 def test_commit_and_abort_from_another_process(broker, new_topic):
     topic = new_topic(partitions=2)
     bs = broker.bootstrap_servers
