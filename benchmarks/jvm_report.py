@@ -137,6 +137,30 @@ def _rate(figures, where, key, label):
     return value if value and value > 0 else None
 
 
+def _grouped_bars(ax, names, series, number) -> None:
+    """A group of bars per name, a bar per ``(label, values)`` of ``series``, each value
+    written above its bar (``number``: its format) except the connector's defaults'."""
+    width = 0.8 / len(series)
+    for i, (label, values) in enumerate(series):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(names))]
+        bars = ax.bar(
+            xs,
+            values,
+            width,
+            label=NAMES.get(label, label),
+            color=COLOURS[label],
+            edgecolor="#555555" if label == CEILING else None,
+            hatch="//" if label == CEILING else None,
+        )
+        if label != DEFAULTS:
+            ax.bar_label(
+                bars, labels=[number.format(v) if v else "" for v in values], fontsize=7, padding=1
+            )
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
 def draw(figures: dict, path: str) -> None:
     import matplotlib
 
@@ -158,52 +182,39 @@ def draw(figures: dict, path: str) -> None:
         gridspec_kw={"width_ratios": [1.6, 1][:panels]},
     )
     ax = axes[0][0]
-    width = 0.8 / len(bars_of)
-    for i, label in enumerate(bars_of):
-        values = [(_rate(figures, where, key, label) or 0) / 1e6 for _, where, key in paths]
-        xs = [j + (i - (len(bars_of) - 1) / 2) * width for j in range(len(paths))]
-        bars = ax.bar(
-            xs,
-            values,
-            width,
-            label=NAMES.get(label, label),
-            color=COLOURS[label],
-            edgecolor="#555555" if label == CEILING else None,
-            hatch="//" if label == CEILING else None,
-        )
-        if label != DEFAULTS:
-            ax.bar_label(
-                bars, labels=[f"{v:.2f}" if v else "" for v in values], fontsize=7, padding=1
-            )
-    ax.set_xticks(range(len(paths)))
-    ax.set_xticklabels([name for name, *_ in paths], fontsize=8)
+    _grouped_bars(
+        ax,
+        [name for name, *_ in paths],
+        [
+            (label, [(_rate(figures, where, key, label) or 0) / 1e6 for _, where, key in paths])
+            for label in bars_of
+        ],
+        "{:.2f}",
+    )
     ax.set_ylabel("million rows/s (higher is better)")
     ax.set_title(f"Throughput, {figures.get('records', 0):,} records of 100 B", fontsize=10)
     ax.margins(y=0.2)  # room for the legend above the bars
     ax.legend(fontsize=8, loc="upper left", ncol=2)
-    ax.grid(True, axis="y", alpha=0.3)
     if streams:
+        groups = [(str(rate), pct) for rate in rates for pct in ("p50", "p99")]
         ax = axes[0][1]
-        width = 0.8 / len(labels)
-        groups = [
-            (f"{rate:,}/s\n{pct}", str(rate), pct) for rate in rates for pct in ("p50", "p99")
-        ]
-        for i, label in enumerate(labels):
-            values = [
-                streams.get(rate, {}).get(label, {}).get("latency_ms", {}).get(pct) or 0
-                for _, rate, pct in groups
-            ]
-            xs = [j + (i - 1) * width for j in range(len(groups))]
-            bars = ax.bar(xs, values, width, label=label, color=COLOURS[label])
-            if label != DEFAULTS:
-                ax.bar_label(
-                    bars, labels=[f"{v:.0f}" if v else "" for v in values], fontsize=7, padding=1
+        _grouped_bars(
+            ax,
+            [f"{int(rate):,}/s\n{pct}" for rate, pct in groups],
+            [
+                (
+                    label,
+                    [
+                        streams.get(rate, {}).get(label, {}).get("latency_ms", {}).get(pct) or 0
+                        for rate, pct in groups
+                    ],
                 )
-        ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([name for name, *_ in groups], fontsize=8)
+                for label in labels
+            ],
+            "{:.0f}",
+        )
         ax.set_ylabel("produce-to-visible ms (lower is better)")
         ax.set_title("Streaming latency, readStream -> writeStream", fontsize=10)
-        ax.grid(True, axis="y", alpha=0.3)
     fig.suptitle(figures.get("title", ""), fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
