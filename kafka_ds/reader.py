@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .client import EARLIEST, LATEST, make_client
-from .client.kept import release, task_client
+from .client.kept import task_connections
 from .compat import FILTER_PUSHDOWN, require
 from .read.planner import OffsetPlanner, late_offsets, rebind, split_ranges
 from .read.pushdown import Narrowing, narrow, narrow_ranges
@@ -70,16 +70,12 @@ class KafkaBatchReader(DataSourceReader):
     @spark_entry_point
     def read(self, partition):
         freeze_long_lived_objects()
-        client = task_client(self.opts)  # connections kept from this process's last task
-        done = False
-        try:
+        # with the connections this process's last task left
+        with task_connections(self.opts) as client:
             if getattr(partition, "late_start", False) or getattr(partition, "late_end", False):
                 partition = rebind(self.opts, client, partition)
             if partition is not None:
                 yield from read_range(self.opts, partition, client)
-            done = True
-        finally:
-            release(client, reusable=done)
 
 
 def plan_late_bound(ranges, late_start: set, late_end: set, min_partitions, max_records):

@@ -22,7 +22,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming import StreamingQueryListener
 
 from .client import LATEST, make_client
-from .client.kept import release, task_client
+from .client.kept import task_connections
 from .compat import ADMISSION_CONTROL, SupportsTriggerAvailableNow, require
 from .errors import ConfigurationError
 from .options import ReadOptions
@@ -189,18 +189,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @spark_entry_point
     def read(self, partition):
         freeze_long_lived_objects()
-        if not hasattr(partition, "topic") and not isinstance(partition, KafkaInputRanges):
-            return  # the empty task that starts the Python worker (partitions())
         # One client for all the ranges, with the connections this process's last task left
-        client = task_client(self.opts)
-        done = False
-        try:
-            pieces = partition.ranges if isinstance(partition, KafkaInputRanges) else (partition,)
+        # (read_range passes over the empty task that starts the worker: partitions())
+        pieces = partition.ranges if isinstance(partition, KafkaInputRanges) else (partition,)
+        with task_connections(self.opts) as client:
             for piece in pieces:
                 yield from read_range(self.opts, piece, client)
-            done = True
-        finally:
-            release(client, reusable=done)
 
     # --- progress ----------------------------------------------------------------
 

@@ -39,11 +39,13 @@ class _TaskWrites:
     def write(self, iterator) -> KafkaCommitMessage:
         # The encoder (numpy, pyarrow) loads in the write tasks only: Spark's writer() and
         # commit() run in Python processes of their own, which unpickle this class.
+        from .client.kept import task_connections
         from .write.task import write_batches
 
         freeze_long_lived_objects()
         if self.prefix is None:
-            return write_batches(self.opts, self.plan, iterator, keep_connections=True)
+            with task_connections(self.opts) as client:
+                return write_batches(self.opts, self.plan, iterator, client=client)
         from .write.exactly_once import current_batch_id, transactional_id
 
         task = spark_partition_id()
@@ -52,15 +54,16 @@ class _TaskWrites:
             # A micro-batch Spark replays whose transactions were committed before a crash.
             log.info("micro-batch %d is already committed: task %d writes nothing", batch_id, task)
             return KafkaCommitMessage(task=task, records=0, bytes=0, skipped=True)
-        return write_batches(
-            self.opts,
-            self.plan,
-            iterator,
-            task,
-            transactional_id(self.prefix, task),
-            self.abort_marker,
-            keep_connections=True,
-        )
+        with task_connections(self.opts) as client:
+            return write_batches(
+                self.opts,
+                self.plan,
+                iterator,
+                task,
+                transactional_id(self.prefix, task),
+                self.abort_marker,
+                client=client,
+            )
 
 
 class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):

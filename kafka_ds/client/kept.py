@@ -17,16 +17,14 @@ task takes it and opened again; one left idle longer than :data:`KEEP_SECONDS` i
 
 from __future__ import annotations
 
-import logging
 import select
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 
 from .cluster import KafkaClient, make_client
 from .connection import BrokerConnection
-
-log = logging.getLogger(__name__)
 
 #: A connection idle longer than this is closed rather than reused (brokers close idle
 #: connections after connections.max.idle.ms, 10 minutes by default).
@@ -109,6 +107,19 @@ def release(client: KafkaClient, reusable: bool) -> None:
             conn.close()
 
 
+@contextmanager
+def task_connections(opts) -> Iterator[KafkaClient]:
+    """A Spark task's client (:func:`task_client`), given back when the block ends: its
+    connections kept if the block ended without an exception, closed otherwise."""
+    client = task_client(opts)
+    done = False
+    try:
+        yield client
+        done = True
+    finally:
+        release(client, reusable=done)
+
+
 def close_kept() -> None:
     """Close every kept connection (tests; a process that ends closes them anyway)."""
     with _lock:
@@ -119,4 +130,4 @@ def close_kept() -> None:
             conn.close()
 
 
-__all__ = ["KEEP_SECONDS", "close_kept", "release", "task_client"]
+__all__ = ["KEEP_SECONDS", "close_kept", "release", "task_client", "task_connections"]

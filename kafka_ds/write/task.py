@@ -10,8 +10,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from ..client import make_client
-from ..client.kept import release, task_client
+from ..client import KafkaClient, make_client
 from ..client.producer import Producer
 from ..client.transactions import Transaction
 from ..options import WriteOptions
@@ -40,16 +39,15 @@ class TaskWriter:
         task: int | None = None,
         transactional_id: str | None = None,
         abort_marker: tuple[str, str] | None = None,
-        keep_connections: bool = False,
+        client: KafkaClient | None = None,
     ):
         self.opts = opts
         self.plan = plan
         self.task = spark_partition_id() if task is None else task
-        # Both settings objects were built on the driver (kafka_ds.options). A Spark task's
-        # writer takes the connections this process's last task left (client/kept.py).
-        self.keep_connections = keep_connections
-        self.finished = False
-        self.client = task_client(opts) if keep_connections else make_client(opts)
+        # Both settings objects were built on the driver (kafka_ds.options). ``client``: the
+        # caller's (a Spark task's, client/kept.py), which the caller ends; else our own.
+        self.own_client = client is None
+        self.client = make_client(opts) if client is None else client
         try:
             self._producer(transactional_id, abort_marker)
         except BaseException:
@@ -159,14 +157,10 @@ class TaskWriter:
             if self.transaction.partitions:  # an empty transaction has nothing to end
                 message.producer_id = self.transaction.producer_id
                 message.producer_epoch = self.transaction.producer_epoch
-        self.finished = True
         return message
 
     def close(self) -> None:
-        if self.keep_connections:
-            # Kept only after a task whose every batch was acknowledged.
-            release(self.client, reusable=self.finished)
-        else:
+        if self.own_client:
             self.client.close()
 
 
@@ -177,11 +171,11 @@ def write_batches(
     task: int | None = None,
     transactional_id: str | None = None,
     abort_marker: tuple[str, str] | None = None,
-    keep_connections: bool = False,
+    client: KafkaClient | None = None,
 ):
     """Write an iterator of Arrow batches; the commit message once all are acknowledged.
-    ``keep_connections``: a Spark task's (client/kept.py)."""
-    writer = TaskWriter(opts, plan, task, transactional_id, abort_marker, keep_connections)
+    ``client``: the caller's, left open (see :class:`TaskWriter`)."""
+    writer = TaskWriter(opts, plan, task, transactional_id, abort_marker, client)
     try:
         for batch in batches:
             writer.write_batch(batch)

@@ -48,7 +48,8 @@ def write(proxy, topic, values, **options):
     )
     table = pa.table({"value": pa.array(values, pa.binary())})
     plan = ColumnPlan(value=0)
-    return write_batches(opts, plan, table.to_batches(), task=0, keep_connections=True)
+    with kept.task_connections(opts) as client:  # as a Spark write task takes its client
+        return write_batches(opts, plan, table.to_batches(), task=0, client=client)
 
 
 def read(proxy, topic, end):
@@ -57,13 +58,8 @@ def read(proxy, topic, end):
         {"kafka.bootstrap.servers": proxy.bootstrap_servers, "subscribe": topic},
         streaming=False,
     )
-    client = kept.task_client(opts)
-    done = False
-    try:
+    with kept.task_connections(opts) as client:
         batches = list(read_range(opts, OffsetRange(topic, 0, 0, end), client))
-        done = True
-    finally:
-        kept.release(client, reusable=done)
     return [v for b in batches for v in b.column("value").to_pylist()]
 
 
