@@ -341,14 +341,6 @@ def writes(spark, broker, args, registry, avro):
 
         return run
 
-    def null_write(df):
-        def run():
-            started = time.perf_counter()
-            df.write.format("bench_null_sink").mode("append").save()
-            return time.perf_counter() - started, rows
-
-        return run
-
     import bench_typed_write
     from pyspark import cloudpickle
 
@@ -359,7 +351,9 @@ def writes(spark, broker, args, registry, avro):
         cases.append((("write, binary", label), write(binary, fmt, options), rows))
     # Spark's own cost of handing the rows to a Python writer (bench_typed_write.py's sink
     # that iterates its Arrow batches and writes nothing)
-    cases.append((("write, binary", CEILING), null_write(binary), rows))
+    cases.append(
+        (("write, binary", CEILING), lambda: (bench_typed_write.write_null(binary), rows), rows)
+    )
     if avro:
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import to_avro

@@ -20,13 +20,22 @@ def _descendants(root, procs) -> set:
     return found
 
 
+def broker_pids(broker) -> set[int]:
+    """The broker's processes: Tansu's, or the JVM of each Apache Kafka node (the mock
+    cluster runs in a process of its own that is not counted)."""
+    pid = getattr(broker, "tansu_pid", None)
+    if pid:
+        return {pid}
+    return {node.java_pid for node in getattr(broker, "nodes", []) if node.java_pid}
+
+
 class Timed:
-    """Wall seconds of one step (a write, a read) and the CPU seconds it cost: the broker (Tansu only), the
-    Spark JVM and its Python workers (``spark`` given), or this process (confluent-kafka:
-    the Python loop and librdkafka's threads)."""
+    """Wall seconds of one step (a write, a read) and the CPU seconds it cost: the broker
+    (Tansu or Apache Kafka), the Spark JVM and its Python workers (``spark`` given), or this
+    process (confluent-kafka: the Python loop and librdkafka's threads)."""
 
     def __init__(self, broker, spark=None):
-        self.pid = getattr(broker, "tansu_pid", None)
+        self.broker_pids = broker_pids(broker)
         self.jvm = spark.sparkContext._gateway.proc.pid if spark is not None else None
 
     def __enter__(self):
@@ -48,8 +57,8 @@ class Timed:
             )
 
         self.cpu = {}
-        if self.pid is not None:
-            self.cpu["broker"] = used({self.pid})
+        if self.broker_pids:
+            self.cpu["broker"] = used(self.broker_pids)
         if self.jvm is not None:
             tree = _descendants(self.jvm, after)
             self.cpu["Spark JVM"] = used({self.jvm})

@@ -58,13 +58,6 @@ def _tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-def _broker_pids(broker) -> set[int]:
-    pid = getattr(broker, "tansu_pid", None)
-    if pid:
-        return {pid}
-    return {node.java_pid for node in getattr(broker, "nodes", []) if node.java_pid}
-
-
 class Profiler:
     def __init__(self, out_dir: str, broker, spark):
         self.out_dir = out_dir
@@ -93,16 +86,8 @@ class Profiler:
 
     def _cpu(self, fn) -> cpu_use.Timed:
         """``fn()`` with the CPU seconds of the Spark JVM, its Python workers and the broker."""
-        timed = cpu_use.Timed(self.broker, self.spark)
-        timed.pid = None  # counted below, whatever the broker
-        before = processes()
-        broker_before = {p: before[p].cpu_seconds for p in _broker_pids(self.broker) if p in before}
-        with timed:
+        with cpu_use.Timed(self.broker, self.spark) as timed:
             fn()
-        after = processes()
-        timed.cpu["broker"] = sum(
-            after[p].cpu_seconds - seconds for p, seconds in broker_before.items() if p in after
-        )
         return timed
 
     def run(self, name: str, fn, rows: int):
