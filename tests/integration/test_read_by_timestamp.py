@@ -50,8 +50,9 @@ class Topic:
             ]
 
     def scan(self, partition, timestamp, missing):
-        """The first offset at or after ``timestamp``, else ``missing``."""
-        return next((o for o, ts in self.records[partition] if ts >= timestamp), missing)
+        """Kafka's answer: the smallest offset whose timestamp is at or after ``timestamp``,
+        else ``missing`` (by offset, not by the order produced, in case a retry reordered)."""
+        return min((o for o, ts in self.records[partition] if ts >= timestamp), default=missing)
 
     def ranges(self, **options):
         opts = parse_read_options(
