@@ -581,6 +581,38 @@ class KafkaCluster(_Broker):
                 self._remove_tmpdir()
 
     # -- topics
+    def wait_topic(self, topic: str, partitions: int | None = None, timeout: float = 15.0):
+        """Until the metadata names every partition's leader, then until each leader answers
+        ListOffsets for it. A KRaft broker shows a new topic in its metadata before its
+        replica manager has taken the partitions; a Produce or ListOffsets in between gets
+        NOT_LEADER_OR_FOLLOWER (95 of 200 new 3-partition topics under load). An ``acks=0``
+        write then loses every record, and a producer's retry can reorder its batches."""
+        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        deadline = time.monotonic() + timeout
+        leaders = super().wait_topic(topic, partitions, timeout)
+        waiting = {TopicPartition(topic, partition) for partition in leaders}
+        while True:
+            answers = self.admin().list_offsets(
+                {tp: OffsetSpec.latest() for tp in waiting},
+                request_timeout=max(0.5, min(5.0, deadline - time.monotonic())),
+            )
+            errors = {}
+            for tp, answer in answers.items():
+                try:
+                    answer.result()
+                except KafkaException as e:
+                    errors[tp] = e
+            waiting = set(errors)
+            if not waiting:
+                return leaders
+            if time.monotonic() > deadline:
+                raise BrokerError(
+                    f"{self.name}: topic {topic!r} not served after {timeout}s: {errors}"
+                )
+            time.sleep(0.05)
+
     def create_topic(
         self,
         name: str,
