@@ -6,6 +6,7 @@ timeouts and ApiVersions negotiation (its TLS handshake and SASL exchange:
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import time
 from collections import deque
@@ -159,6 +160,18 @@ class BrokerConnection:
     def in_flight(self) -> int:
         """Requests sent whose responses have not been read yet."""
         return len(self._requests.awaiting)
+
+    def reusable(self) -> bool:
+        """Connected, nothing in flight, and nothing to read: an idle socket that is readable
+        holds the broker's close (or stray bytes); either way it is not to be used again."""
+        sock = self._sock
+        if sock is None or self.in_flight:
+            return False
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
 
     # --- lifecycle -----------------------------------------------------------
 

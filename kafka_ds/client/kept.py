@@ -17,7 +17,6 @@ task takes it and opened again; one left idle longer than :data:`KEEP_SECONDS` i
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 from collections.abc import Hashable, Iterator
@@ -53,19 +52,6 @@ def _key(client: KafkaClient) -> Hashable | None:
     return key
 
 
-def _usable(conn: BrokerConnection) -> bool:
-    """Connected, nothing in flight, and nothing to read: an idle socket that is readable
-    holds the broker's close (or stray bytes); either way it is not reused."""
-    sock = conn._sock
-    if sock is None or conn.in_flight:
-        return False
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return False
-    return not readable
-
-
 def task_client(opts) -> KafkaClient:
     """A client for one task (``make_client``), with the connections an earlier task of
     this process left for the same servers and settings. Give it back with :func:`release`."""
@@ -80,7 +66,7 @@ def task_client(opts) -> KafkaClient:
     kept_at, connections = entry
     fresh = time.monotonic() - kept_at < KEEP_SECONDS
     for node_id, conn in connections.items():
-        if fresh and _usable(conn):
+        if fresh and conn.reusable():
             client.adopt_connection(node_id, conn)
         else:
             conn.close()
@@ -93,7 +79,7 @@ def release(client: KafkaClient, reusable: bool) -> None:
     key = _key(client) if reusable else None
     connections = client.detach_connections() if key is not None else {}
     client.close()
-    keep = {node_id: conn for node_id, conn in connections.items() if _usable(conn)}
+    keep = {node_id: conn for node_id, conn in connections.items() if conn.reusable()}
     for node_id, conn in connections.items():
         if node_id not in keep:
             conn.close()
