@@ -43,27 +43,25 @@ class _TaskWrites:
         from .write.task import write_batches
 
         freeze_long_lived_objects()
-        if self.prefix is None:
-            with task_connections(self.opts) as client:
-                return write_batches(self.opts, self.plan, iterator, client=client)
-        from .write.exactly_once import current_batch_id, transactional_id
+        transactional: dict = {}  # exactly-once: the task's transaction
+        if self.prefix is not None:
+            from .write.exactly_once import current_batch_id, transactional_id
 
-        task = spark_partition_id()
-        batch_id = current_batch_id()
-        if batch_id is not None and batch_id <= self.committed_through:
-            # A micro-batch Spark replays whose transactions were committed before a crash.
-            log.info("micro-batch %d is already committed: task %d writes nothing", batch_id, task)
-            return KafkaCommitMessage(task=task, records=0, bytes=0, skipped=True)
+            task = spark_partition_id()
+            batch_id = current_batch_id()
+            if batch_id is not None and batch_id <= self.committed_through:
+                # A micro-batch Spark replays whose transactions were committed before a crash.
+                log.info(
+                    "micro-batch %d is already committed: task %d writes nothing", batch_id, task
+                )
+                return KafkaCommitMessage(task=task, records=0, bytes=0, skipped=True)
+            transactional = {
+                "task": task,
+                "transactional_id": transactional_id(self.prefix, task),
+                "abort_marker": self.abort_marker,
+            }
         with task_connections(self.opts) as client:
-            return write_batches(
-                self.opts,
-                self.plan,
-                iterator,
-                task,
-                transactional_id(self.prefix, task),
-                self.abort_marker,
-                client=client,
-            )
+            return write_batches(self.opts, self.plan, iterator, client=client, **transactional)
 
 
 class KafkaDataSourceWriter(_TaskWrites, DataSourceArrowWriter):
