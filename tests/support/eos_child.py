@@ -61,8 +61,12 @@ def batch_write(spark, spec, always_fail):
     flag = spec["flag"]
 
     def check(value):
-        # Task 1's rows are 30000..59999: fail at its 20000th row (part of it written).
+        # Task 1's rows are 30000..59999: fail at its 20000th row, once part of them is in
+        # the log. The writer is a Python worker of its own, downstream of this UDF's, and
+        # sends only whole Arrow batches: failing at once could beat every row of the
+        # attempt to the broker under load (CI saw nothing to abort).
         if value == b"row-50000" and (always_fail or not os.path.exists(flag)):
+            _wait_for_values(spec, range(30000, 50000))
             with open(flag, "w") as f:
                 f.write("failed once\n")
             raise RuntimeError("injected failure of a write task")
@@ -90,6 +94,27 @@ def write_rows(spark, spec, rows, tasks, each_value, source="pykafka"):
         .mode("append")
         .save()
     )
+
+
+def _wait_for_values(spec, numbers, seconds=120.0):
+    """Wait until the topic's log (read_uncommitted: open transactions too) holds one of
+    the values b"row-<n>" for n in ``numbers``."""
+    import time
+
+    from kafka_ds.read.ranges import read_range
+    from kafka_ds.source import KafkaDataSource
+
+    wanted = {f"row-{n}".encode() for n in numbers}
+    options = {"kafka.bootstrap.servers": spec["bootstrap"], "subscribe": spec["topic"]}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        reader = KafkaDataSource(options).reader(None)
+        for part in reader.partitions():
+            for batch in read_range(reader.opts, part):
+                if not wanted.isdisjoint(batch.column("value").to_pylist()):
+                    return
+        time.sleep(0.2)
+    raise RuntimeError(f"none of the {len(wanted)} values reached {spec['topic']} in {seconds} s")
 
 
 def _wait_for(path, seconds=240.0):
