@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from tests.support.brokers import free_port
+from tests.support.brokers import free_ports
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 
 def nowhere():
-    return ",".join(f"127.0.0.1:{free_port()}" for _ in range(2))
+    return ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
 
 
 def check(message, servers, option, elapsed, budget_s):

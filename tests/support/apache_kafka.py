@@ -45,7 +45,7 @@ from tests.support.brokers import (
     _live,
     _log_tail,
     api_versions,
-    free_port,
+    free_ports,
 )
 
 DEFAULT_VERSION = "4.4.0"  # the newest Apache Kafka release; the suite's `kafka` and `kafka3`
@@ -422,11 +422,12 @@ class KafkaCluster(_Broker):
         self.format_args = tuple(format_args)
         self._prepare, self._ready = prepare, ready
         self.settings = {**COMMON_SETTINGS, **_replication_settings(nodes), **(settings or {})}
+        ports = iter(free_ports(nodes * (2 + len(self.listeners))))
         self.nodes = [
-            Node(self, node_id, free_port(), free_port()) for node_id in range(1, nodes + 1)
+            Node(self, node_id, next(ports), next(ports)) for node_id in range(1, nodes + 1)
         ]
         for node in self.nodes:
-            node.listener_ports = {name: free_port() for name in self.listeners}
+            node.listener_ports = {name: next(ports) for name in self.listeners}
         self.log_path = self.nodes[0].log_path
         self.bootstrap_servers = ",".join(node.address for node in self.nodes)
         self.broker_ids = [node.node_id for node in self.nodes]

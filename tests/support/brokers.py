@@ -52,9 +52,23 @@ class BrokerError(RuntimeError):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free now. The sockets stay bound until all are chosen: one
+    closed at once may be handed out again by the next bind (a secured node once got the
+    same port for two of its listeners, and its format failed)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            sockets.append(s)
+            s.bind((HOST, 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def librdkafka_path() -> str:

@@ -16,7 +16,7 @@ import subprocess
 import time
 import urllib.request
 
-from tests.support.brokers import free_port
+from tests.support.brokers import free_ports
 
 
 def spark_home() -> str:
@@ -32,8 +32,7 @@ class StandaloneCluster:
     ):
         self.workdir = workdir
         os.makedirs(workdir, exist_ok=True)
-        self.port = free_port()
-        self.ui_port = free_port()
+        self.port, self.ui_port, *self.worker_ui_ports = free_ports(2 + workers)
         self.url = f"spark://127.0.0.1:{self.port}"
         self.hosts = [f"127.0.0.{2 + i}" for i in range(workers)]
         self._procs: list[subprocess.Popen] = []
@@ -67,7 +66,7 @@ class StandaloneCluster:
                         "--memory",
                         worker_memory,
                         "--webui-port",
-                        str(free_port()),
+                        str(self.worker_ui_ports[i]),
                         "--work-dir",
                         os.path.join(workdir, f"work{i}"),
                         "--properties-file",
