@@ -19,8 +19,9 @@ Tests using any of these fixtures get the ``integration`` marker automatically.
 
 Running in parallel (the README's ``-n 4 --dist loadgroup``): each pytest-xdist worker starts
 its own brokers and Spark session. Tests marked ``heavy`` are collected first, so the long
-ones start at once instead of trailing at the end; the modules in ``ONE_WORKER_MODULES``
-run on one worker each (see ``pytest_xdist_make_scheduler``).
+ones start at once instead of trailing at the end, with those marked ``waits`` among them
+(``run_order``); the modules in ``ONE_WORKER_MODULES`` run on one worker each (see
+``pytest_xdist_make_scheduler``).
 """
 
 import os
@@ -117,6 +118,12 @@ def pytest_configure(config):
         "heavy: starts Spark driver processes or venvs of its own (tens of "
         "seconds); collected first",
     )
+    config.addinivalue_line(
+        "markers",
+        "waits: spends most of its seconds waiting on timers (transaction timeouts, "
+        "sessions that expire, injected delays); collected among the heavy tests, "
+        "whose CPU it leaves to them",
+    )
     # kafka-python 3.x loads its schemas with deprecated importlib.resources calls
     config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
@@ -160,9 +167,40 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
-    # Long tests first (a stable sort: the rest keep their order), so that in parallel runs
-    # they overlap with the many short ones.
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+    items[:] = run_order(items)
+
+
+def run_order(items):
+    """Long (``heavy``) tests first, so that in parallel runs they overlap with the many
+    short ones; the ``waits`` tests spread evenly among them; the rest after, each group in
+    collection order. The waits tests used to meet in the short part, four workers on
+    timers at once: the CPU of the 2-core machine dropped to 40-70% for a minute.
+
+    Spread by scheduling unit (``schedule_unit``): a module that runs on one worker is
+    placed where its first test is."""
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(schedule_unit(item.nodeid), []).append(item)
+
+    def marked(unit, name):
+        return any(item.get_closest_marker(name) for item in unit)
+
+    heavy = [unit for unit in units.values() if marked(unit, "heavy")]
+    waits = [unit for unit in units.values() if marked(unit, "waits") and unit not in heavy]
+    rest = [unit for unit in units.values() if unit not in heavy and unit not in waits]
+    ordered = list(heavy)
+    for i, unit in reversed(list(enumerate(waits))):
+        ordered.insert((i + 1) * len(heavy) // (len(waits) + 1), unit)
+    return [item for unit in ordered + rest for item in unit]
+
+
+def schedule_unit(nodeid):
+    """What ``--dist loadgroup`` gives one worker as a whole: the test, its module
+    (``ONE_WORKER_MODULES``) or its modules' group (``SHARED_WORKER_GROUPS``)."""
+    module = nodeid.split("::", 1)[0]
+    if module in SHARED_WORKER_GROUPS:
+        return SHARED_WORKER_GROUPS[module]
+    return module if module in ONE_WORKER_MODULES else nodeid
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -177,10 +215,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ModuleGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid):
-            module = nodeid.split("::", 1)[0]
-            if module in SHARED_WORKER_GROUPS:
-                return SHARED_WORKER_GROUPS[module]
-            return module if module in ONE_WORKER_MODULES else nodeid
+            return schedule_unit(nodeid)
 
     return ModuleGroups(config, log)
 

@@ -218,6 +218,7 @@ def wait_compacted(bootstrap, topic, final, timeout=60.0):
 # --- transactions ------------------------------------------------------------------------------
 
 
+@pytest.mark.waits
 def test_a_streams_zombie_transaction_is_aborted_by_the_transaction_timeout(
     kafka_broker, kafka_topics, tmp_path
 ):
@@ -338,6 +339,7 @@ def run_available_now_reader(reader):
     raise AssertionError("the AvailableNow run did not end")
 
 
+@pytest.mark.waits
 def test_available_now_end_waits_for_the_group_commit_of_its_last_batch(
     kafka_broker, kafka_topics, caplog
 ):

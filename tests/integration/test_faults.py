@@ -117,6 +117,7 @@ def mock_topic(cluster, partitions=3):
 # --- reads, the mock's fault controls -------------------------------------------------
 
 
+@pytest.mark.waits
 def test_read_through_pushed_errors_leader_moves_and_delay(mock_cluster, restore):
     topic = mock_topic(mock_cluster)
     expected = fill(mock_cluster, topic, 3, 100)
@@ -182,6 +183,7 @@ def test_fetch_budget_ends_retries_of_a_broker_that_stays_down(mock_cluster, res
 # --- the fault proxy ------------------------------------------------------------------
 
 
+@pytest.mark.waits
 def test_read_through_dropped_cut_stalled_and_reset_responses(broker, new_topic):
     topic = new_topic(partitions=2)
     expected = fill(broker, topic, 2, 300)

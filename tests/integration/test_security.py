@@ -180,6 +180,7 @@ def test_fixture_serves_confluent_kafka(proxies, certs, kind, mechanism):
     assert confluent_consume(conf, topic, 2) == [b"one", b"two"]
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_fixture_refuses_confluent_kafka_with_a_wrong_password(proxies, certs, mechanism, capfd):
     from confluent_kafka.admin import AdminClient
@@ -191,6 +192,7 @@ def test_fixture_refuses_confluent_kafka_with_a_wrong_password(proxies, certs, m
     assert "Authentication failed" in capfd.readouterr().err  # librdkafka's log line
 
 
+@pytest.mark.waits
 def test_fixture_refuses_confluent_kafka_without_client_certificate(proxies, certs):
     from confluent_kafka.admin import AdminClient
 
@@ -516,6 +518,7 @@ METADATA_ALL = {
 }
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("mechanism", secure_kafka.REAUTH_MECHANISMS)
 def test_reauthentication_before_the_session_ends(proxies, certs, mechanism):
     """The REAUTH listener announces a 1.5 s session (connections.max.reauth.ms) and closes

@@ -390,6 +390,7 @@ def test_a_task_beginning_after_the_abort_writes_nothing(broker, new_topic, capl
             check_not_aborted(client, column_marker, "t-0")
 
 
+@pytest.mark.waits
 def test_abort_fences_through_an_outage_longer_than_the_request_timeout(
     kafka_broker, kafka_topic, caplog
 ):
