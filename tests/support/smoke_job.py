@@ -11,7 +11,9 @@ No ``kafka_ds.register`` call: Spark must find ``format("pykafka")`` by itself. 
 3. streams T into a Parquet directory (AvailableNow, checkpoint), writes 200 rows more,
    restarts the query from the same checkpoint and checks that exactly the new rows came,
 4. records what a user sees of a mistyped option name (``startingOffset``): the error of a
-   strict read, and (pyspark >= 4.1) the warning in Spark's Python worker logs.
+   strict read, and (pyspark >= 4.1) the warning in Spark's Python worker logs,
+5. with ``--admission-control``: starts a stream with ``maxOffsetsPerTrigger`` and records
+   the error it ends with (None if it ran), which pyspark < 4.2 must give.
 
 Prints one JSON line ``SMOKE {...}`` with what it saw; exits 1 on any mismatch.
 """
@@ -106,6 +108,29 @@ def mistyped_option(spark, bootstrap: str, topic: str) -> dict:
     return seen
 
 
+def admission_control(spark, bootstrap: str, topic: str, checkpoint: str) -> str | None:
+    """The error of a stream read with ``maxOffsetsPerTrigger`` (admission control), or
+    None when its first batch ran."""
+    try:
+        query = (
+            spark.readStream.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("maxOffsetsPerTrigger", "10")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        error = query.exception()
+        query.stop()
+        return None if error is None else str(error)[:3000]
+    except Exception as exc:
+        return str(exc)[:3000]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bootstrap", required=True)
@@ -113,6 +138,11 @@ def main(argv=None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--remote", help="Spark Connect: e.g. local[2] (starts a local server)")
     parser.add_argument("--conf", action="append", default=[], help="key=value")
+    parser.add_argument(
+        "--admission-control",
+        action="store_true",
+        help="record the error of a stream read with maxOffsetsPerTrigger",
+    )
     parser.add_argument(
         "--count-executor-jvms",
         action="store_true",
@@ -241,6 +271,12 @@ def main(argv=None) -> int:
                 )
         seen["mistyped_option"] = mistyped_option(spark, args.bootstrap, args.topic)
         lap("mistyped")
+        if args.admission_control:
+            with tempfile.TemporaryDirectory() as work:
+                seen["admission_control_error"] = admission_control(
+                    spark, args.bootstrap, args.topic, work
+                )
+            lap("admission")
     except Exception as exc:  # report what failed in the one JSON line, too
         failures.append(f"{type(exc).__name__}: {str(exc)[:2000]}")
     finally:
