@@ -185,9 +185,9 @@ def run_order(items):
     def marked(unit, name):
         return any(item.get_closest_marker(name) for item in unit)
 
-    heavy = [unit for unit in units.values() if marked(unit, "heavy")]
-    waits = [unit for unit in units.values() if marked(unit, "waits") and unit not in heavy]
-    rest = [unit for unit in units.values() if unit not in heavy and unit not in waits]
+    heavy, waits, rest = [], [], []
+    for unit in units.values():
+        (heavy if marked(unit, "heavy") else waits if marked(unit, "waits") else rest).append(unit)
     ordered = list(heavy)
     for i, unit in reversed(list(enumerate(waits))):
         ordered.insert((i + 1) * len(heavy) // (len(waits) + 1), unit)
