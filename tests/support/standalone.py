@@ -9,13 +9,11 @@ on all of 127/8). Processes come from the pip pyspark's ``bin/spark-class``.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import time
-import urllib.request
 
+from tests.support import waiting
 from tests.support.brokers import free_ports
 
 
@@ -100,25 +98,34 @@ class StandaloneCluster:
         log.close()
 
     def _wait(self, workers: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+        """Until the master's ``/json/`` page counts ``workers`` alive workers. Any other
+        answer (refused, an HTTP error, the UI's HTML page before its JSON one) is "not
+        ready yet"."""
+        url = f"http://127.0.0.1:{self.ui_port}/json/"
         alive = None
-        while time.monotonic() < deadline:
+
+        def alive_workers():
+            nonlocal alive
+            status = waiting.get_json(url)
+            alive = status.get("aliveworkers") if isinstance(status, dict) else None
+            return True if alive == workers else None
+
+        def died():
             for proc in self._procs:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"a Spark cluster process exited: {self.log_tail()}")
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.ui_port}/json/", timeout=2
-                ) as answer:
-                    alive = json.load(answer).get("aliveworkers")
-                if alive == workers:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(
-            f"{alive} of {workers} Spark workers registered in {timeout} s: {self.log_tail()}"
-        )
+                    return f"a Spark cluster process exited: {self.log_tail()}"
+            return None
+
+        try:
+            waiting.wait_until(
+                f"{workers} Spark workers registered with the master ({url})",
+                alive_workers,
+                timeout,
+                interval=0.5,
+                died=died,
+            )
+        except waiting.NotReady as exc:
+            raise RuntimeError(f"{exc} (alive: {alive})\n{self.log_tail()}") from None
 
     def log_tail(self, lines: int = 30) -> str:
         out = []
