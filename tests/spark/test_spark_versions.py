@@ -63,6 +63,12 @@ def test_smoke_set_on_other_pyspark_releases(spark_venvs, version, kafka_broker,
     assert seen["pyspark"] == version and seen["spark"] == version, seen
     assert seen["kafka_ds"] == str(ROOT / "kafka_ds"), seen
     print(f"pyspark {version}: smoke {seen['seconds']}")
+    # Spark refuses its default save mode (ErrorIfExists) and Ignore for a Python data
+    # source in every release, before kafka_ds is asked (docs/differences.md).
+    for mode, spark_name in (("default", "ErrorIfExists"), ("ignore", "Ignore")):
+        error = seen["save_mode_errors"][mode] or ""
+        assert "UNSUPPORTED_DATA_SOURCE_SAVE_MODE" in error, seen
+        assert f'cannot be written in the "{spark_name}" mode' in error, seen
     if before_42:
         # Admission control (maxOffsetsPerTrigger and its like) needs pyspark >= 4.2: an
         # older one is told so, naming its release, instead of reading without the limit.

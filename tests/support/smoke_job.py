@@ -12,7 +12,9 @@ No ``kafka_ds.register`` call: Spark must find ``format("pykafka")`` by itself. 
    restarts the query from the same checkpoint and checks that exactly the new rows came,
 4. records what a user sees of a mistyped option name (``startingOffset``): the error of a
    strict read, and (pyspark >= 4.1) the warning in Spark's Python worker logs,
-5. with ``--admission-control``: starts a stream with ``maxOffsetsPerTrigger`` and records
+5. records what Spark says to a batch write in its default save mode (ErrorIfExists) and in
+   Ignore, which it refuses for every Python data source before the source is asked,
+6. with ``--admission-control``: starts a stream with ``maxOffsetsPerTrigger`` and records
    the error it ends with (None if it ran), which pyspark < 4.2 must give.
 
 Prints one JSON line ``SMOKE {...}`` with what it saw; exits 1 on any mismatch.
@@ -105,6 +107,25 @@ def mistyped_option(spark, bootstrap: str, topic: str) -> dict:
             ]
         finally:
             spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
+    return seen
+
+
+def save_mode_errors(spark, bootstrap: str, topic: str) -> dict:
+    """``{mode: error or None}`` of a one-row batch write in Spark's default save mode and in
+    ``ignore`` (None: the write ran)."""
+    df = spark.range(1).selectExpr("CAST(id AS STRING) AS value")
+    seen = {}
+    for mode in ("default", "ignore"):
+        writer = (
+            df.write.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+        )
+        try:
+            (writer if mode == "default" else writer.mode(mode)).save()
+            seen[mode] = None
+        except Exception as exc:
+            seen[mode] = str(exc)[:1000]
     return seen
 
 
@@ -271,6 +292,8 @@ def main(argv=None) -> int:
                 )
         seen["mistyped_option"] = mistyped_option(spark, args.bootstrap, args.topic)
         lap("mistyped")
+        seen["save_mode_errors"] = save_mode_errors(spark, args.bootstrap, args.topic + "-mode")
+        lap("save modes")
         if args.admission_control:
             with tempfile.TemporaryDirectory() as work:
                 seen["admission_control_error"] = admission_control(
