@@ -322,6 +322,7 @@ class Node:
             close_fds=True,
             start_new_session=True,
         )
+        assert self._guard.stdout is not None  # stdout=PIPE
         first = self._guard.stdout.readline().decode().split()  # "pid N"
         self._guard.stdout.close()
         if first[:1] != ["pid"]:
@@ -495,6 +496,8 @@ class KafkaCluster(_Broker):
         """Resident memory of the nodes' JVMs (from /proc), for the suite's README."""
         total = 0
         for node in self.nodes:
+            if node.java_pid is None:  # not started, or stopped
+                continue
             with contextlib.suppress(OSError, ValueError):
                 total += procfs.rss_bytes(node.java_pid)
         return total
@@ -517,6 +520,8 @@ class KafkaCluster(_Broker):
 
     def in_sync_replicas(self, topic: str, partition: int) -> list[int]:
         metadata = self.list_topics().get(topic)
+        if metadata is None:
+            raise BrokerError(f"{topic} is not in the metadata")
         return sorted(metadata.partitions[partition].isrs)
 
     def kill(self, node_id: int):

@@ -28,6 +28,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import Any
 
 
 def _java_ancestor(_rows):
@@ -54,7 +55,7 @@ def executor_jvms(spark) -> int:
 
 def offsets_by_partition(rows) -> dict:
     """{partition: [rows, first offset, last offset, distinct offsets]} of collected rows."""
-    found = {}
+    found: dict[int, list[int]] = {}
     for row in rows:
         found.setdefault(row.partition, []).append(row.offset)
     return {str(p): [len(o), min(o), max(o), len(set(o))] for p, o in sorted(found.items())}
@@ -89,7 +90,7 @@ def mistyped_option(spark, bootstrap: str, topic: str) -> dict:
             .option("startingOffset", "earliest")
         )
 
-    seen = {"strict_error": None, "worker_log_warnings": None}
+    seen: dict[str, object] = {"strict_error": None, "worker_log_warnings": None}
     try:
         read().option("strictOptions", "true").load().schema  # noqa: B018 (analysis runs)
     except Exception as exc:
@@ -114,7 +115,7 @@ def save_mode_errors(spark, bootstrap: str, topic: str) -> dict:
     """``{mode: error or None}`` of a one-row batch write in Spark's default save mode and in
     ``ignore`` (None: the write ran)."""
     df = spark.range(1).selectExpr("CAST(id AS STRING) AS value")
-    seen = {}
+    seen: dict[str, str | None] = {}
     for mode in ("default", "ignore"):
         writer = (
             df.write.format("pykafka")
@@ -180,7 +181,7 @@ def main(argv=None) -> int:
     import kafka_ds
 
     began = time.perf_counter()
-    timings = {}
+    timings: dict[str, float] = {}
 
     def lap(name):
         timings[name] = round(time.perf_counter() - began - sum(timings.values()), 1)
@@ -195,7 +196,7 @@ def main(argv=None) -> int:
         key, value = item.split("=", 1)
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    seen = {
+    seen: dict[str, Any] = {
         "pyspark": pyspark.__version__,
         "kafka_ds": os.path.dirname(kafka_ds.__file__),
         "spark": spark.version,

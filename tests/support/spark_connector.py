@@ -100,13 +100,17 @@ def newest_served(wanted: str) -> str:
 
     try:
         with urllib.request.urlopen(METADATA, timeout=30) as answer:
-            versions = [v.text for v in ET.fromstring(answer.read()).iter("version")]
+            versions = [v.text or "" for v in ET.fromstring(answer.read()).iter("version")]
     except Exception as exc:  # noqa: BLE001 -- offline: the last release known to be served
         print(f"cannot read {METADATA} ({exc}); trying {KNOWN_SERVED}", file=sys.stderr)
         return KNOWN_SERVED
     limit = _release(wanted)
-    served = [v for v in versions if _release(v) and (limit is None or _release(v) <= limit)]
-    return max(served, key=_release) if served else KNOWN_SERVED
+    served = {}
+    for version in versions:
+        release = _release(version)
+        if release is not None and (limit is None or release <= limit):
+            served[version] = release
+    return max(served, key=served.__getitem__) if served else KNOWN_SERVED
 
 
 def resolve(pyspark_version: str | None = None) -> dict:
