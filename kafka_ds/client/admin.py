@@ -7,8 +7,9 @@ methods too (``client.create_topic(...)``, ``client.init_producer_id()``).
 
 from __future__ import annotations
 
-from ..protocol import messages as m
 from ..protocol.errors import error_for_code
+from ..protocol.messages_cluster import CREATE_TOPICS
+from ..protocol.messages_transactions import INIT_PRODUCER_ID
 
 
 def create_topic(
@@ -22,8 +23,8 @@ def create_topic(
     topic is an error, as in the admin API."""
     conn = client.any_connection()
     response = conn.request(
-        m.CREATE_TOPICS,
-        m.CREATE_TOPICS.body(
+        CREATE_TOPICS,
+        CREATE_TOPICS.body(
             topics=[
                 {
                     "name": name,
@@ -51,8 +52,8 @@ def init_producer_id(
     def attempt():
         conn = client.any_connection()
         response = conn.request(
-            m.INIT_PRODUCER_ID,
-            m.INIT_PRODUCER_ID.body(
+            INIT_PRODUCER_ID,
+            INIT_PRODUCER_ID.body(
                 transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms
             ),
         )

@@ -21,8 +21,8 @@ from ..errors import (
     TlsError,
     UnsupportedVersionError,
 )
-from ..protocol import messages as m
 from ..protocol.errors import UnsupportedSaslMechanism, error_for_code
+from ..protocol.messages_connection import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from .security.settings import SecuritySettings
 
 log = logging.getLogger(__name__)
@@ -145,18 +145,18 @@ def sasl_authenticate(conn: SaslChannel) -> int:
         f"SASL {mechanism} authentication of {settings.principal!r} with broker "
         f"{conn.host}:{conn.port}"
     )
-    if m.SASL_HANDSHAKE.api_key not in conn.api_versions:
+    if SASL_HANDSHAKE.api_key not in conn.api_versions:
         raise SecurityProtocolMismatchError(
             f"broker {conn.host}:{conn.port} offers no SASL (no SaslHandshake in its "
             f"ApiVersions): its listener is not SASL_*; kafka.security.protocol is "
             f"{settings.protocol}"
         )
-    if conn.version_for(m.SASL_HANDSHAKE) < 1:
+    if conn.version_for(SASL_HANDSHAKE) < 1:
         raise UnsupportedVersionError(
             f"broker {conn.host}:{conn.port} only speaks SaslHandshake v0 (raw SASL tokens, "
             "before Kafka 1.0), which kafka_ds does not speak"
         )
-    handshake = conn.request(m.SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
+    handshake = conn.request(SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
     code = handshake["error_code"]
     if code == UnsupportedSaslMechanism.code and mechanism in handshake["mechanisms"]:
         # Refusing a mechanism it lists: no SASL on this listener (Tansu without
@@ -181,10 +181,10 @@ def sasl_authenticate(conn: SaslChannel) -> int:
         exchange = make_mechanism(settings)
     except AuthenticationError as exc:
         raise AuthenticationError(f"{who} failed: {exc}") from None
-    version = conn.version_for(m.SASL_AUTHENTICATE)
+    version = conn.version_for(SASL_AUTHENTICATE)
     message = exchange.first()
     while True:
-        response = conn.request(m.SASL_AUTHENTICATE, {"auth_bytes": message}, version=version)
+        response = conn.request(SASL_AUTHENTICATE, {"auth_bytes": message}, version=version)
         if response["error_code"]:
             detail = response.get("error_message") or f"error {response['error_code']}"
             server_error = getattr(exchange, "server_error", None)

@@ -16,8 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..errors import KafkaConnectionError, acl_hint
-from ..protocol import messages as m
 from ..protocol.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
+from ..protocol.messages_cluster import METADATA
 from . import admin, coordinators, reads
 from .config import ClientConfig
 from .connection import BrokerConnection, parse_bootstrap
@@ -214,7 +214,7 @@ class KafkaClient:
         create the named topics, as the Java producer does (Metadata v4+; v0-3 brokers
         always decide by their own setting)."""
         conn = self.any_connection()
-        version = conn.version_for(m.METADATA)
+        version = conn.version_for(METADATA)
         if topics is None:
             # v0 says "all topics" with an empty array; later versions with null.
             topic_list: list | None = [] if version == 0 else None
@@ -222,8 +222,8 @@ class KafkaClient:
             topic_list = [{"name": t} for t in topics]
         # A connection error propagates: the caller's retry policy tries again (elsewhere).
         response = conn.request(
-            m.METADATA,
-            m.METADATA.body(
+            METADATA,
+            METADATA.body(
                 topics=topic_list,
                 allow_auto_topic_creation=bool(allow_auto_topic_creation and topics),
             ),

@@ -19,9 +19,9 @@ from ..errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
-from ..protocol import messages as m
 from ..protocol import primitives as p
 from ..protocol.errors import UnsupportedVersion
+from ..protocol.messages_connection import API_VERSIONS
 from ..protocol.schema import Message, decode_response, encode_request
 from .broker_security import (
     early_close_hint,
@@ -253,7 +253,7 @@ class BrokerConnection:
     # --- version negotiation -------------------------------------------------
 
     def _negotiate_versions(self) -> None:
-        api = m.API_VERSIONS
+        api = API_VERSIONS
         version = api.versions().high
         pending = self._send(
             api, version, {"client_software_name": "kafka-ds", "client_software_version": "0.1.0"}

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..errors import KafkaConnectionError, KafkaTimeoutError, acl_hint
-from ..protocol import messages as m
 from ..protocol.errors import (
     CoordinatorLoadInProgress,
     CoordinatorNotAvailable,
     NotCoordinator,
     error_for_code,
 )
+from ..protocol.messages_groups import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
 from .connection import BrokerConnection
 from .retry import RetryPolicy
 
@@ -39,8 +39,8 @@ class Coordinators:
         node = self._nodes.get((key_type, key))
         if node is None:
             response = client.any_connection().request(
-                m.FIND_COORDINATOR,
-                m.FIND_COORDINATOR.body(key=key, key_type=key_type, coordinator_keys=[key]),
+                FIND_COORDINATOR,
+                FIND_COORDINATOR.body(key=key, key_type=key_type, coordinator_keys=[key]),
             )
             # v0-3 answer at the top level, v4+ in a list of coordinators.
             entry = response["coordinators"][0] if response.get("coordinators") else response
@@ -108,12 +108,12 @@ def commit_offsets(
             }
         )
     # Generation -1, no member, no leader epoch, broker-side retention: the defaults.
-    body = m.OFFSET_COMMIT.body(
+    body = OFFSET_COMMIT.body(
         group_id=group_id, topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()]
     )
 
     def call(conn):
-        response = conn.request(m.OFFSET_COMMIT, body)
+        response = conn.request(OFFSET_COMMIT, body)
         for topic in response["topics"]:
             for part in topic["partitions"]:
                 code = part["error_code"]
@@ -135,12 +135,12 @@ def fetch_committed(client, group_id: str, topic_partitions) -> dict[tuple[str, 
     topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
     # v0-7 name the group at the top, v8+ in a list of groups; the codec sends
     # whichever the negotiated version has.
-    body = m.OFFSET_FETCH.body(
+    body = OFFSET_FETCH.body(
         group_id=group_id, topics=topics, groups=[{"group_id": group_id, "topics": topics}]
     )
 
     def call(conn):
-        response = conn.request(m.OFFSET_FETCH, body)
+        response = conn.request(OFFSET_FETCH, body)
         if response.get("groups"):
             group = response["groups"][0]
             code, topic_list = group["error_code"], group["topics"]

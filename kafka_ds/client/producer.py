@@ -35,7 +35,8 @@ from ..errors import (
     ProduceError,
     RetriableError,
 )
-from ..protocol import messages as m
+from ..protocol.messages_cluster import METADATA
+from ..protocol.messages_produce_fetch import PRODUCE
 from .config import ProducerConfig
 from .connection import BrokerConnection, Pending
 from .producer_batches import PartitionQueues, PartitionResult, PartitionState, ProducerBatch
@@ -142,7 +143,7 @@ class Producer:
         Produce before it was handled. Costs one round trip per broker per flush."""
         for leader in list(self._acks0_leaders):
             try:
-                self.client.connection(leader).request(m.METADATA, {"topics": []})
+                self.client.connection(leader).request(METADATA, {"topics": []})
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 log.warning(
                     "acks=0: could not confirm broker %d handled the writes: %s", leader, exc
@@ -241,7 +242,7 @@ class Producer:
         by_topic: dict[str, list] = {}
         for (topic, partition), batch in batches.items():
             by_topic.setdefault(topic, []).append({"index": partition, "records": batch.data})
-        body = m.PRODUCE.body(
+        body = PRODUCE.body(
             transactional_id=self.config.transactional_id,
             acks=self.config.acks,
             timeout_ms=self.config.request_timeout_ms,
@@ -250,7 +251,7 @@ class Producer:
         expects_response = self.config.acks != 0
         try:
             conn = self.client.connection(leader)
-            pending = conn.send(m.PRODUCE, body, expects_response=expects_response)
+            pending = conn.send(PRODUCE, body, expects_response=expects_response)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             # The connection is gone, and with it every request still in flight on it.
             self.stats.connection_losses += 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-from ..protocol import messages as m
 from ..protocol.errors import OffsetOutOfRange, UnknownTopicOrPartition, error_for_code
+from ..protocol.messages_produce_fetch import FETCH, LIST_OFFSETS
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,8 @@ def list_offsets(
                     {"partition_index": partition, "timestamp": remaining[(topic, partition)]}
                 )
             response = conn.request(
-                m.LIST_OFFSETS,
-                m.LIST_OFFSETS.body(
+                LIST_OFFSETS,
+                LIST_OFFSETS.body(
                     replica_id=-1,
                     isolation_level=isolation_level,
                     topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()],
@@ -116,8 +116,8 @@ def fetch(
     conn = client.connection(leader)
     # A sessionless full fetch: session id 0 and epoch -1 are the message's defaults.
     response = conn.request(
-        m.FETCH,
-        m.FETCH.body(
+        FETCH,
+        FETCH.body(
             max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
             max_bytes=max(max_bytes, 1),
@@ -184,8 +184,8 @@ def fetch_watermarks(
                     }
                 )
             response = client.connection(leader).request(
-                m.FETCH,
-                m.FETCH.body(
+                FETCH,
+                FETCH.body(
                     max_wait_ms=1,
                     min_bytes=0,
                     max_bytes=1,

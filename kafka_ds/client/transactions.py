@@ -20,8 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ..errors import KafkaError, acl_hint
-from ..protocol import messages as m
 from ..protocol.errors import error_for_code
+from ..protocol.messages_transactions import ADD_PARTITIONS_TO_TXN, END_TXN, INIT_PRODUCER_ID
 from .coordinators import TRANSACTION_KEY_TYPE
 from .retry import RetryPolicy
 
@@ -93,7 +93,7 @@ def init_transactional_producer(
 
     def call(conn):
         response = conn.request(
-            m.INIT_PRODUCER_ID,
+            INIT_PRODUCER_ID,
             {
                 "transactional_id": transactional_id,
                 "transaction_timeout_ms": transaction_timeout_ms,
@@ -125,7 +125,7 @@ def end_transaction(
     }
 
     def call(conn):
-        return conn.request(m.END_TXN, body)["error_code"], None
+        return conn.request(END_TXN, body)["error_code"], None
 
     _coordinator_call(
         client,
@@ -166,7 +166,7 @@ def add_partitions_to_txn(
     }
 
     def call(conn):
-        response = conn.request(m.ADD_PARTITIONS_TO_TXN, body)
+        response = conn.request(ADD_PARTITIONS_TO_TXN, body)
         worst = 0
         for topic in response["results_by_topic_v3_and_below"]:
             for part in topic["results_by_partition"]:
