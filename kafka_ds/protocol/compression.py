@@ -10,18 +10,19 @@ wrapper message's) ``attributes``: none=0, gzip=1, snappy=2, lz4=3, zstd=4.
   int32 length + raw snappy), told apart by the magic bytes.
 * lz4    -- the LZ4 *frame* format (KIP-57).  Legacy magic-0 messages carry a
   frame whose header checksum was computed the broken pre-KIP-57 way; pass
-  ``legacy_lz4=True`` to accept it (the Java client ignores that checksum too).
+  ``legacy_lz4=True`` to accept it (the Java client ignores that checksum too;
+  ``lz4_legacy.py`` repairs it).
 * zstd   -- zstd frames, with or without the content size in the frame header.
 
 Every decompression is capped at ``max_size`` output bytes: exceeding it
 raises :class:`KafkaProtocolError` (decompression bomb), and so does corrupt
 or truncated input (library exceptions are wrapped, never leaked).
 
-:func:`decompress_into` appends into a reusable, growable :class:`OutputBuffer`
-so that the record decoder can gather several batches into one numpy buffer
-without an intermediate ``bytes`` per batch.  The into-buffer fast paths use
-``cramjam`` (a dependency of python-snappy >= 0.7) when it is importable; the
-``lz4.frame`` / ``zstandard`` / ``python-snappy`` packages are used otherwise
+:func:`decompress_into` appends into a reusable, growable ``OutputBuffer``
+(``output_buffer.py``) so that the record decoder can gather several batches into
+one numpy buffer without an intermediate ``bytes`` per batch.  The into-buffer fast
+paths use ``cramjam`` (a dependency of python-snappy >= 0.7) when it is importable;
+the ``lz4.frame`` / ``zstandard`` / ``python-snappy`` packages are used otherwise
 and for compression.
 """
 
@@ -33,6 +34,8 @@ import zlib
 import numpy as np
 
 from ..errors import KafkaProtocolError
+from .lz4_legacy import fix_legacy_lz4_header
+from .output_buffer import OutputBuffer
 
 try:  # pragma: no cover - exercised implicitly
     import cramjam as _cramjam
@@ -67,10 +70,7 @@ __all__ = [
     "compress",
     "decompress",
     "decompress_into",
-    "OutputBuffer",
     "DecompressedSizeExceeded",
-    "fix_legacy_lz4_header",
-    "xxh32",
     "XERIAL_MAGIC",
 ]
 
@@ -116,63 +116,6 @@ def codec_id(name) -> int:
     )
 
 
-# --- growable output buffer -----------------------------------------------------
-
-
-class OutputBuffer:
-    """A growable ``uint8`` numpy buffer that decompressions append to.
-
-    ``array`` is the storage (its capacity may exceed ``size``); ``size`` is the
-    number of valid bytes.  Re-use one instance across calls (``reset()``) to
-    avoid re-allocating; ``SLACK`` zero bytes are kept past ``size`` so that
-    vectorised readers may look a few bytes beyond the end of the data.
-    """
-
-    SLACK = 16
-    __slots__ = ("array", "size")
-
-    def __init__(self, capacity: int = 0):
-        self.array = np.empty(max(int(capacity), 0) + self.SLACK, dtype=np.uint8)
-        self.size = 0
-
-    @property
-    def capacity(self) -> int:
-        return len(self.array) - self.SLACK
-
-    def reset(self) -> None:
-        self.size = 0
-
-    def reserve(self, extra: int) -> None:
-        """Make room for at least ``extra`` more bytes after ``size``."""
-        need = self.size + extra
-        if need > self.capacity:
-            new_cap = max(need, 2 * self.capacity, 1 << 16)
-            new = np.empty(new_cap + self.SLACK, dtype=np.uint8)
-            if self.size:
-                new[: self.size] = self.array[: self.size]
-            self.array = new
-
-    def free_view(self, limit: int):
-        """A writable numpy view of at most ``limit`` free bytes after ``size``."""
-        return self.array[self.size : self.size + limit]
-
-    def append(self, data) -> None:
-        n = len(data)
-        self.reserve(n)
-        self.array[self.size : self.size + n] = np.frombuffer(data, dtype=np.uint8)
-        self.size += n
-
-    def pad(self) -> None:
-        """Zero the slack bytes after ``size`` (for readers that over-read)."""
-        self.array[self.size : self.size + self.SLACK] = 0
-
-    def view(self):
-        return self.array[: self.size]
-
-    def tobytes(self) -> bytes:
-        return self.array[: self.size].tobytes()
-
-
 # --- helpers --------------------------------------------------------------------
 
 
@@ -203,72 +146,6 @@ def _bytes_view(data):
     if mv.format != "B" or mv.ndim != 1:
         mv = mv.cast("B")
     return mv
-
-
-# --- xxh32 (only for the legacy LZ4 header checksum) ----------------------------
-
-_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-_M32 = 0xFFFFFFFF
-
-
-def _rotl(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def xxh32(data: bytes, seed: int = 0) -> int:
-    """XXH32 of ``data`` (pure Python; used on a few header bytes only)."""
-    data = bytes(data)
-    n = len(data)
-    i = 0
-    if n >= 16:
-        v1 = (seed + _P1 + _P2) & _M32
-        v2 = (seed + _P2) & _M32
-        v3 = seed & _M32
-        v4 = (seed - _P1) & _M32
-        while i <= n - 16:
-            a, b, c, d = struct.unpack_from("<4I", data, i)
-            v1 = (_rotl((v1 + a * _P2) & _M32, 13) * _P1) & _M32
-            v2 = (_rotl((v2 + b * _P2) & _M32, 13) * _P1) & _M32
-            v3 = (_rotl((v3 + c * _P2) & _M32, 13) * _P1) & _M32
-            v4 = (_rotl((v4 + d * _P2) & _M32, 13) * _P1) & _M32
-            i += 16
-        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _M32
-    else:
-        h = (seed + _P5) & _M32
-    h = (h + n) & _M32
-    while i + 4 <= n:
-        (k,) = struct.unpack_from("<I", data, i)
-        h = (_rotl((h + k * _P3) & _M32, 17) * _P4) & _M32
-        i += 4
-    while i < n:
-        h = (_rotl((h + data[i] * _P5) & _M32, 11) * _P1) & _M32
-        i += 1
-    h ^= h >> 15
-    h = (h * _P2) & _M32
-    h ^= h >> 13
-    h = (h * _P3) & _M32
-    h ^= h >> 16
-    return h
-
-
-_LZ4_MAGIC = b"\x04\x22\x4d\x18"
-
-
-def fix_legacy_lz4_header(data) -> bytes:
-    """Recompute the LZ4 frame header checksum of a pre-KIP-57 (magic 0) frame.
-
-    Kafka < 0.10 computed the header checksum over the magic number too; the
-    Java client skips the check for magic 0, we repair the byte instead.
-    """
-    data = bytes(data)
-    if len(data) < 7 or data[:4] != _LZ4_MAGIC:
-        return data
-    flg = data[4]
-    desc_end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
-    if len(data) <= desc_end:
-        return data
-    hc = (xxh32(data[4:desc_end]) >> 8) & 0xFF
-    return data[:desc_end] + bytes([hc]) + data[desc_end + 1 :]
 
 
 # --- per-codec decompression into an OutputBuffer -------------------------------

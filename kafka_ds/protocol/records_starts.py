@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from .compression import OutputBuffer
+from .output_buffer import OutputBuffer
 from .records_layout import _MIN_RECORD_BODY
 
 _ZERO_SCAN_MAX_AVG_RECORD = 640  # bytes; above this the Python walk is cheaper

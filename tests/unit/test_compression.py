@@ -21,15 +21,14 @@ from kafka_ds.protocol.compression import (
     SNAPPY,
     XERIAL_MAGIC,
     ZSTD,
-    OutputBuffer,
     codec_id,
     codec_name,
     compress,
     decompress,
     decompress_into,
-    fix_legacy_lz4_header,
-    xxh32,
 )
+from kafka_ds.protocol.lz4_legacy import fix_legacy_lz4_header, xxh32
+from kafka_ds.protocol.output_buffer import OutputBuffer
 
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 COMPRESSED = [GZIP, SNAPPY, LZ4, ZSTD]

@@ -33,7 +33,7 @@ with warnings.catch_warnings():  # kafka-python's imports emit DeprecationWarnin
 
 from kafka_ds.errors import CorruptRecordError, KafkaProtocolError
 from kafka_ds.protocol import records_starts
-from kafka_ds.protocol.compression import xxh32
+from kafka_ds.protocol.lz4_legacy import xxh32
 from kafka_ds.protocol.records import decode_records
 from kafka_ds.protocol.records_encode import encode_record_batch
 from kafka_ds.protocol.records_layout import HEADERS_TYPE, DecodeResult, record_schema
