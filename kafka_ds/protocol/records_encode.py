@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -22,134 +21,22 @@ from crc32c import crc32c as _crc32c
 
 from ..errors import KafkaProtocolError
 from . import compression as _comp
-from .primitives import uvarint_size
 from .records_arrays import (
     as_binary_array,
     binary_lengths,
     sum_terms,
-    varint_sizes,
     zigzag_encode,
 )
+from .records_headers import encode_headers
 from .records_layout import (
     _V2_ATTRIBUTES_OFFSET,
     _V2_CRC_OFFSET,
     _V2_HEADER,
     ATTR_TRANSACTIONAL,
-    HEADERS_TYPE,
     LOG_OVERHEAD,
     V2_HEADER_SIZE,
 )
-
-
-def _assemble(pieces_meta, meta_buf, sources, order):
-    """Concatenate byte pieces in ``order`` with one Arrow take.
-
-    ``pieces_meta`` are offsets (len m+1) of m pieces in ``meta_buf``; ``sources`` are
-    further binary arrays (or lists of arrays, taken as their concatenation) appended
-    after the meta pieces.
-    """
-    meta = pa.Array.from_buffers(
-        pa.binary(),
-        len(pieces_meta) - 1,
-        [None, pa.py_buffer(np.asarray(pieces_meta, dtype=np.int32)), pa.py_buffer(meta_buf)],
-    )
-    arrays = [meta]
-    for source in sources:
-        arrays.extend(source if isinstance(source, list) else [source])
-    combined = pa.concat_arrays(arrays)
-    out = pc.take(combined, pa.array(order), boundscheck=False)
-    offs = np.frombuffer(out.buffers()[1], dtype=np.int32, count=len(out) + 1 + out.offset)
-    lo = int(offs[out.offset])
-    hi = int(offs[out.offset + len(out)])
-    return memoryview(out.buffers()[2]).cast("B")[lo:hi], out
-
-
-class _Varints:
-    """One varint field of every record (``values``: unsigned, as written; a 0-d array
-    when all records have the same), laid out in ``width`` slot columns per record:
-    byte j of a record's varint in column j.  Records whose varint is shorter than
-    ``width`` leave the last columns unused (``longer`` says which are used)."""
-
-    def __init__(self, values, sizes=None):
-        self.values = np.asarray(values)
-        # an int while every record's varint has the same size (``sizes``: known already)
-        self.sizes = varint_sizes(self.values, zigzag=False) if sizes is None else sizes
-        self.narrow = uvarint_size(int(self.values.min()))
-        self.width = uvarint_size(int(self.values.max()))
-        # longer[k]: the record's varint has byte narrow + k
-        self.longer = [self.sizes > j for j in range(self.narrow, self.width)]
-
-    def write(self, slots, used, col):
-        """Write every record's varint at ``slots[:, col:col + width]``; clear the
-        unused columns in ``used``."""
-        for j in range(self.width):
-            byte = self.values >> (7 * j) if j else self.values
-            if j + 1 < self.narrow:
-                byte = byte | 0x80  # every record's varint goes on: continuation bit
-            elif j + 1 < self.width:
-                byte = byte | (self.longer[j + 1 - self.narrow].view(np.uint8) << 7)
-            slots[:, col + j] = byte  # the uint8 cast keeps the low 7 bits and bit 7
-        for k, has_byte in enumerate(self.longer):
-            used[:, col + self.narrow + k] = has_byte
-
-
-class _OffsetDeltas:
-    """The offset delta varints of records 0..n-1 (zigzag: 2i), sliced from a table built
-    for the largest batch yet: the same in every batch, so written once."""
-
-    _table = None  # (rows, bytes, used, sizes) of the varints of 0..rows-1
-
-    def __init__(self, n):
-        table = _OffsetDeltas._table
-        if table is None or table[0] < n:
-            rows = max(n, 1 << 13, 2 * table[0] if table else 0)
-            field = _Varints(np.arange(rows, dtype=np.uint32) << 1)
-            slots = np.empty((rows, field.width), dtype=np.uint8)
-            used = np.ones((rows, field.width), dtype=bool)
-            field.write(slots, used, 0)
-            # byte j of every record's varint contiguous: copied a column at a time
-            table = _OffsetDeltas._table = (
-                rows,
-                np.ascontiguousarray(slots.T),
-                np.ascontiguousarray(used.T),
-                field.sizes,
-            )
-        _, self.bytes, self.used, sizes = table
-        self.narrow = 1
-        self.width = uvarint_size(2 * (n - 1))
-        self.n = n
-        self.sizes = sizes[:n] if self.width > 1 else 1
-
-    def write(self, slots, used, col):
-        for j in range(self.width):
-            slots[:, col + j] = self.bytes[j, : self.n]
-        for j in range(1, self.width):
-            used[:, col + j] = self.used[j, : self.n]
-
-
-def _record_meta(fields, n):
-    """The varint bytes of every record, record after record (``fields``:
-    :class:`_Varints`/:class:`_OffsetDeltas` in a record's order).  The fields are written
-    into one (n, width) slot matrix, the unused slot bytes dropped with one boolean mask."""
-    slots = np.empty((n, sum(field.width for field in fields)), dtype=np.uint8)
-    uneven = any(field.narrow != field.width for field in fields)
-    used = np.ones(slots.shape, dtype=bool) if uneven else None
-    col = 0
-    for field in fields:
-        field.write(slots, used, col)
-        col += field.width
-    return slots[used] if uneven else slots.reshape(-1)
-
-
-def _piece_offsets(sizes, n):
-    """int32 offsets of pieces whose sizes (ints or arrays of n) repeat per record:
-    record 0's pieces, record 1's, ..."""
-    matrix = np.empty((n, len(sizes)), dtype=np.int32)
-    for p, size in enumerate(sizes):
-        matrix[:, p] = size
-    offsets = np.zeros(matrix.size + 1, dtype=np.int32)
-    np.cumsum(matrix.reshape(-1), out=offsets[1:])
-    return offsets
+from .records_pieces import OffsetDeltas, Varints, assemble, piece_offsets, record_meta
 
 
 def _zigzag_lengths(lengths, has_nulls):
@@ -262,100 +149,6 @@ _HEADER_SPACE = pa.Array.from_buffers(
 )
 
 
-class HeaderSizes(NamedTuple):
-    """Encoded sizes of flattened headers (see :func:`header_sizes`)."""
-
-    key_zigzag: np.ndarray  # per header: zigzag key length (uint64)
-    value_zigzag: np.ndarray  # per header: zigzag value length (null value: length -1)
-    key_len_size: object  # per header: bytes of the key length varint (int: all)
-    value_len_size: object  # per header: bytes of the value length varint (int: all)
-    record_offsets: np.ndarray  # per record (n + 1): where its encoded headers start, from 0
-
-
-def flatten_headers(headers) -> tuple[np.ndarray, pa.Array]:
-    """``(record_offsets, flat)`` of a ``list<struct<key, value>>`` array.
-
-    ``flat`` holds every header of every record in order; record i's are
-    ``flat[record_offsets[i]:record_offsets[i + 1]]`` (int64, from 0).  A null list
-    has no headers.
-    """
-    if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks()
-    offsets = np.asarray(headers.offsets, dtype=np.int64)
-    if headers.null_count and (np.diff(offsets)[np.asarray(headers.is_null())] != 0).any():
-        # Arrow lets a null list span entries; they are not headers (rare: copy then).
-        headers = headers.fill_null(pa.scalar([], type=headers.type))
-        offsets = np.asarray(headers.offsets, dtype=np.int64)
-    flat = headers.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    return offsets - offsets[0], flat
-
-
-def header_sizes(keys, values, record_offsets) -> HeaderSizes:
-    """Sizes of the encoded headers with binary ``keys``/``values`` (flat, see
-    :func:`flatten_headers`): per header ``varint(key length), key, varint(value
-    length), value`` (a null value is length -1), summed per record."""
-    key_len = binary_lengths(keys)
-    value_len = binary_lengths(values)
-    key_zigzag = zigzag_encode(key_len)
-    value_zigzag = zigzag_encode(value_len)
-    key_len_size = varint_sizes(key_len, zigzag=True)
-    value_len_size = varint_sizes(value_len, zigzag=True)
-    per_header = key_len_size + np.maximum(key_len, 0) + value_len_size + np.maximum(value_len, 0)
-    cumulative = np.zeros(len(per_header) + 1, dtype=np.int64)
-    np.cumsum(per_header, out=cumulative[1:])
-    return HeaderSizes(
-        key_zigzag, value_zigzag, key_len_size, value_len_size, cumulative[record_offsets]
-    )
-
-
-def _encode_headers(headers, n):
-    """(per-record header count int64, per-record header bytes as a binary array)."""
-    if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks()
-    if not isinstance(headers, pa.Array):
-        headers = pa.array(
-            [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers],
-            type=HEADERS_TYPE,
-        )
-    if len(headers) != n:
-        raise KafkaProtocolError(f"headers has {len(headers)} rows, values has {n}")
-    if not (pa.types.is_list(headers.type) or pa.types.is_large_list(headers.type)):
-        raise KafkaProtocolError(
-            f"headers must be a list<struct<key, value>> array, got {headers.type}"
-        )
-    record_offsets, flat = flatten_headers(headers)
-    counts = np.diff(record_offsets)
-    H = len(flat)
-    if H == 0:
-        return counts, None
-    if flat.null_count:
-        raise KafkaProtocolError("a header entry is null")
-    hkeys = as_binary_array(flat.field("key"), "header key")
-    hvals = as_binary_array(flat.field("value"), "header value")
-    if hkeys.null_count:
-        raise KafkaProtocolError("header keys must not be null")
-    sizes = header_sizes(hkeys, hvals, record_offsets)
-    # meta pieces per header: [key length varint], [value length varint]
-    length_fields = [
-        _Varints(sizes.key_zigzag, sizes.key_len_size),
-        _Varints(sizes.value_zigzag, sizes.value_len_size),
-    ]
-    meta = _record_meta(length_fields, H)
-    moffs = _piece_offsets([field.sizes for field in length_fields], H)
-    idx = np.arange(H, dtype=np.int64)
-    order = np.empty(4 * H, dtype=np.int64)
-    order[0::4] = 2 * idx
-    order[1::4] = 2 * H + idx
-    order[2::4] = 2 * idx + 1
-    order[3::4] = 3 * H + idx
-    region, out = _assemble(moffs, meta, [hkeys, hvals], order)
-    rec_offs = sizes.record_offsets
-    blob = pa.Array.from_buffers(
-        pa.binary(), n, [None, pa.py_buffer(rec_offs.astype(np.int32)), pa.py_buffer(region)]
-    )
-    return counts, blob
-
-
 def encode_record_batch(
     *,
     keys,
@@ -434,18 +227,18 @@ def encode_record_batch_buffer(
     keys_absent = keys is None
     key_field, key_bytes, keys = _binary_field(keys, n, "keys")
     value_field, value_bytes, _ = _binary_field(values, n, "values", value_len)
-    ts_field = _Varints(0 if max_ts == int(ts.min()) else zigzag_encode(ts - first_ts))
-    offset_field = _OffsetDeltas(n)
+    ts_field = Varints(0 if max_ts == int(ts.min()) else zigzag_encode(ts - first_ts))
+    offset_field = OffsetDeltas(n)
     header_bytes: int | np.ndarray = 0
     if headers is not None:
-        header_counts, header_blob = _encode_headers(headers, n)
-        count_field = _Varints((header_counts << 1).astype(np.uint32))
+        header_counts, header_blob = encode_headers(headers, n)
+        count_field = Varints((header_counts << 1).astype(np.uint32))
         if header_blob is not None:
             header_offsets = np.frombuffer(header_blob.buffers()[1], dtype=np.int32, count=n + 1)
             header_bytes = np.diff(header_offsets)
     else:
         header_blob = None
-        count_field = _Varints(0)
+        count_field = Varints(0)
     body = sum_terms(
         [
             1,
@@ -459,14 +252,14 @@ def encode_record_batch_buffer(
             header_bytes,
         ]
     )
-    length_field = _Varints((np.asarray(body, dtype=np.int32) << 1).view(np.uint32))
-    attributes = _Varints(0)
+    length_field = Varints((np.asarray(body, dtype=np.int32) << 1).view(np.uint32))
+    attributes = Varints(0)
 
     first = [length_field, attributes, ts_field, offset_field, key_field]
-    meta = _record_meta(first + [value_field, count_field], n)
+    meta = record_meta(first + [value_field, count_field], n)
     first_size = sum_terms([field.sizes for field in first])
     if header_blob is not None:
-        offsets = _piece_offsets([first_size, value_field.sizes, count_field.sizes], n)
+        offsets = piece_offsets([first_size, value_field.sizes, count_field.sizes], n)
         sources = [keys, values, header_blob]
         order = _order_with_headers(n, first=6 * n)
     elif keys_absent:
@@ -482,9 +275,9 @@ def encode_record_batch_buffer(
         order = _order_merged(n, first=4 * n + 1)
     if codec == 0:
         sources.append(_HEADER_SPACE)
-        out, _keepalive = _assemble(offsets, meta, sources, order)
+        out, _keepalive = assemble(offsets, meta, sources, order)
     else:
-        region, _keepalive = _assemble(offsets, meta, sources, order[1:])
+        region, _keepalive = assemble(offsets, meta, sources, order[1:])
         region = _comp.compress(codec, region)
         # numpy's allocator, not bytearray's: a fresh large bytearray page-faults as it fills
         out = np.empty(V2_HEADER_SIZE + len(region), dtype=np.uint8)
@@ -517,7 +310,7 @@ def _binary_field(column, n, what, lengths=None):
     (``lengths`` given: ``column`` is already its binary chunks); ``None`` keys are all
     null."""
     if column is None:
-        return _Varints(1), 0, [pa.nulls(n, pa.binary())]  # zigzag(-1): null
+        return Varints(1), 0, [pa.nulls(n, pa.binary())]  # zigzag(-1): null
     chunks = column
     if lengths is None:
         chunks = _binary_chunks(column, what)
@@ -525,7 +318,7 @@ def _binary_field(column, n, what, lengths=None):
         if len(lengths) != n:
             raise KafkaProtocolError(f"{what} has {len(lengths)} rows, values has {n}")
     has_nulls = any(chunk.null_count for chunk in chunks)
-    field = _Varints(_zigzag_lengths(lengths, has_nulls))
+    field = Varints(_zigzag_lengths(lengths, has_nulls))
     return field, np.maximum(lengths, 0) if has_nulls else lengths, chunks
 
 

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from ..errors import ConfigurationError
 from ..protocol.primitives import varint_size
 from ..protocol.records_arrays import as_binary_array, binary_lengths, sum_terms, varint_sizes
-from ..protocol.records_encode import flatten_headers, header_sizes
+from ..protocol.records_headers import flatten_headers, header_sizes
 from ..protocol.records_layout import V2_HEADER_SIZE
 from .partitioner import StickyPartitioner, partitions_for_keys
 

@@ -18,7 +18,8 @@ from kafka_ds.protocol.records_arrays import (
     varint_sizes,
     zigzag_encode,
 )
-from kafka_ds.protocol.records_encode import encode_record_batch, flatten_headers, header_sizes
+from kafka_ds.protocol.records_encode import encode_record_batch
+from kafka_ds.protocol.records_headers import flatten_headers, header_sizes
 from kafka_ds.protocol.records_layout import HEADERS_TYPE
 from kafka_ds.write.partitioner import murmur2, murmur2_array
 
