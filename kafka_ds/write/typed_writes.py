@@ -78,7 +78,7 @@ def _schema_support(fmt: str):
     if fmt == "avro":
         import json
 
-        from ..formats.avro.types import spark_to_avro, spark_type_misfit
+        from ..formats.avro.spark import spark_to_avro, spark_type_misfit
 
         def misfit(spark_type, schema_text):
             return spark_type_misfit(spark_type, json.loads(schema_text))
@@ -330,7 +330,7 @@ def _subject_member(spec, client, member, column, schema, type_name):
     """``(schema, misfit or None, codec)`` of one field written with one subject."""
     if spec.format == "avro":
         from ..formats.avro.references import self_contained
-        from ..formats.avro.types import spark_type_misfit
+        from ..formats.avro.spark import spark_type_misfit
 
         schema = self_contained(schema, client)
         problem = spark_type_misfit(member.dataType, schema.schema_str, f"{column}.{member.name}")

@@ -20,13 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_ds.formats.avro.codec import AvroCodec
+from kafka_ds.formats.avro.spark import spark_to_avro, spark_type_misfit
 from kafka_ds.formats.avro.types import (
     AvroSchemaError,
     avro_to_spark,
     parse_schema,
     simple_string,
-    spark_to_avro,
-    spark_type_misfit,
 )
 from kafka_ds.formats.framing import frame, split_frames
 from kafka_ds.registry.errors import RegistryUnavailableError
