@@ -1,24 +1,22 @@
 """Confluent-framed (or plain) JSON values decoded into Arrow, and encoded back.
 
-Decode is one C++ parse per batch: the payloads become one newline-delimited text (for
-framed records the 5-byte header of each is overwritten in place with a newline and spaces,
-so no per-record copy) read by ``pyarrow.json.read_json`` with the reader's Arrow type as
-explicit schema. Records the batch reader cannot take as they are (a raw newline inside,
-not starting with ``{``, a schema with maps, which pyarrow's reader does not convert) and
-every record of a batch pyarrow refuses are parsed one by one, which names the bad rows.
+Decode is one C++ parse per batch: the payloads become one newline-delimited text read by
+``pyarrow.json.read_json`` (``ndjson.py``). Records the batch reader cannot take as they
+are (a raw newline inside, not starting with ``{``, a schema with maps, which pyarrow's
+reader does not convert) and every record of a batch pyarrow refuses are parsed one by
+one, which names the bad rows.
 """
 
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.json as pa_json
 
-from kafka_ds.formats.framing import HEADER_SIZE, frame_header, split_frames
+from kafka_ds.formats.framing import frame_header, split_frames
 from kafka_ds.formats.json.encode import NotJsonCompliant, build_object_encoder
+from kafka_ds.formats.json.ndjson import NdjsonReader
 from kafka_ds.formats.json.references import self_contained
 from kafka_ds.formats.json.schema import (
     Mismatch,
@@ -32,11 +30,6 @@ from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema
 
 from .. import DecodedColumn
-
-_NEWLINES = (ord("\n"), ord("\r"))
-_OPEN_BRACE = ord("{")
-# one thread: Spark already runs a task per core; 16 MB blocks keep a batch one block
-_READ_OPTIONS = pa_json.ReadOptions(use_threads=False, block_size=16 << 20)
 
 
 class JsonCodec:
@@ -66,32 +59,20 @@ class JsonCodec:
             if reader_schema is not None
             else Node("string")
         )
-        self._parse_options = self._make_parse_options()
+        # the batch path: a struct schema without maps (pyarrow's reader converts no maps)
+        self._batch = (
+            NdjsonReader(self.root, framed)
+            if reader_schema is not None and self.root.kind == "struct" and not self.root.has_map
+            else None
+        )
         self._writer_errors: dict = {}
         self._encoders: dict = {}  # Arrow type of the written column -> FlatObjectEncoder / None
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        del state["_parse_options"]
         state["_writer_errors"] = {}
         state["_encoders"] = {}
         return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._parse_options = self._make_parse_options()
-
-    def _make_parse_options(self):
-        schema = pa.schema(list(self.root.read_type)) if self._batch_readable else None
-        return pa_json.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=False
-        )
-
-    @property
-    def _batch_readable(self) -> bool:
-        return (
-            self.reader_schema is not None and self.root.kind == "struct" and not self.root.has_map
-        )
 
     @property
     def spark_type(self) -> str:
@@ -141,12 +122,11 @@ class JsonCodec:
                     for row in rows.tolist():
                         bad[row] = (error, schema_id)
                     ok[rows] = False
-        batch_rows = (
-            self._batch_candidates(frames, ok) if self._batch_readable else np.zeros(0, np.int64)
-        )
+        batch = self._batch
+        batch_rows = batch.candidates(frames, ok) if batch is not None else np.zeros(0, np.int64)
         array_by_row = None
-        if len(batch_rows):
-            table = self._read_batch(frames, ok, batch_rows)
+        if batch is not None and len(batch_rows):
+            table = batch.read(frames, batch_rows)
             if table is None:  # pyarrow refused the batch: find the bad rows one by one
                 batch_rows = np.zeros(0, np.int64)
             else:
@@ -163,70 +143,6 @@ class JsonCodec:
             reasons=[bad[r][0] for r in bad_sorted],
             schema_ids=np.asarray([bad[r][1] for r in bad_sorted], dtype=np.int32),
         )
-
-    def _batch_candidates(self, frames, ok):
-        """Rows the batch reader can take: framed or plain payloads that start with '{' and
-        hold no raw newline (each is then exactly one line, read as exactly one row)."""
-        data = frames.data
-        rows = np.flatnonzero(ok & (frames.ends > frames.starts))
-        if not len(rows):
-            return rows
-        rows = rows[data[frames.starts[rows]] == _OPEN_BRACE]
-        newline_at = np.flatnonzero((data == _NEWLINES[0]) | (data == _NEWLINES[1]))
-        if len(newline_at) and len(rows):
-            # the row whose payload holds each newline: the last row starting at or before it
-            holder = np.searchsorted(frames.starts[rows], newline_at, side="right") - 1
-            inside = (holder >= 0) & (newline_at < frames.ends[rows[np.maximum(holder, 0)]])
-            rows = np.setdiff1d(rows, rows[holder[inside]], assume_unique=True)
-        return rows
-
-    def _read_batch(self, frames, ok, rows):
-        if self.framed:
-            text = self._framed_text(frames, rows)
-        else:
-            data = frames.data.tobytes()
-            text = b"\n".join(
-                [
-                    data[s:e]
-                    for s, e in zip(
-                        frames.starts[rows].tolist(), frames.ends[rows].tolist(), strict=True
-                    )
-                ]
-            )
-        try:
-            table = pa_json.read_json(
-                io.BytesIO(text), read_options=_READ_OPTIONS, parse_options=self._parse_options
-            )
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return None
-        if table.num_rows != len(rows):
-            return None
-        struct = pa.StructArray.from_arrays(
-            [c.combine_chunks() for c in table.columns], fields=list(table.schema)
-        )
-        if struct.type != self.arrow_type:
-            try:
-                struct = struct.cast(self.arrow_type)  # date strings -> date32
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                return None
-        return struct
-
-    @staticmethod
-    def _framed_text(frames, rows):
-        """The data buffer as NDJSON, in place: each chosen row's header becomes "\\n" and
-        spaces; every other byte not in a chosen payload becomes a space."""
-        buffer = frames.data.copy()
-        chosen = np.zeros(len(frames.starts), dtype=bool)
-        chosen[rows] = True
-        header_starts = frames.starts - HEADER_SIZE
-        # blank rows not read in the batch (bad or parsed one by one): their whole value
-        begins = np.where(frames.readable, header_starts, frames.starts)
-        for row in np.flatnonzero(~chosen & (frames.ends > begins)).tolist():
-            buffer[begins[row] : frames.ends[row]] = 0x20
-        buffer[header_starts[rows]] = ord("\n")
-        for k in range(1, HEADER_SIZE):
-            buffer[header_starts[rows] + k] = 0x20
-        return buffer[header_starts[rows[0]] : frames.ends[rows[-1]]].tobytes()
 
     def _decode_each(self, frames, rows, bad):
         """Python values (for arrow_type) of the rows; bad rows recorded in ``bad``."""
