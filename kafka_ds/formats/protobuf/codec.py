@@ -14,7 +14,7 @@ from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
 
 from kafka_ds.formats.framing import frame_header, split_frames
-from kafka_ds.formats.protobuf.arrow import fill_message, struct_builder
+from kafka_ds.formats.protobuf.arrow import fill_message
 from kafka_ds.formats.protobuf.columns import NeedsRuntime, build_message_decoder
 from kafka_ds.formats.protobuf.encode import build_message_encoder
 from kafka_ds.formats.protobuf.schema import (
@@ -22,26 +22,15 @@ from kafka_ds.formats.protobuf.schema import (
     build_pool,
     encode_message_indexes,
     indexes_of,
-    message_at,
     message_types,
     read_message_indexes,
 )
-from kafka_ds.registry.errors import RegistryUnavailableError
+from kafka_ds.formats.protobuf.writers import Writer, WriterTypes
 from kafka_ds.registry.schema import RegisteredSchema
 
 from .. import DecodedColumn
 
 _READER_FILE = "kafka_ds_reader.proto"
-
-
-class _Writer:
-    """One writer message type and its plan onto the reader type (or why it has none)."""
-
-    __slots__ = ("parse", "build", "error", "columns")
-
-    def __init__(self, parse=None, build=None, error=None, columns=None):
-        self.parse, self.build, self.error = parse, build, error
-        self.columns = columns  # the column-wise decoder of flat messages, or None
 
 
 class ProtobufCodec:
@@ -65,13 +54,12 @@ class ProtobufCodec:
     def _reset(self):
         self._reader_desc = None
         self._reader_class = None
-        self._writer_files = {}  # schema id -> FileDescriptor (or the exception)
-        self._writers = {}  # (schema id, indexes) -> _Writer
+        self._writers: WriterTypes | None = None  # made with the reader, when first asked
         self._encoders = {}  # Arrow type of the written column -> FlatMessageEncoder / None
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for name in ("_reader_desc", "_reader_class", "_writer_files", "_writers", "_encoders"):
+        for name in ("_reader_desc", "_reader_class", "_writers", "_encoders"):
             del state[name]
         return state
 
@@ -115,50 +103,12 @@ class ProtobufCodec:
         self._reader()
         return self._arrow_type
 
-    def _writer(self, schema_id: int, indexes: tuple) -> _Writer:
-        key = (schema_id, indexes)
-        writer = self._writers.get(key)
-        if writer is None:
-            writer = self._writers[key] = self._resolve_writer(schema_id, indexes)
-        return writer
-
-    def _resolve_writer(self, schema_id, indexes) -> _Writer:
-        reader_desc = self._reader()
-        if schema_id < 0:  # not framed: the records are the reader's message
-            desc = reader_desc
-        else:
-            file_desc = self._writer_files.get(schema_id)
-            if file_desc is None:
-                try:
-                    if schema_id == self.reader_schema.schema_id:
-                        schema = self.reader_schema  # no registry round trip for our own
-                    elif self.lookup is None:
-                        raise LookupError("no schema registry configured")
-                    else:
-                        schema = self.lookup.schema_by_id(schema_id, fmt="serialized")
-                    _, file_desc = build_pool(schema, self.lookup, f"schema_{schema_id}.proto")
-                except ProtobufSchemaError as exc:
-                    file_desc = ProtobufSchemaError(f"writer schema id {schema_id}: {exc}")
-                except RegistryUnavailableError:
-                    raise  # the registry, not the record: the task fails, nothing cached
-                except Exception as exc:  # the registry said no
-                    file_desc = LookupError(f"unknown schema id {schema_id}: {exc}")
-                self._writer_files[schema_id] = file_desc
-            if isinstance(file_desc, Exception):
-                return _Writer(error=str(file_desc))
-            try:
-                desc = message_at(file_desc, indexes)
-            except ProtobufSchemaError as exc:
-                return _Writer(error=f"schema id {schema_id}: {exc}")
-        try:
-            build = struct_builder(desc, reader_desc)
-        except ProtobufSchemaError as exc:
-            return _Writer(error=f"cannot be resolved to the reader schema: {exc}")
-        return _Writer(
-            message_factory.GetMessageClass(desc).FromString,
-            build,
-            columns=self._column_decoder(desc, reader_desc),
-        )
+    def _writer(self, schema_id: int, indexes: tuple) -> Writer:
+        if self._writers is None:
+            self._writers = WriterTypes(
+                self.reader_schema, self.lookup, self._reader(), self._column_decoder
+            )
+        return self._writers.get(schema_id, indexes)
 
     def _column_decoder(self, writer_desc, reader_desc):
         """The column-wise decoder of the pair (None: the general path, the runtime
