@@ -32,7 +32,7 @@ import weakref
 HOST = "127.0.0.1"
 CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mock_cluster_child.py")
 
-_live = weakref.WeakSet()
+_live: weakref.WeakSet[_Broker] = weakref.WeakSet()
 
 
 @atexit.register
@@ -240,6 +240,9 @@ class _Broker:
         if not os.environ.get("KAFKA_DS_KEEP_BROKER_LOGS"):
             shutil.rmtree(self._tmpdir, ignore_errors=True)
 
+    def stop(self) -> None:  # every broker class has its own
+        raise NotImplementedError(f"{self.name} has no stop()")
+
     def __enter__(self):
         return self
 
@@ -267,7 +270,7 @@ class MockCluster(_Broker):
         self.command_timeout = command_timeout
         self.log_path = os.path.join(self._tmpdir, "mock.log")
         self._lock = threading.Lock()
-        self._lines = queue.Queue()
+        self._lines: queue.Queue[str | None] = queue.Queue()
         self._log = open(self.log_path, "ab")
         self._proc = subprocess.Popen(
             [sys.executable, CHILD_SCRIPT, "mock", librdkafka_path(), str(num_brokers)],
@@ -293,6 +296,7 @@ class MockCluster(_Broker):
         self.broker_ids = list(range(1, num_brokers + 1))
 
     def _pump(self):
+        assert self._proc.stdout is not None  # stdout=PIPE
         for raw in iter(self._proc.stdout.readline, b""):
             self._lines.put(raw.decode("utf-8", "replace").rstrip("\n"))
         self._lines.put(None)  # EOF
@@ -317,6 +321,7 @@ class MockCluster(_Broker):
         """Send one raw command line to the child; return its ``ok ...`` answer."""
         if not self.is_alive():
             raise BrokerError(f"mock cluster is not running\n{_log_tail(self.log_path)}")
+        assert self._proc.stdin is not None  # stdin=PIPE
         with self._lock:
             try:
                 self._proc.stdin.write(line.encode() + b"\n")
@@ -398,6 +403,7 @@ class MockCluster(_Broker):
         self._stopped = True
         self._close_admin()
         proc = self._proc
+        assert proc.stdin is not None  # stdin=PIPE
         try:
             if proc.poll() is None:
                 try:
@@ -444,8 +450,8 @@ class TansuBroker(_Broker):
         self.binary = tansu_path()
         self.log_path = os.path.join(self._tmpdir, "tansu.log")
         self.cluster_id = cluster_id
-        self._proc = None
-        last = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        last: BrokerError | None = None
         for _ in range(attempts if port is None else 1):
             self.port = port or free_port()
             try:
@@ -455,10 +461,11 @@ class TansuBroker(_Broker):
                 last = e
                 self._kill()
         else:
-            raise last
+            raise last or BrokerError(f"tansu: no start attempted (attempts={attempts})")
         _live.add(self)
 
-    advertised = None  # host:port that Metadata names instead of the listener (secure_proxy)
+    # host:port that Metadata names instead of the listener (secure_proxy)
+    advertised: str | None = None
 
     def _launch(self, extra_args):
         """Start tansu under its guard process (returns once the guard reported its pid)."""
@@ -481,7 +488,7 @@ class TansuBroker(_Broker):
         env.setdefault("RUST_LOG", "warn")
         with open(self.log_path, "ab") as log:
             log.write(("$ " + " ".join(cmd) + "\n").encode())
-        self._proc = subprocess.Popen(
+        self._proc = proc = subprocess.Popen(
             [sys.executable, CHILD_SCRIPT, "guard", self.log_path, "--", *cmd],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -489,19 +496,20 @@ class TansuBroker(_Broker):
             env=env,
             close_fds=True,
         )
-        first = self._proc.stdout.readline().decode().split()  # "pid N" (b"" if the guard died)
+        assert proc.stdout is not None  # stdout=PIPE
+        first = proc.stdout.readline().decode().split()  # "pid N" (b"" if the guard died)
         self.tansu_pid = int(first[1]) if first[:1] == ["pid"] else None
         self.bootstrap_servers = f"{HOST}:{self.port}"
 
     def _start(self, start_timeout, extra_args):
         self._launch(extra_args)
+        proc = self._proc
+        assert proc is not None  # _launch started it
         deadline = time.monotonic() + start_timeout
         last = None
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise BrokerError(
-                    f"tansu exited rc={self._proc.returncode}\n{_log_tail(self.log_path)}"
-                )
+            if proc.poll() is not None:
+                raise BrokerError(f"tansu exited rc={proc.returncode}\n{_log_tail(self.log_path)}")
             try:
                 api_versions(self.bootstrap_servers, timeout=1.0)
                 md = self.admin().list_topics(timeout=2.0)
@@ -560,6 +568,7 @@ class TansuBroker(_Broker):
         self._close_admin()
         if proc is None:
             return
+        assert proc.stdin is not None  # stdin=PIPE
         try:
             proc.stdin.close()  # guard: SIGTERM tansu, SIGKILL after 1 s
         except OSError:
@@ -700,7 +709,7 @@ def produce_kafka_python(
     support ApiVersions <= v2 (the librdkafka mock), see kafka_python_api_version;
     pass ``api_version=None`` to force kafka-python's own negotiation.
     """
-    from kafka import KafkaProducer
+    from kafka import KafkaProducer  # type: ignore[import-untyped]  # kafka-python ships no types
 
     if isinstance(bootstrap, str):  # kafka-python does not split "a:1,b:2"
         bootstrap = [h.strip() for h in bootstrap.split(",") if h.strip()]
@@ -784,7 +793,8 @@ def consume_confluent(bootstrap, topic, partitions=None, expected=None, timeout=
         # gone (the mock's size retention) the answer is OFFSET_OUT_OF_RANGE and
         # auto.offset.reset=earliest starts at the log start.
         c.assign([TopicPartition(topic, p, 0) for p in partitions])
-        msgs, eof = [], set()
+        msgs: list[Msg] = []
+        eof: set[int | None] = set()  # Message.partition() is typed Optional
         while time.monotonic() < deadline:
             if expected is not None and len(msgs) >= expected:
                 break

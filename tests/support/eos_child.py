@@ -137,6 +137,7 @@ def speculative_write(spark, spec):
         from pyspark import TaskContext
 
         context = TaskContext.get()
+        assert context is not None  # runs inside a Spark task
         if context.partitionId() != 0 or value != b"row-20000":
             return value
         if context.attemptNumber() == 0:
@@ -178,7 +179,9 @@ def zombie_write(spark, spec):
 
     class ZombieWriter(KafkaDataSourceWriter):
         def write(self, iterator):
-            if TaskContext.get().partitionId() != 2:
+            context = TaskContext.get()
+            assert context is not None  # runs inside a Spark task
+            if context.partitionId() != 2:
                 return super().write(iterator)
             # A task slow to reach its InitProducerId (a Python worker starting under
             # memory pressure, say) until after the job failed and abort() fenced.

@@ -117,7 +117,7 @@ class _Pair:
         self.lock = threading.Lock()
         # Answers go to the client in request order: ``order`` holds the correlation ids
         # of requests that get one; ``refused`` the proxy's own answers among them.
-        self.order = deque()
+        self.order: deque[int] = deque()
         self.refused = {}
         self.send_lock = threading.Lock()  # taken before ``lock``
         self.produce_in_flight = 0
@@ -297,7 +297,7 @@ class FaultProxy:
         self.closed = False
         self.is_down = False
         self.lock = threading.Lock()
-        self.pairs = []
+        self.pairs: list[_Pair] = []
         self.counters = {"produce_requests": 0, "dropped_produce_replies": 0}
         self._skip = 0
         self._drop = 0

@@ -35,11 +35,13 @@ Only the standard library is imported, so start-up is fast.
 """
 
 import ctypes
+import io
 import os
 import signal
 import subprocess
 import sys
 import threading
+from typing import cast
 
 
 def _set_pdeathsig(sig=signal.SIGKILL):
@@ -198,7 +200,8 @@ def run_guard(logfile, cmd, owner_pid=None, grace=1.0):
 
     def _wait_stdin():
         try:
-            while sys.stdin.buffer.read1(4096):
+            # typeshed types stdin.buffer as BinaryIO (no read1); it is a BufferedReader
+            while cast(io.BufferedReader, sys.stdin.buffer).read1(4096):
                 pass
         except Exception:
             pass

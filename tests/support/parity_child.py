@@ -396,7 +396,7 @@ class Runner:
         self.topics = spec["topics"]
         self.scratch = spec["scratch"]
         self.results = {}
-        self.out_path = None
+        self.out_path: str | None = None  # main() sets it
         from pyspark.sql import SparkSession
 
         import kafka_ds
@@ -418,7 +418,10 @@ class Runner:
         kafka_ds.register(self.spark)
         import pyspark
 
-        self.versions = {"pyspark": pyspark.__version__, "spark": self.spark.version}
+        self.versions: dict[str, str | float] = {
+            "pyspark": pyspark.__version__,
+            "spark": self.spark.version,
+        }
 
     def fill(self, text: str) -> str:
         values = {**self.topics}
@@ -475,6 +478,7 @@ class Runner:
         return r
 
     def save(self):
+        assert self.out_path is not None  # main() sets it before run()
         tmp = self.out_path + ".partial"
         with open(tmp, "w") as out:
             json.dump({"versions": self.versions, "results": self.results}, out)
@@ -508,7 +512,7 @@ class Runner:
                     got = df.rdd.mapPartitionsWithIndex(
                         lambda i, rows: [(i, r.topic, r.partition, r.offset) for r in rows]
                     ).collect()
-                    groups = {}
+                    groups: dict[tuple[int, str, int], list[int]] = {}
                     for i, t, p, o in got:
                         groups.setdefault((i, t, p), []).append(o)
                     out["extra"] = {

@@ -13,7 +13,10 @@ from kafka_ds.registry.errors import RegistryUnavailableError
 from kafka_ds.registry.schema import RegisteredSchema, SchemaLookup, SchemaReference
 
 try:
-    from confluent_kafka.schema_registry.mock_schema_registry_client import MockSchemaRegistryClient
+    # the pre-2.10 path (pyproject allows >= 2.6); absent from the installed release
+    from confluent_kafka.schema_registry.mock_schema_registry_client import (  # type: ignore[import-not-found]
+        MockSchemaRegistryClient,
+    )
 except ImportError:
     try:  # confluent-kafka >= 2.10 keeps it in the sync package
         from confluent_kafka.schema_registry._sync.mock_schema_registry_client import (

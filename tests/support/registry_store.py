@@ -88,7 +88,7 @@ class RegistryStore:
             raise RegistryError(404, 40403, f"Schema {schema_id} not found") from None
 
     def _schema_answer(self, stored: Stored, fmt=None) -> dict:
-        answer = {"schema": self._render(stored, fmt)}
+        answer: dict[str, object] = {"schema": self._render(stored, fmt)}
         if stored.schema_type != "AVRO":
             answer["schemaType"] = stored.schema_type
         if stored.references:
@@ -153,7 +153,7 @@ class RegistryStore:
                 raise RegistryError(422, 42201, f"Invalid schema {text[:100]}: {exc}") from None
         elif schema_type == "JSON":
             try:
-                import jsonschema
+                import jsonschema  # type: ignore[import-untyped]  # no types-jsonschema here
 
                 schema = json.loads(text)
                 jsonschema.validators.validator_for(schema).check_schema(schema)
@@ -293,7 +293,7 @@ class RegistryStore:
             versions = [self._version(subject, version)]
             level = level.removesuffix("_TRANSITIVE")
         problems = self._problems(subject, schema_type, text, references, versions, level)
-        answer = {"is_compatible": not problems}
+        answer: dict[str, object] = {"is_compatible": not problems}
         if flag(query, "verbose"):
             answer["messages"] = problems
         return answer

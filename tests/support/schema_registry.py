@@ -61,7 +61,12 @@ class LoggedRequest:
     body: object = None
 
 
+class _RegistryServer(ThreadingHTTPServer):
+    registry: FakeSchemaRegistry  # set by FakeSchemaRegistry.start
+
+
 class _Handler(BaseHTTPRequestHandler):
+    server: _RegistryServer
     server_version = "FakeSchemaRegistry/1.0"
 
     def log_message(self, *args):  # quiet
@@ -88,8 +93,8 @@ class FakeSchemaRegistry(RegistryStore):
         self.tls = tls
         self._server_context = server_context
         self.port = 0
-        self._server = None
-        self._thread = None
+        self._server: _RegistryServer | None = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.requests: list[LoggedRequest] = []
         self._failures: list[int] = []
@@ -102,20 +107,20 @@ class FakeSchemaRegistry(RegistryStore):
 
     def start(self) -> FakeSchemaRegistry:
         """Listen (again: on the port of the first start)."""
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), _Handler)
+        server = _RegistryServer(("127.0.0.1", self.port), _Handler)
         server.daemon_threads = True
         server.registry = self
         if self._server_context is not None:
             server.socket = self._server_context.wrap_socket(server.socket, server_side=True)
         self.port = server.server_address[1]
         self._server = server
-        self._thread = threading.Thread(
+        self._thread = thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": 0.05},
             name=f"fake-registry-{self.port}",
             daemon=True,
         )
-        self._thread.start()
+        thread.start()
         return self
 
     def stop(self) -> None:
@@ -123,6 +128,7 @@ class FakeSchemaRegistry(RegistryStore):
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            assert self._thread is not None  # start() set both
             self._thread.join()
             self._server = None
 

@@ -89,6 +89,7 @@ def _write_certificates(directory: str) -> dict:
     import trustme
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
     from cryptography.hazmat.primitives.serialization import pkcs12
 
     paths = cert_paths(directory)
@@ -104,6 +105,17 @@ def _write_certificates(directory: str) -> dict:
             client.private_key_pem.bytes() + b"".join(pem.bytes() for pem in client.cert_chain_pems)
         )
     key = serialization.load_pem_private_key(server.private_key_pem.bytes(), None)
+    # the key types PKCS#12 can hold (trustme makes EC or RSA keys)
+    assert isinstance(
+        key,
+        (
+            rsa.RSAPrivateKey,
+            dsa.DSAPrivateKey,
+            ec.EllipticCurvePrivateKey,
+            ed25519.Ed25519PrivateKey,
+            ed448.Ed448PrivateKey,
+        ),
+    )
     chain = [x509.load_pem_x509_certificate(pem.bytes()) for pem in server.cert_chain_pems]
     with open(paths["server_keystore"], "wb") as out:
         out.write(

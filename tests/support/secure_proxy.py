@@ -52,13 +52,13 @@ class AdvertisingTansu(brokers.TansuBroker):
     def _start(self, start_timeout, extra_args):
         # Readiness by ApiVersions only: Metadata would name the proxy, not yet running.
         self._launch(extra_args)
+        proc = self._proc
+        assert proc is not None  # _launch started it
         deadline = time.monotonic() + start_timeout
         last = None
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise BrokerError(
-                    f"tansu exited rc={self._proc.returncode}\n{_log_tail(self.log_path)}"
-                )
+            if proc.poll() is not None:
+                raise BrokerError(f"tansu exited rc={proc.returncode}\n{_log_tail(self.log_path)}")
             try:
                 self.api_table = brokers.api_versions(self.bootstrap_servers, timeout=1.0)
                 return
@@ -336,13 +336,13 @@ class SecureProxy:
         self.session_lifetime_ms = session_lifetime_ms
         self.bad_server_signature = bad_server_signature
         self.required_extensions = dict(required_extensions or {})
-        self.seen_extensions = []
+        self.seen_extensions: list[dict[str, str]] = []
         self.authentications = 0
         self.reauthentications = 0
         self.expired_closes = 0
         self.ca = ca or trustme.CA()
         self.server_cert = self.ca.issue_cert(*server_hostnames)
-        self.server_context = None
+        self.server_context: ssl.SSLContext | None = None
         if tls:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             self.server_cert.configure_cert(ctx)
@@ -361,7 +361,7 @@ class SecureProxy:
         if self.sasl:
             self.api_table[SASL_HANDSHAKE] = (0, 1)
             self.api_table[SASL_AUTHENTICATE] = (0, 2)
-        self._sockets = set()
+        self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._stopped = False
         threading.Thread(target=self._accept_loop, daemon=True).start()
@@ -415,6 +415,7 @@ class SecureProxy:
         try:
             client.settimeout(10)
             if self.tls:
+                assert self.server_context is not None  # made when tls is set
                 try:
                     client = self._track(self.server_context.wrap_socket(client, server_side=True))
                 except (ssl.SSLError, OSError):

@@ -14,7 +14,7 @@ def make_spark(app_name="kafka_ds-tests", driver_memory="2g", conf=None):
 
     import kafka_ds
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
@@ -25,8 +25,8 @@ def make_spark(app_name="kafka_ds-tests", driver_memory="2g", conf=None):
         .config("spark.python.worker.reuse", "true")
     )
     for key, value in (conf or {}).items():
-        spark = spark.config(key, value)
-    spark = spark.getOrCreate()
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     kafka_ds.register(spark)
     return spark

@@ -153,7 +153,9 @@ def read_log(bootstrap: str, topic: str) -> list[LogBatch]:
 
 def verdict(bootstrap: str, topic: str) -> LogVerdict:
     batches = read_log(bootstrap, topic)
-    committed, aborted, open_ = [], [], []
+    committed: list = []
+    aborted: list = []
+    open_: list = []
     markers: dict = {}
     for i, batch in enumerate(batches):
         if batch.control is not None:
