@@ -1,5 +1,6 @@
-"""Cluster client: bootstrap, connections, the metadata cache, leader routing and
-retries. Blocking and single-threaded: a Spark task owns one.
+"""Cluster client: bootstrap, connections, the metadata cache (its memory in
+metadata.py), leader routing and retries. Blocking and single-threaded: a Spark task owns
+one.
 
 What the client does with that routing lives beside it: ListOffsets and Fetch in
 reads.py, group and transaction coordinators in coordinators.py, CreateTopics and
@@ -11,44 +12,19 @@ from __future__ import annotations
 import logging
 import random
 import re
-import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 
-from ..errors import KafkaConnectionError, acl_hint
-from ..protocol.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
+from ..errors import KafkaConnectionError
+from ..protocol.errors import LeaderNotAvailable, UnknownTopicOrPartition
 from ..protocol.messages_cluster import METADATA
 from . import admin, coordinators, reads
 from .config import ClientConfig
 from .connection import BrokerConnection, parse_bootstrap
 from .coordinators import Coordinators
+from .metadata import MetadataCache, TopicInfo, metadata_error
 from .retry import RetryPolicy
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class PartitionInfo:
-    topic: str
-    partition: int
-    leader: int
-    leader_epoch: int = -1
-    error_code: int = 0
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    error_code: int
-    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
-    is_internal: bool = False
-
-
-def _metadata_error(code: int, topic: str) -> Exception:
-    """The error a Metadata answer gave for ``topic``, naming it (and the ACL it lacks)."""
-    return error_for_code(code)(
-        f"Metadata of topic {topic!r}{acl_hint(code, 'Metadata', topic=topic)}"
-    )
 
 
 class KafkaClient:
@@ -57,15 +33,16 @@ class KafkaClient:
     def __init__(self, bootstrap_servers, config: ClientConfig | None = None):
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.config = config or ClientConfig()
-        self.brokers: dict[int, tuple[str, int]] = {}
-        self.topics: dict[str, TopicInfo] = {}
-        self.cluster_id: str | None = None
+        self.metadata = MetadataCache()
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
-        self._metadata_time = 0.0
-        self._topic_time: dict[str, float] = {}  # when each topic's metadata was fetched
         self.coordinators = Coordinators(self)  # group and transaction coordinators
         self.retries = 0  # retried attempts, all operations
+
+    @property
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        """{node id: (host, port)} of the cluster's brokers (``metadata.brokers``)."""
+        return self.metadata.brokers
 
     # --- connections -----------------------------------------------------------
 
@@ -96,7 +73,7 @@ class KafkaClient:
         ):
             return self._bootstrap_conn
         errors = []
-        candidates = list(self.brokers.items()) + [(-1, hp) for hp in self.bootstrap]
+        candidates = list(self.metadata.brokers.items()) + [(-1, hp) for hp in self.bootstrap]
         random.shuffle(candidates)
         for node_id, (host, port) in candidates:
             try:
@@ -120,11 +97,11 @@ class KafkaClient:
     def connection(self, node_id: int) -> BrokerConnection:
         conn = self._connections.get(node_id)
         if conn is None:
-            if node_id not in self.brokers:
+            if node_id not in self.metadata.brokers:
                 self.refresh_metadata()
-            if node_id not in self.brokers:
+            if node_id not in self.metadata.brokers:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
-            host, port = self.brokers[node_id]
+            host, port = self.metadata.brokers[node_id]
             conn = self._connections[node_id] = self._new_connection(host, port, node_id)
         return conn.connect()
 
@@ -229,43 +206,11 @@ class KafkaClient:
             ),
             version=version,
         )
-        self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
-        self.cluster_id = response.get("cluster_id")
-        for node_id in list(self._connections):
-            if (
-                node_id not in self.brokers
-                or (self._connections[node_id].host, self._connections[node_id].port)
-                != self.brokers[node_id]
-            ):
+        seen = self.metadata.update(response, topics)
+        brokers = self.metadata.brokers
+        for node_id, conn in list(self._connections.items()):
+            if brokers.get(node_id) != (conn.host, conn.port):  # gone, or moved elsewhere
                 self._connections.pop(node_id).close()
-        seen = {}
-        for topic in response["topics"]:
-            info = TopicInfo(
-                topic["name"], topic["error_code"], is_internal=topic.get("is_internal", False)
-            )
-            for part in topic["partitions"]:
-                info.partitions[part["partition_index"]] = PartitionInfo(
-                    topic["name"],
-                    part["partition_index"],
-                    part["leader_id"],
-                    part.get("leader_epoch", -1),
-                    part["error_code"],
-                )
-            seen[topic["name"]] = info
-        now = time.monotonic()
-        if topics is None:
-            self.topics = {name: info for name, info in seen.items() if info.error_code == 0}
-            self._topic_time = {name: now for name in self.topics}
-        else:
-            for name in topics:
-                found = seen.get(name)
-                if found is None or found.error_code:
-                    self.topics.pop(name, None)
-                    self._topic_time.pop(name, None)
-                else:
-                    self.topics[name] = found
-                    self._topic_time[name] = now
-        self._metadata_time = now
         return seen
 
     def partitions_of_topics(self, topics, max_age_ms: float | None = None) -> dict[str, list[int]]:
@@ -276,13 +221,7 @@ class KafkaClient:
         topics = list(dict.fromkeys(topics))
         if max_age_ms is None:
             max_age_ms = self.config.metadata_max_age_ms
-        now = time.monotonic()
-        stale = [
-            t
-            for t in topics
-            if t not in self.topics or now - self._topic_time.get(t, 0.0) >= max_age_ms / 1000.0
-        ]
-        if stale:
+        if self.metadata.stale(topics, max_age_ms):
             seen = self.refresh_metadata(topics)
             for topic in topics:
                 info = seen.get(topic)
@@ -291,14 +230,18 @@ class KafkaClient:
                     and info.error_code
                     and info.error_code != UnknownTopicOrPartition.code
                 ):
-                    raise _metadata_error(info.error_code, topic)
-        return {t: sorted(self.topics[t].partitions) for t in topics if t in self.topics}
+                    raise metadata_error(info.error_code, topic)
+        return {
+            t: sorted(self.metadata.topics[t].partitions)
+            for t in topics
+            if t in self.metadata.topics
+        }
 
     def topic_partitions(
         self, topic: str, refresh: bool = False, *, allow_auto_topic_creation: bool = False
     ) -> list[int]:
         """Partition ids of ``topic``; raises the broker's error if it does not exist."""
-        if refresh or topic not in self.topics:
+        if refresh or topic not in self.metadata.topics:
             seen = self.refresh_metadata(
                 [topic], allow_auto_topic_creation=allow_auto_topic_creation
             )
@@ -306,14 +249,14 @@ class KafkaClient:
             if info is None:
                 raise UnknownTopicOrPartition(f"topic {topic!r} not in metadata")
             if info.error_code:
-                raise _metadata_error(info.error_code, topic)
-        return sorted(self.topics[topic].partitions)
+                raise metadata_error(info.error_code, topic)
+        return sorted(self.metadata.topics[topic].partitions)
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         self.refresh_metadata(None)
         return sorted(
             name
-            for name, info in self.topics.items()
+            for name, info in self.metadata.topics.items()
             if include_internal or not (info.is_internal or name.startswith("__"))
         )
 
@@ -323,7 +266,7 @@ class KafkaClient:
         return [t for t in self.list_topics() if regex.fullmatch(t)]
 
     def leader_for(self, topic: str, partition: int) -> int:
-        info = self.topics.get(topic)
+        info = self.metadata.topics.get(topic)
         if info is None or partition not in info.partitions:
             seen = self.refresh_metadata([topic]).get(topic)
             if (
@@ -332,8 +275,8 @@ class KafkaClient:
                 and seen.error_code != UnknownTopicOrPartition.code
             ):
                 # e.g. TOPIC_AUTHORIZATION_FAILED: not retriable, and not an unknown topic
-                raise _metadata_error(seen.error_code, topic)
-            info = self.topics.get(topic)
+                raise metadata_error(seen.error_code, topic)
+            info = self.metadata.topics.get(topic)
             if info is None or partition not in info.partitions:
                 raise UnknownTopicOrPartition(f"{topic}-{partition} not in metadata")
         part = info.partitions[partition]
@@ -360,7 +303,7 @@ class KafkaClient:
     init_producer_id = admin.init_producer_id
 
 
-__all__ = ["KafkaClient", "PartitionInfo", "TopicInfo", "make_client"]
+__all__ = ["KafkaClient", "make_client"]
 
 
 def make_client(opts) -> KafkaClient:

@@ -55,7 +55,7 @@ class Coordinators:
                     kind, hint = "group", acl_hint(code, "FindCoordinator", group=key)
                 raise error_for_code(code)(f"FindCoordinator of {kind} {key!r}{hint}")
             node = entry["node_id"]
-            client.brokers.setdefault(node, (entry["host"], entry["port"]))
+            client.metadata.brokers.setdefault(node, (entry["host"], entry["port"]))
             self._nodes[(key_type, key)] = node
         return client.connection(node)
 

@@ -82,13 +82,11 @@ def _drop_missing(client, remaining: dict, api: str) -> None:
     first for those): a topic deleted, a partition gone. Retries refresh the metadata of
     partitions whose leader answered UNKNOWN_TOPIC_OR_PARTITION, so a deletion the
     broker reported is seen here at the next attempt."""
-    unknown = sorted(
-        {t for t, p in remaining if t not in client.topics or p not in client.topics[t].partitions}
-    )
+    unknown = sorted({t for t, p in remaining if not client.metadata.has_partition(t, p)})
     if unknown:
         client.refresh_metadata(unknown)
         for t, p in list(remaining):
-            if t not in client.topics or p not in client.topics[t].partitions:
+            if not client.metadata.has_partition(t, p):
                 log.info("%s: %s-%d is not in the metadata any more", api, t, p)
                 remaining.pop((t, p))
 
