@@ -1,6 +1,6 @@
-"""One TCP connection to one broker: framing, correlation ids, pipelining,
-timeouts and ApiVersions negotiation (its TLS handshake and SASL exchange:
-``broker_security``). All socket I/O of kafka_ds lives in this package.
+"""One TCP connection to one broker: correlation ids, pipelining and ApiVersions
+negotiation (its frames on the socket, with their timeouts: ``frames``; its TLS handshake
+and SASL exchange: ``broker_security``). All socket I/O of kafka_ds lives in this package.
 """
 
 from __future__ import annotations
@@ -15,27 +15,19 @@ from dataclasses import dataclass
 from ..errors import (
     ConfigurationError,
     KafkaConnectionError,
+    KafkaError,
     KafkaProtocolError,
-    KafkaTimeoutError,
     UnsupportedVersionError,
 )
 from ..protocol import primitives as p
 from ..protocol.errors import UnsupportedVersion
 from ..protocol.messages_connection import API_VERSIONS
 from ..protocol.schema import Message, decode_response, encode_request
-from .broker_security import (
-    early_close_hint,
-    explain_first_failure,
-    sasl_authenticate,
-    tls_answer_error,
-    tls_handshake,
-)
+from .broker_security import explain_first_failure, sasl_authenticate, tls_handshake
 from .config import DEFAULT_CLIENT_CONFIG
+from .frames import read_frame, write_frame
 
 log = logging.getLogger(__name__)
-
-# Larger frames than this are not Kafka responses we asked for: treat as corruption.
-MAX_RESPONSE_SIZE = 1 << 30
 
 
 @dataclass
@@ -344,21 +336,11 @@ class BrokerConnection:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(message, version, correlation_id, self.client_id, body)
-        sock = self._sock
-        if sock is None:
-            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
         try:
-            sock.sendall(frame)
-        except TimeoutError:
+            write_frame(self, self._sock, frame, message.name)
+        except KafkaError:
             self.close()
-            raise KafkaTimeoutError(
-                f"timed out sending {message.name} to {self.host}:{self.port}"
-            ) from None
-        except OSError as exc:
-            self.close()
-            raise KafkaConnectionError(
-                f"connection to {self.host}:{self.port} lost while sending {message.name}: {exc}"
-            ) from exc
+            raise
         return self._requests.add(correlation_id, message, version, expects_response)
 
     def _receive_frame(self, pending: Pending) -> memoryview:
@@ -370,24 +352,13 @@ class BrokerConnection:
             )
         while True:
             head = awaiting[0]
-            size = p.INT32.unpack(self._read_exact_into(self._size_buf, 4, head))[0]
-            if head.sent_number <= 2 and not (self.security and self.security.uses_tls):
-                # A TLS listener answers plain text with an alert record (15 03 03 ..):
-                # read as a size that is 352 MB, under MAX_RESPONSE_SIZE (Apache Kafka).
-                mismatch = tls_answer_error(self._size_buf, self.host, self.port, self.security)
-                if mismatch is not None:
-                    self.close()
-                    raise mismatch
-            if size < 4 or size > MAX_RESPONSE_SIZE:
-                self.close()
-                mismatch = tls_answer_error(self._size_buf, self.host, self.port, self.security)
-                if mismatch is not None:
-                    raise mismatch
-                raise KafkaProtocolError(
-                    f"absurd response size {size} from {self.host}:{self.port}"
+            try:
+                frame = read_frame(
+                    self, self._sock, self._size_buf, head.message.name, head.sent_number
                 )
-            frame = bytearray(size)
-            self._read_exact_into(frame, size, head)
+            except KafkaError:
+                self.close()  # the stream is lost: a timeout, a drop, or not Kafka's answer
+                raise
             correlation_id = p.INT32.unpack_from(frame, 0)[0]
             if self._requests.is_unasked_answer(correlation_id, head):
                 continue
@@ -402,42 +373,3 @@ class BrokerConnection:
                 return memoryview(frame)
             # An earlier pipelined response nobody waits for any more: drop it.
             log.debug("dropping unread %s response", head.message.name)
-
-    def _read_exact_into(self, buf: bytearray, size: int, head: Pending) -> bytearray:
-        view = memoryview(buf)
-        got = 0
-        deadline = time.monotonic() + self.request_timeout
-        sock = self._sock
-        if sock is None:
-            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
-        while got < size:
-            try:
-                n = sock.recv_into(view[got:size])
-            except TimeoutError:
-                self.close()
-                raise KafkaTimeoutError(
-                    f"no {head.message.name} response from {self.host}:{self.port} within "
-                    f"{self.request_timeout:.1f}s"
-                ) from None
-            except OSError as exc:
-                self.close()
-                hint = early_close_hint(self.security, head.sent_number)
-                raise KafkaConnectionError(
-                    f"connection to {self.host}:{self.port} lost while reading "
-                    f"{head.message.name} response: {exc}{hint}"
-                ) from exc
-            if n == 0:
-                self.close()
-                hint = early_close_hint(self.security, head.sent_number)
-                raise KafkaConnectionError(
-                    f"connection to {self.host}:{self.port} closed by the broker while reading "
-                    f"{head.message.name} response ({got} of {size} bytes){hint}"
-                )
-            got += n
-            if time.monotonic() > deadline:
-                self.close()
-                raise KafkaTimeoutError(
-                    f"{head.message.name} response from {self.host}:{self.port} took longer "
-                    f"than {self.request_timeout:.1f}s"
-                )
-        return buf
