@@ -135,24 +135,8 @@ class KafkaClient:
     def retry_policy(
         self, budget_ms: float | None = None, budget_option: str = "", **kwargs
     ) -> RetryPolicy:
-        """The client's retry policy: ``budget_ms`` (default: the client's API timeout,
-        ``kafka.default.api.timeout.ms``, or a write's ``kafka.delivery.timeout.ms``),
-        ``kafka.retries`` when set, ``kafka.retry.backoff.ms`` ..
-        ``kafka.retry.backoff.max.ms``."""
-        config = self.config
-        if budget_ms is None:
-            budget_ms = config.default_api_timeout_ms
-            budget_option = budget_option or config.api_timeout_option
-        retries = config.retries
-        return RetryPolicy(
-            budget_ms,
-            max_attempts=None if retries is None else retries + 1,
-            backoff_ms=config.retry_backoff_ms,
-            backoff_max_ms=max(config.retry_backoff_max_ms, config.retry_backoff_ms),
-            budget_option=budget_option,
-            attempts_option="kafka.retries",
-            **kwargs,
-        )
+        """The client's retry policy (``RetryPolicy.from_config`` of its options)."""
+        return RetryPolicy.from_config(self.config, budget_ms, budget_option, **kwargs)
 
     def retrying(
         self,

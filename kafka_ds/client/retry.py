@@ -84,6 +84,28 @@ class RetryPolicy:
     so the final error tells the user which one to raise.
     """
 
+    @classmethod
+    def from_config(
+        cls, config, budget_ms: float | None = None, budget_option: str = "", **kwargs
+    ) -> RetryPolicy:
+        """The retry policy of a client's ``config`` (a ``ClientConfig``): ``budget_ms``
+        (default: the client's API timeout, ``kafka.default.api.timeout.ms``, or a write's
+        ``kafka.delivery.timeout.ms``), ``kafka.retries`` when set,
+        ``kafka.retry.backoff.ms`` .. ``kafka.retry.backoff.max.ms``."""
+        if budget_ms is None:
+            budget_ms = config.default_api_timeout_ms
+            budget_option = budget_option or config.api_timeout_option
+        retries = config.retries
+        return cls(
+            budget_ms,
+            max_attempts=None if retries is None else retries + 1,
+            backoff_ms=config.retry_backoff_ms,
+            backoff_max_ms=max(config.retry_backoff_max_ms, config.retry_backoff_ms),
+            budget_option=budget_option,
+            attempts_option="kafka.retries",
+            **kwargs,
+        )
+
     def __init__(
         self,
         budget_ms: float,
