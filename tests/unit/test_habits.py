@@ -1,6 +1,7 @@
 """The habits of a maintained project hold: ruff finds nothing (lint rules and format, as
-configured in pyproject.toml), mypy reports no error on kafka_ds and on the test support code
-(tests/support), and the package ships its types (py.typed). ``scripts/check`` runs the same checks outside the suite."""
+configured in pyproject.toml), mypy reports no error on kafka_ds and on the test support
+code (tests/support), and the package ships its types (py.typed). ``scripts/check`` runs the
+same checks outside the suite."""
 
 import os
 import subprocess
