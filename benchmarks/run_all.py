@@ -41,7 +41,7 @@ import sys
 import time
 
 import harness
-from harness import (  # replace_section: bench_jvm.py and parity_jvm.py import it from here
+from harness import (  # replace_section: bench_jvm.py imports it from here
     HERE,
     ROOT,
     log,

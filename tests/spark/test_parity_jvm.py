@@ -65,7 +65,8 @@ INTENDED = {
 
 
 def records(partition, count, start=0):
-    """As benchmarks/parity_jvm.py: null keys, null/empty/repeated header values."""
+    """Null keys, null/empty/repeated header values (the layout of the retired
+    benchmarks/parity_jvm.py)."""
     out = []
     for i in range(start, start + count):
         headers = (

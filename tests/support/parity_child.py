@@ -40,7 +40,7 @@ def _j(value):
 
 
 BATCH = [
-    # every case of benchmarks/parity_jvm.py
+    # the cases the retired benchmarks/parity_jvm.py ran
     (
         "subscribe, earliest to latest",
         {"subscribe": "{a},{b}", "startingOffsets": "earliest"},
