@@ -848,7 +848,7 @@ def main(argv=None):
     minutes = (time.monotonic() - started) / 60
     shown = argv[: argv.index("--fetched-jars")] if args.fetched_jars else argv
     command = " ".join([".venv/bin/python benchmarks/bench_jvm.py"] + shown)
-    from run_all import machine, replace_section
+    from harness import machine_and_load, replace_section
 
     header = (
         f"Command: `{command}` -- {dt.datetime.now():%Y-%m-%d %H:%M}, {minutes:.1f} min. "
@@ -857,7 +857,7 @@ def main(argv=None):
         f"{args.value_size} B in {args.partitions} partitions read, "
         f"{args.write_records:,} rows written; load average (1 min) "
         f"{load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end. "
-        f"Machine: {machine()}."
+        f"Machine: {machine_and_load()}."
     )
     if args.profiler:
         import profiles

@@ -101,6 +101,12 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {versions()}"
 
 
+def machine_and_load() -> str:
+    """:func:`machine` and the load average (1 min) now: results.md's header, written at the
+    end of a run."""
+    return f"{machine()}; load average at the end {load_average()[0]:.1f}"
+
+
 def stamp() -> str:
     return f"{datetime.datetime.now():%Y-%m-%d %H:%M}"
 

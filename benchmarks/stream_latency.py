@@ -588,8 +588,6 @@ def main(argv=None):
         ]
     print("\n" + "\n\n".join(parts))
     if args.write_results:
-        from run_all import machine
-
         path = harness.RESULTS_MD
         harness.replace_section(
             path,
@@ -597,7 +595,7 @@ def main(argv=None):
             "\n\n".join(
                 [
                     "## Streaming latency (`stream_latency.py`)",
-                    parts[0] + f"  Machine: {machine()}.",
+                    parts[0] + f"  Machine: {harness.machine_and_load()}.",
                     *parts[1:],
                 ]
             ),
