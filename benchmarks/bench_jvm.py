@@ -417,51 +417,9 @@ def byte_limit_off(spark, run):
 
 
 def streaming(spark, broker, args):
-    """stream_latency.py's Bench, one query per connector. On Tansu, Spark's connector finds
-    a partition's end with ListOffsets LATEST, which Tansu answers with the base offset + 1 of
-    the last batch (tests/README.md, Tansu deviation 1): the other records of that batch are
-    read by a later trigger, once another batch follows. There, after each phase one
-    single-record batch per partition (not measured) lets that query drain."""
-    import stream_latency as sl
-
-    class Bench(sl.Bench):
-        nudged = 0
-
-        def lag(self):
-            with self.consumer.lock:
-                visible = self.consumer.visible
-            return self.produced.value + self.nudged - visible
-
-        def drain(self, timeout=120.0):
-            deadline = time.monotonic() + timeout
-            quiet_since = time.monotonic()
-            while self.lag() > 0:
-                if self.query.exception() is not None:
-                    raise RuntimeError(f"the query failed: {self.query.exception()}")
-                if time.monotonic() > deadline:
-                    return False
-                if self.broker.name == "tansu" and time.monotonic() - quiet_since > 2.0:
-                    self.nudge()
-                    quiet_since = time.monotonic()
-                time.sleep(0.05)
-            return True
-
-        def nudge(self):
-            from confluent_kafka import Producer
-
-            producer = Producer(
-                {"bootstrap.servers": self.broker.bootstrap_servers, "linger.ms": 0, "log_level": 3}
-            )
-            for partition in range(self.args.partitions):
-                producer.produce(
-                    self.in_topic,
-                    partition=partition,
-                    value=sl.STAMP.pack(sl.WARMUP_PHASE, 0, time.time_ns()).ljust(
-                        self.args.value_size, b"n"
-                    ),
-                )
-                producer.flush(10)
-            self.nudged += self.args.partitions
+    """stream_probe.py's latency run, one query per connector (NudgedLatencyRun: on Tansu,
+    Spark's connector reads a batch's last records only once another batch follows)."""
+    from stream_probe import NudgedLatencyRun
 
     settings = types.SimpleNamespace(partitions=4, value_size=100)
     out = {}
@@ -473,7 +431,7 @@ def streaming(spark, broker, args):
             ("kafka tuned source, pykafka sink", "kafka", "pykafka", TUNED_READ),
         ]
     for label, source_fmt, sink_fmt, read_options in runs:
-        bench = Bench(settings, broker=broker, spark=spark)
+        bench = NudgedLatencyRun(settings, broker=broker, spark=spark)
         try:
             # The sinks keep their defaults: a linger meant for bulk writes only adds latency.
             if read_options is TUNED_READ:
