@@ -68,6 +68,9 @@ COMMON_SETTINGS = {
     "log.retention.check.interval.ms": "1000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     "log.initial.task.delay.ms": "1000",
+    # a transaction may stay open for as long as a test's child driver runs (the parity
+    # module holds one open for its whole child run, 20 minutes at most: Kafka's cap is 15)
+    "transaction.max.timeout.ms": "3600000",
     # Tests write records stamped 1970 and 2023; Kafka's 7-day time retention would delete
     # them while a test reads (within a second, with the check interval above). The tests of
     # retention set retention.ms on their topic.
