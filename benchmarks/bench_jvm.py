@@ -70,7 +70,11 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import jvm_report  # noqa: E402 -- after HERE is on sys.path
+import harness  # noqa: E402 -- after HERE is on sys.path
+import jvm_report  # noqa: E402
+import jvm_setup  # noqa: E402
+from harness import log  # noqa: E402
+from jvm_report import BYTE_LIMIT_OFF, CEILING, DEFAULTS, PYKAFKA, TUNED  # noqa: E402
 
 BASE_TS = 1_700_000_000_000
 RANGE_SHARE = 0.01
@@ -86,29 +90,13 @@ TUNED_WRITE = {"kafka.linger.ms": "200", "kafka.batch.size": str(1 << 20)}
 # shortest wait seen to get records every time there.
 TUNED_STREAM = {**TUNED_READ, "kafka.fetch.max.wait.ms": "20"}
 # the connectors --profile runs again under py-spy and JFR
-PROFILED = ("pykafka", "kafka, tuned")
+PROFILED = (PYKAFKA, TUNED)
 # (label, format, read options, write options)
 CONFIGS = [
-    ("pykafka", "pykafka", {}, {}),
-    ("kafka, defaults", "kafka", {}, {}),
-    ("kafka, tuned", "kafka", TUNED_READ, TUNED_WRITE),
+    (PYKAFKA, "pykafka", {}, {}),
+    (DEFAULTS, "kafka", {}, {}),
+    (TUNED, "kafka", TUNED_READ, TUNED_WRITE),
 ]
-
-NO_CONNECTOR = """\
-bench_jvm.py compares pykafka with Spark's own format("kafka"), whose jars are not part of
-pyspark. Without --jars/--packages it fetches them from Maven Central (needs `mvn`); or give
-them with one of:
-
-  --jars spark-sql-kafka-0-10_2.13-<v>.jar,spark-token-provider-kafka-0-10_2.13-<v>.jar,kafka-clients-<k>.jar,commons-pool2-<p>.jar[,spark-avro_2.13-<v>.jar]
-  --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<v>[,org.apache.spark:spark-avro_2.13:<v>]
-
-(<v> = your Spark version; --packages needs a machine that reaches Maven Central).
-"""
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
 
 # --- the data ------------------------------------------------------------------------------
 
@@ -117,40 +105,11 @@ def fill(broker, topic, records, partitions, value_size):
     """``records`` records with CreateTime = BASE_TS + the index in the partition."""
     from bench_read import fill_topic
 
-    wait_led(broker, topic)
+    jvm_setup.wait_led(broker, topic)
 
     fill_topic(
         broker.bootstrap_servers, topic, records, value_size, partitions, first_timestamp_ms=BASE_TS
     )
-
-
-def wait_led(broker, topic, timeout=60.0):
-    """Until every partition's leader answers a Fetch without an error: Apache Kafka lists a
-    new topic's leaders in Metadata a moment before the leader has loaded the partition, and
-    a Produce in that moment fails (NOT_LEADER_OR_FOLLOWER), which fill_topic does not
-    retry."""
-    from kafka_ds.client import KafkaClient
-
-    deadline = time.monotonic() + timeout
-    while True:
-        client = KafkaClient(broker.bootstrap_servers)
-        try:
-            errors = [
-                client.fetch(topic, p, 0, max_bytes=1024, max_wait_ms=1, min_bytes=0).get(
-                    "error_code"
-                )
-                for p in client.topic_partitions(topic)
-            ]
-            if errors and not any(errors):
-                return
-            last = errors
-        except Exception as exc:  # noqa: BLE001 -- not led yet
-            last = exc
-        finally:
-            client.close()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{topic}: partitions not led after {timeout} s: {last!r}")
-        time.sleep(0.2)
 
 
 def ends_json(broker, topic):
@@ -233,7 +192,10 @@ def reads(spark, broker, topic, ends, args):
             )
     # What Spark's Python data source machinery costs alone: a source of ready-made Arrow
     # batches shaped like pykafka's (bench_read.py), no I/O, no decoding.
-    ceiling = ceiling_reader(spark, topic, records, args)
+    import bench_read
+
+    bench_read.register_ceiling(spark)
+    ceiling = bench_read.ceiling_reader(spark, topic, records, args.partitions, args.value_size)
     cases.append((("count", CEILING), lambda: ceiling.load().count(), records, records))
     rates = measure(cases, args.repeat, "read")
     for key, run, _expected, rows in cases:
@@ -242,36 +204,25 @@ def reads(spark, broker, topic, ends, args):
     return rates, in_range
 
 
-CEILING = jvm_report.CEILING
+def wall_time(run):
+    """(seconds, result) of one ``run()``."""
+    started = time.perf_counter()
+    got = run()
+    return time.perf_counter() - started, got
 
 
-def ceiling_reader(spark, topic, records, args):
-    import bench_read
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(bench_read)  # the workers cannot import benchmarks/
-    spark.dataSource.register(bench_read.CeilingDataSource)
-    return (
-        spark.read.format("kafka_ds_ceiling")
-        .option("records", records)
-        .option("partitions", args.partitions)
-        .option("value_size", args.value_size)
-        .option("topic", topic)
-    )
-
-
-def measure(cases, repeat, what):
+def measure(cases, repeat, what, timed_run=wall_time):
     """Every case once to warm up, then ``repeat`` rounds of all cases in turn (so that a
     busy moment of the shared machine hits every connector alike); the best time of each.
-    Rates in rows/s, or minus the seconds where ``rows`` is None."""
+    ``timed_run(run)``: (seconds, result) of one run. Rates in rows/s, or minus the seconds
+    where ``rows`` is None."""
     for key, run, expected, _rows in cases:
-        check(key, run(), expected)
+        check(key, timed_run(run)[1], expected)
     times = {key: [] for key, *_ in cases}
     for round_ in range(repeat):
         for key, run, expected, _rows in cases:
-            started = time.perf_counter()
-            got = run()
-            times[key].append(time.perf_counter() - started)
+            seconds, got = timed_run(run)
+            times[key].append(seconds)
             check(key, got, expected)
         log(
             f"{what}, round {round_ + 1}: "
@@ -320,7 +271,7 @@ def writes(spark, broker, args, registry, avro):
         def run():
             topic = broker.unique_topic("bench-jvm-w")
             broker.create_topic(topic, partitions=args.partitions)
-            wait_led(broker, topic)
+            jvm_setup.wait_led(broker, topic)
             opts = dict(options)
             if avro_kind == "pykafka":
                 opts.update({"valueFormat": "avro", "schema.registry.url": registry.url})
@@ -348,11 +299,16 @@ def writes(spark, broker, args, registry, avro):
     bench_typed_write.register_null_sink(spark)
     cases = []
     for label, fmt, _, options in CONFIGS:
-        cases.append((("write, binary", label), write(binary, fmt, options), rows))
+        cases.append((("write, binary", label), write(binary, fmt, options), rows, rows))
     # Spark's own cost of handing the rows to a Python writer (bench_typed_write.py's sink
     # that iterates its Arrow batches and writes nothing)
     cases.append(
-        (("write, binary", CEILING), lambda: (bench_typed_write.write_null(binary), rows), rows)
+        (
+            ("write, binary", CEILING),
+            lambda: (bench_typed_write.write_null(binary), rows),
+            rows,
+            rows,
+        )
     )
     if avro:
         from pyspark.sql import functions as F
@@ -365,27 +321,17 @@ def writes(spark, broker, args, registry, avro):
         jvm_avro = typed.select("key", F.concat(header, to_avro("value")).alias("value"))
         for label, fmt, _, options in CONFIGS:
             df, kind = (typed, "pykafka") if fmt == "pykafka" else (jvm_avro, None)
-            cases.append((("write, Avro", label), write(df, fmt, options, kind), rows))
+            cases.append((("write, Avro", label), write(df, fmt, options, kind), rows, rows))
     # pykafka again with Spark's per-row Arrow batch-size check off (docs/performance.md,
     # "Spark settings for writes"); Spark's connector does not hand rows to Python workers
-    for (name, label), run, expected in list(cases):
-        if label in (CONFIGS[0][0], CEILING):
-            cases.append(((name + BYTE_LIMIT_OFF, label), byte_limit_off(spark, run), expected))
-    # The write's own time (topic creation and the count of what arrived are not timed).
-    for key, run, expected in cases:
-        check(key, run()[1], expected)
-    times = {key: [] for key, *_ in cases}
-    for round_ in range(args.repeat):
-        for key, run, expected in cases:
-            seconds, found = run()
-            check(key, found, expected)
-            times[key].append(seconds)
-        log(
-            f"write, round {round_ + 1}: "
-            + ", ".join(f"{key[0]} {key[1]} {t[-1]:.2f} s" for key, t in times.items())
-        )
-    rates = {key: rows / min(t) for key, t in times.items()}
-    for key, run, _expected in cases:
+    for (name, label), run, expected, _rows in list(cases):
+        if label in (PYKAFKA, CEILING):
+            cases.append(
+                ((name + BYTE_LIMIT_OFF, label), byte_limit_off(spark, run), expected, rows)
+            )
+    # A write times itself: topic creation and the count of what arrived are not timed.
+    rates = measure(cases, args.repeat, "write", timed_run=lambda run: run())
+    for key, run, *_ in cases:
         if (
             args.profiler
             and key[0].startswith(("write, binary", "write, Avro"))
@@ -395,9 +341,6 @@ def writes(spark, broker, args, registry, avro):
     binary.unpersist()
     typed.unpersist()
     return rates
-
-
-BYTE_LIMIT_OFF = jvm_report.BYTE_LIMIT_OFF
 
 
 def byte_limit_off(spark, run):
@@ -456,130 +399,6 @@ def streaming(spark, broker, args):
     return out
 
 
-# --- the report --------------------------------------------------------------------------------
-
-
-def fmt_rate(rate):
-    return f"{rate / 1e6:.2f}M"
-
-
-def tables(read_rates, write_rates, stream, args, in_range):
-    labels = [c[0] for c in CONFIGS]
-    lines = [
-        f"| rows/s, best of {args.repeat} (pykafka Nx: pykafka's rate over this one's) | "
-        f"{' | '.join(labels)} |",
-        "|---|" + "---:|" * len(labels),
-    ]
-    for name in ("count", "sum(length(value))"):
-        lines.append(row(f"read, `{name}`", [read_rates.get((name, lab)) for lab in labels]))
-    if ("count", CEILING) in read_rates:
-        lines.append(
-            row(
-                "read, `count`, of a Python source of ready-made batches (no I/O, no decoding: "
-                "Spark's own cost) in the first column",
-                [read_rates[("count", CEILING)]]
-                + [read_rates.get(("count", lab)) for lab in labels[1:]],
-                first="Spark alone",
-            )
-        )
-    ts = "last 1% by timestamp"
-    lines.append(
-        row(
-            f"read, {ts} ({in_range:,} rows), seconds; pykafka `pushFilters`, "
-            "Spark `startingTimestamp`",
-            [read_rates.get((ts, labels[0]))]
-            + [read_rates.get((ts, lab + " (startingTimestamp)")) for lab in labels[1:]],
-        )
-    )
-    lines.append(
-        row(
-            f"read, {ts}, seconds; Spark given the start offsets as JSON",
-            [read_rates.get((ts, labels[0]))]
-            + [read_rates.get((ts, lab + " (offsets given)")) for lab in labels[1:]],
-        )
-    )
-    for name in ("write, binary", "write, Avro"):
-        if any((name, lab) in write_rates for lab in labels):
-            lines.append(row(name, [write_rates.get((name, lab)) for lab in labels]))
-        if (name + BYTE_LIMIT_OFF, labels[0]) in write_rates:  # the connector's as above
-            lines.append(
-                row(
-                    name + BYTE_LIMIT_OFF,
-                    [write_rates[name + BYTE_LIMIT_OFF, labels[0]]]
-                    + [write_rates.get((name, lab)) for lab in labels[1:]],
-                )
-            )
-        for variant in (name, name + BYTE_LIMIT_OFF):
-            if (variant, CEILING) in write_rates:
-                lines.append(
-                    row(
-                        f"{variant}, into a Python sink that writes nothing (Spark's own cost) "
-                        "in the first column",
-                        [write_rates[variant, CEILING]]
-                        + [write_rates.get((name, lab)) for lab in labels[1:]],
-                        first="Spark alone",
-                    )
-                )
-    out = "\n".join(lines)
-    if stream:
-        s = [
-            "| streaming, produce-to-visible ms (p50 / p99) | " + " | ".join(labels) + " |",
-            "|---|" + "---:|" * len(labels),
-        ]
-        for rate in args.rates:
-            cells = []
-            for lab in labels:
-                ph = stream.get((rate, lab), {})
-                if "error" in ph:
-                    cells.append("failed: " + ph["error"].splitlines()[0][:80])
-                elif ph:
-                    lat = ph["latency_ms"]
-                    lost = (f", {ph['missing']} missing" if ph["missing"] else "") + (
-                        f", {ph['duplicated']} duplicated" if ph["duplicated"] else ""
-                    )
-                    cells.append(f"{lat.get('p50')} / {lat.get('p99')}{lost}")
-                else:
-                    cells.append("--")
-            s.append(
-                f"| {rate:,} records/s, {args.stream_seconds:g} s | " + " | ".join(cells) + " |"
-            )
-        out += "\n\n" + "\n".join(s)
-    return out
-
-
-def row(name, rates, first="pykafka"):
-    """Rows/s, and pykafka's rate over this column's; a negative figure is seconds (a
-    query whose rows/s would mislead: the timestamp range), with this column's time over
-    pykafka's."""
-    base = rates[0]
-    cells = []
-    for i, rate in enumerate(rates):
-        if rate is None:
-            cells.append("--")
-        elif rate < 0:
-            cells.append(
-                f"{-rate:.2f} s"
-                if i == 0 or not base
-                else f"{-rate:.2f} s ({first} {rate / base:.2f}x)"
-            )
-        elif i == 0 or not base:
-            cells.append(fmt_rate(rate))
-        else:
-            cells.append(f"{fmt_rate(rate)} ({first} {base / rate:.2f}x)")
-    return f"| {name} | " + " | ".join(cells) + " |"
-
-
-def kafka_clients_version(args):
-    """From the jar's name (``--jars``, also when fetched from Maven Central) or the
-    coordinates (``--packages``)."""
-    import re
-
-    found = re.search(r"kafka-clients-([0-9][^/,]*?)\.jar", args.jars or "")
-    if found:
-        return found.group(1)
-    return "as resolved from " + args.packages if args.packages else "?"
-
-
 def count_arg(text):
     """``2M``, ``10M``, ``20k`` or a number."""
     text = str(text).strip().lower().replace("_", "")
@@ -587,46 +406,8 @@ def count_arg(text):
     return int(float(text[:-1] if scale > 1 else text) * scale)
 
 
-def maven_connector():
-    """Spark's connector from Maven Central (tests/support/spark_connector.py) and the Python
-    of a pyspark of its release."""
-    from tests.support import spark_connector
-
-    connector = spark_connector.resolve()
-    return connector, spark_connector.spark_python(connector["version"])
-
-
-def start_broker(tansu):
-    if tansu:
-        from tests.support.brokers import TansuBroker
-
-        return TansuBroker()
-    from tests.support.apache_kafka import (
-        BENCHMARK_JVM_OPTIONS,
-        BENCHMARK_SETTINGS,
-        KafkaCluster,
-    )
-
-    return KafkaCluster(
-        1,
-        settings=BENCHMARK_SETTINGS,
-        jvm_options=BENCHMARK_JVM_OPTIONS,
-        heap="1g",
-        name="kafka-bench",
-    )
-
-
-def broker_label(broker):
-    if broker.name == "tansu":
-        return "Tansu (memory storage)"
-    return (
-        f"Apache Kafka {broker.version} (one KRaft node, "
-        f"{' '.join(broker.jvm_options[:2])}, -Xmx{broker.heap})"
-    )
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments() -> argparse.ArgumentParser:
+    ap = harness.parser(__doc__)
     ap.add_argument("--jars", help="comma-separated jars of Spark's Kafka connector")
     ap.add_argument("--packages", help="Maven coordinates of Spark's Kafka connector")
     ap.add_argument(
@@ -683,39 +464,18 @@ def main(argv=None):
     ap.add_argument("--fetched-jars", help=argparse.SUPPRESS)
     # the Python this script was started with (it has matplotlib; the connector's venv not)
     ap.add_argument("--drawing-python", default=sys.executable, help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv=None):
+    ap = arguments()
     args = ap.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if args.fetched_jars:
-        args.jars = args.fetched_jars
-    connector = None
-    if not args.jars and not args.packages:
-        try:
-            connector, python = maven_connector()
-        except Exception as exc:  # noqa: BLE001 -- no mvn, no network: say what to do
-            print(f"{exc}"[:3000] + "\n\n" + NO_CONNECTOR, file=sys.stderr)
-            return 2
-        args.jars = ",".join(connector["jars"] + ([] if args.no_avro else [connector["avro_jar"]]))
-        if python != sys.executable:
-            # the connector's own Spark release: this script again, in its venv
-            from tests.support.spark_connector import child_environment
-
-            log(
-                f"Spark's connector {connector['version']} from Maven Central; running in "
-                f"pyspark {connector['version']} ({python})"
-            )
-            os.execve(
-                python,
-                [
-                    python,
-                    os.path.abspath(__file__),
-                    *argv,
-                    "--fetched-jars",
-                    args.jars,
-                    "--drawing-python",
-                    sys.executable,
-                ],
-                child_environment(),
-            )
+    try:
+        connector = jvm_setup.take_connector(args, argv, os.path.abspath(__file__))
+    except jvm_setup.NoConnector as exc:
+        print(exc, file=sys.stderr)
+        return 2
     args.rates = [int(r) for r in args.rates.split(",") if r]
     only = {path.strip() for path in args.only.split(",") if path.strip()}
     if only - {"read", "write", "stream"}:
@@ -727,14 +487,10 @@ def main(argv=None):
     from tests.support.schema_registry import start_registry
     from tests.support.spark_support import make_spark
 
-    conf = {"spark.jars": args.jars} if args.jars else {"spark.jars.packages": args.packages}
-    conf["spark.sql.python.filterPushdown.enabled"] = "true"  # for pykafka's pushFilters
-    for setting in args.conf:
-        key, _, value = setting.partition("=")
-        conf[key] = value
+    conf = jvm_setup.session_conf(args)
     started = time.monotonic()
     load_before = os.getloadavg()
-    broker = start_broker(args.tansu)
+    broker = jvm_setup.start_broker(args.tansu)
     registry = start_registry()
     spark = make_spark("kafka_ds bench_jvm", driver_memory="4g", conf=conf)
     args.profiler = None
@@ -745,36 +501,18 @@ def main(argv=None):
         args.profiler = profiles.Profiler(args.profile, broker, spark)
     try:
         try:
-            _ = (
-                spark.read.format("kafka")
-                .option("kafka.bootstrap.servers", broker.bootstrap_servers)
-                .option("subscribe", "none")
-                .load()
-                .schema
-            )
-        except Exception as exc:  # noqa: BLE001
-            print(
-                f'Spark\'s format("kafka") is not usable with these jars: {exc}'[:1500]
-                + "\n\n"
-                + NO_CONNECTOR,
-                file=sys.stderr,
-            )
+            jvm_setup.check_connector(spark, broker)
+        except jvm_setup.NoConnector as exc:
+            print(exc, file=sys.stderr)
             return 2
-        avro = not args.no_avro
-        if avro:
-            try:
-                from pyspark.sql.avro.functions import to_avro
-
-                spark.range(1).select(to_avro("id")).collect()
-            except Exception as exc:  # noqa: BLE001
-                log(f"no spark-avro on the classpath, the Avro write is skipped ({exc!r:.200})")
-                avro = False
-        found = {"spark": spark.version, "kafka-clients": kafka_clients_version(args)}
+        avro = not args.no_avro and jvm_setup.avro_usable(spark)
+        found = {"spark": spark.version, "kafka-clients": jvm_setup.kafka_clients_version(args)}
         if args.fetched_jars or connector:
             found["spark"] += " with its connector from Maven Central"
+        broker_label = jvm_setup.broker_label(broker)
         log(
             f"Spark {found['spark']}, kafka-clients {found['kafka-clients']}; "
-            f"{broker_label(broker)} at {broker.bootstrap_servers}"
+            f"{broker_label} at {broker.bootstrap_servers}"
         )
         topic = broker.create_topic(broker.unique_topic("bench-jvm"), partitions=args.partitions)
         fill(broker, topic, args.records, args.partitions, args.value_size)
@@ -805,18 +543,17 @@ def main(argv=None):
     load_after = os.getloadavg()
     minutes = (time.monotonic() - started) / 60
     shown = argv[: argv.index("--fetched-jars")] if args.fetched_jars else argv
-    command = " ".join([".venv/bin/python benchmarks/bench_jvm.py"] + shown)
-    from harness import machine_and_load, replace_section
-
     header = (
-        f"Command: `{command}` -- {dt.datetime.now():%Y-%m-%d %H:%M}, {minutes:.1f} min. "
+        f"Command: `{harness.command_line('bench_jvm.py', shown)}` -- "
+        f"{dt.datetime.now():%Y-%m-%d %H:%M}, {minutes:.1f} min. "
         f"One Spark session (`local[2]`, Spark {found['spark']}, kafka-clients "
-        f"{found['kafka-clients']}), {broker_label(broker)}, {args.records:,} records of "
+        f"{found['kafka-clients']}), {broker_label}, {args.records:,} records of "
         f"{args.value_size} B in {args.partitions} partitions read, "
         f"{args.write_records:,} rows written; load average (1 min) "
         f"{load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end. "
-        f"Machine: {machine_and_load()}."
+        f"Machine: {harness.machine_and_load()}."
     )
+    profiled = None
     if args.profiler:
         import profiles
 
@@ -824,109 +561,17 @@ def main(argv=None):
         with open(os.path.join(args.profile, "summary.md"), "w") as f:
             f.write(profiled)
         print("\nProfiles (" + args.profile + "):\n\n" + profiled)
-    figures = raw_figures(read_rates, write_rates, stream, args)
+    figures = jvm_report.raw_figures(read_rates, write_rates, stream, args)
     figures["floor"] = dict(floor)
     figures["title"] = (
-        f"{broker_label(broker)}, Spark {found['spark']}, local[2], "
+        f"{broker_label}, Spark {found['spark']}, local[2], "
         f"{dt.datetime.now():%Y-%m-%d %H:%M}, load {load_before[0]:.1f}-{load_after[0]:.1f}"
     )
-    text = tables(read_rates, write_rates, stream, args, in_range)
-    if args.stream_breakdown and floor:
-        text += "\n\n" + breakdown_table(stream, floor, args)
-    text += (
-        "\n\nTargets (issue #39; pykafka at its defaults against the tuned connector):\n\n"
-        + jvm_report.targets_table(figures)
-    )
+    text = jvm_report.report_text(read_rates, write_rates, stream, floor, args, in_range, figures)
     print("\n" + header + "\n\n" + text)
-    if args.write_results and args.profiler:
-        # a profiling run's figures are slowed by the recorders: its own section, and the
-        # "jvm" section, its JSON and its chart stay those of a plain run
-        path = os.path.join(HERE, "results.md")
-        replace_section(
-            path,
-            "jvm-profile",
-            '### Where the time goes against Spark\'s `format("kafka")` (`bench_jvm.py '
-            "--profile`)\n\n" + header + "\n\n" + profiled,
-        )
-        print(f"\nwrote the jvm-profile section of {os.path.relpath(path)}")
-    elif args.write_results:
-        path = os.path.join(HERE, "results.md")
-        chart = os.path.join(os.path.dirname(HERE), "docs", "images", "bench_jvm.png")
-        replace_section(
-            path,
-            "jvm",
-            '## Against Spark\'s `format("kafka")` (`bench_jvm.py`)\n\n'
-            + header
-            + "\n\n"
-            + text
-            + "\n\nChart: `docs/images/bench_jvm.png` (drawn by this run).",
-        )
-        with open(FIGURES_JSON, "w") as f:
-            json.dump(figures, f, indent=1, sort_keys=True)
-        draw_chart(args.drawing_python, chart)
-        print(f"\nwrote the jvm section of {os.path.relpath(path)}, {FIGURES_JSON}, {chart}")
+    if args.write_results:
+        jvm_report.write_results(args, header, text, figures, profiled)
     return 0
-
-
-FIGURES_JSON = os.path.join(HERE, "results_jvm.json")
-
-
-def breakdown_table(stream, floor, args) -> str:
-    """--stream-breakdown: the median of each trigger stage (ms) of every query at the first
-    rate, and of stream_floor.py's queries (Spark's own cost, no Kafka) in the same session."""
-    import stream_floor
-
-    rate = args.rates[0]
-    rows = [
-        (f"{label}, {rate:,} records/s", phase["triggers"])
-        for (at, label), phase in stream.items()
-        if at == rate and "triggers" in phase
-    ]
-    return (
-        "Where a trigger's time goes (median ms of Spark's trigger stages; the last rows: "
-        "stream_floor.py's do-nothing Python source and sink, no Kafka):\n\n"
-        + stream_floor.table(rows + floor)
-    )
-
-
-def raw_figures(read_rates, write_rates, stream, args) -> dict:
-    """The run's figures as JSON-able dicts: {path: {connector: rows/s}}, and for streams
-    {rate: {connector: phase}}; what jvm_report.py reads."""
-    reads, writes = {}, {}
-    for (key, label), value in read_rates.items():
-        reads.setdefault(key, {})[label] = value
-    for (key, label), value in write_rates.items():
-        writes.setdefault(key, {})[label] = value
-    streams = {}
-    for (rate, label), phase in stream.items():
-        streams.setdefault(str(rate), {})[label] = phase
-    return {
-        "records": args.records,
-        "write_records": args.write_records,
-        "repeat": args.repeat,
-        "rates": args.rates,
-        "reads": reads,
-        "writes": writes,
-        "stream": streams,
-    }
-
-
-def draw_chart(python, chart):
-    """jvm_report.draw here if this Python has matplotlib, else with ``python``."""
-    os.makedirs(os.path.dirname(chart), exist_ok=True)
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        import subprocess
-
-        subprocess.run(
-            [python, os.path.join(HERE, "jvm_report.py"), FIGURES_JSON, chart],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        return
-    with open(FIGURES_JSON) as f:
-        jvm_report.draw(json.load(f), chart)
 
 
 if __name__ == "__main__":

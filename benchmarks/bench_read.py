@@ -327,13 +327,7 @@ def measure(
         .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
         .option("subscribe", topic)
     )
-    ceiling = (
-        spark.read.format("kafka_ds_ceiling")
-        .option("records", records)
-        .option("partitions", partitions)
-        .option("value_size", value_size)
-        .option("topic", topic)
-    )
+    ceiling = ceiling_reader(spark, topic, records, partitions, value_size)
     count = pykafka.load().count()
     assert count == records, f"pykafka read {count} rows, expected {records}"
     results = {}
@@ -373,17 +367,33 @@ def measure(
     return {k: records / v for k, v in results.items()}
 
 
-def start_spark():
-    """A local[2] session (tests/support/spark_support.py) with pykafka and the ceiling source."""
+def register_ceiling(spark) -> None:
+    """The ceiling source, registered in ``spark`` as ``kafka_ds_ceiling``."""
     from pyspark import cloudpickle
-
-    from tests.support.spark_support import make_spark
 
     # The Python workers cannot import benchmarks/: ship the ceiling source by value.
     if __name__ != "__main__":
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark = make_spark("kafka_ds bench_read")
     spark.dataSource.register(CeilingDataSource)
+
+
+def ceiling_reader(spark, topic, records, partitions, value_size):
+    """A reader of the ceiling source (registered) yielding what a read of ``topic`` would."""
+    return (
+        spark.read.format("kafka_ds_ceiling")
+        .option("records", records)
+        .option("partitions", partitions)
+        .option("value_size", value_size)
+        .option("topic", topic)
+    )
+
+
+def start_spark():
+    """A local[2] session (tests/support/spark_support.py) with pykafka and the ceiling source."""
+    from tests.support.spark_support import make_spark
+
+    spark = make_spark("kafka_ds bench_read")
+    register_ceiling(spark)
     return spark
 
 

@@ -1,8 +1,9 @@
-"""bench_jvm.py's figures as targets and as a chart.
+"""bench_jvm.py's figures as tables, as targets and as a chart, and its sections of results.md.
 
     .venv/bin/python benchmarks/jvm_report.py benchmarks/results_jvm.json docs/images/bench_jvm.png
 
-:func:`targets_table` holds pykafka's figures against the tuned connector's to issue #39's
+:func:`tables` puts a run's rates side by side, one column per connector, and
+:func:`raw_figures` keeps them as the JSON this file reads back. :func:`targets_table` holds pykafka's figures against the tuned connector's to issue #39's
 targets (throughput: pykafka's rows/s as a multiple of the connector's, higher is better;
 latency: pykafka's milliseconds as a multiple of the connector's, lower is better).
 :func:`draw` draws the figures of one run: rows/s per path for each connector, and the
@@ -14,9 +15,17 @@ with (the project's venv).
 from __future__ import annotations
 
 import json
+import os
 import sys
 
+import harness
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIGURES_JSON = os.path.join(HERE, "results_jvm.json")
+
 PYKAFKA, DEFAULTS, TUNED = "pykafka", "kafka, defaults", "kafka, tuned"
+#: the connectors bench_jvm.py runs, in the order of the tables' columns
+CONNECTORS = (PYKAFKA, DEFAULTS, TUNED)
 #: a Python source of ready-made batches, or a Python sink that writes nothing: what Spark's
 #: Python data source machinery costs alone, the bound of any Python connector
 CEILING = "ceiling"
@@ -113,6 +122,159 @@ def targets_table(figures: dict) -> str:
             f"{_figure(row['tuned'], row['unit'])} | {ratio} | {row['target']} | {met} | {bound} |"
         )
     return "\n".join(lines)
+
+
+# --- the tables --------------------------------------------------------------------------------
+
+
+def fmt_rate(rate):
+    return f"{rate / 1e6:.2f}M"
+
+
+def tables(read_rates, write_rates, stream, args, in_range):
+    labels = list(CONNECTORS)
+    lines = [
+        f"| rows/s, best of {args.repeat} (pykafka Nx: pykafka's rate over this one's) | "
+        f"{' | '.join(labels)} |",
+        "|---|" + "---:|" * len(labels),
+    ]
+    for name in ("count", "sum(length(value))"):
+        lines.append(row(f"read, `{name}`", [read_rates.get((name, lab)) for lab in labels]))
+    if ("count", CEILING) in read_rates:
+        lines.append(
+            row(
+                "read, `count`, of a Python source of ready-made batches (no I/O, no decoding: "
+                "Spark's own cost) in the first column",
+                [read_rates[("count", CEILING)]]
+                + [read_rates.get(("count", lab)) for lab in labels[1:]],
+                first="Spark alone",
+            )
+        )
+    ts = "last 1% by timestamp"
+    lines.append(
+        row(
+            f"read, {ts} ({in_range:,} rows), seconds; pykafka `pushFilters`, "
+            "Spark `startingTimestamp`",
+            [read_rates.get((ts, labels[0]))]
+            + [read_rates.get((ts, lab + " (startingTimestamp)")) for lab in labels[1:]],
+        )
+    )
+    lines.append(
+        row(
+            f"read, {ts}, seconds; Spark given the start offsets as JSON",
+            [read_rates.get((ts, labels[0]))]
+            + [read_rates.get((ts, lab + " (offsets given)")) for lab in labels[1:]],
+        )
+    )
+    for name in ("write, binary", "write, Avro"):
+        if any((name, lab) in write_rates for lab in labels):
+            lines.append(row(name, [write_rates.get((name, lab)) for lab in labels]))
+        if (name + BYTE_LIMIT_OFF, labels[0]) in write_rates:  # the connector's as above
+            lines.append(
+                row(
+                    name + BYTE_LIMIT_OFF,
+                    [write_rates[name + BYTE_LIMIT_OFF, labels[0]]]
+                    + [write_rates.get((name, lab)) for lab in labels[1:]],
+                )
+            )
+        for variant in (name, name + BYTE_LIMIT_OFF):
+            if (variant, CEILING) in write_rates:
+                lines.append(
+                    row(
+                        f"{variant}, into a Python sink that writes nothing (Spark's own cost) "
+                        "in the first column",
+                        [write_rates[variant, CEILING]]
+                        + [write_rates.get((name, lab)) for lab in labels[1:]],
+                        first="Spark alone",
+                    )
+                )
+    out = "\n".join(lines)
+    if stream:
+        s = [
+            "| streaming, produce-to-visible ms (p50 / p99) | " + " | ".join(labels) + " |",
+            "|---|" + "---:|" * len(labels),
+        ]
+        for rate in args.rates:
+            cells = []
+            for lab in labels:
+                ph = stream.get((rate, lab), {})
+                if "error" in ph:
+                    cells.append("failed: " + ph["error"].splitlines()[0][:80])
+                elif ph:
+                    lat = ph["latency_ms"]
+                    lost = (f", {ph['missing']} missing" if ph["missing"] else "") + (
+                        f", {ph['duplicated']} duplicated" if ph["duplicated"] else ""
+                    )
+                    cells.append(f"{lat.get('p50')} / {lat.get('p99')}{lost}")
+                else:
+                    cells.append("--")
+            s.append(
+                f"| {rate:,} records/s, {args.stream_seconds:g} s | " + " | ".join(cells) + " |"
+            )
+        out += "\n\n" + "\n".join(s)
+    return out
+
+
+def row(name, rates, first="pykafka"):
+    """Rows/s, and pykafka's rate over this column's; a negative figure is seconds (a
+    query whose rows/s would mislead: the timestamp range), with this column's time over
+    pykafka's."""
+    base = rates[0]
+    cells = []
+    for i, rate in enumerate(rates):
+        if rate is None:
+            cells.append("--")
+        elif rate < 0:
+            cells.append(
+                f"{-rate:.2f} s"
+                if i == 0 or not base
+                else f"{-rate:.2f} s ({first} {rate / base:.2f}x)"
+            )
+        elif i == 0 or not base:
+            cells.append(fmt_rate(rate))
+        else:
+            cells.append(f"{fmt_rate(rate)} ({first} {base / rate:.2f}x)")
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+def breakdown_table(stream, floor, args) -> str:
+    """--stream-breakdown: the median of each trigger stage (ms) of every query at the first
+    rate, and of stream_floor.py's queries (Spark's own cost, no Kafka) in the same session."""
+    import stream_floor
+
+    rate = args.rates[0]
+    rows = [
+        (f"{label}, {rate:,} records/s", phase["triggers"])
+        for (at, label), phase in stream.items()
+        if at == rate and "triggers" in phase
+    ]
+    return (
+        "Where a trigger's time goes (median ms of Spark's trigger stages; the last rows: "
+        "stream_floor.py's do-nothing Python source and sink, no Kafka):\n\n"
+        + stream_floor.table(rows + floor)
+    )
+
+
+def raw_figures(read_rates, write_rates, stream, args) -> dict:
+    """The run's figures as JSON-able dicts: {path: {connector: rows/s}}, and for streams
+    {rate: {connector: phase}}; what :func:`targets` and :func:`draw` read."""
+    reads, writes = {}, {}
+    for (key, label), value in read_rates.items():
+        reads.setdefault(key, {})[label] = value
+    for (key, label), value in write_rates.items():
+        writes.setdefault(key, {})[label] = value
+    streams = {}
+    for (rate, label), phase in stream.items():
+        streams.setdefault(str(rate), {})[label] = phase
+    return {
+        "records": args.records,
+        "write_records": args.write_records,
+        "repeat": args.repeat,
+        "rates": args.rates,
+        "reads": reads,
+        "writes": writes,
+        "stream": streams,
+    }
 
 
 # --- the chart -----------------------------------------------------------------------------------
@@ -219,6 +381,67 @@ def draw(figures: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def draw_chart(python, chart):
+    """:func:`draw` here if this Python has matplotlib, else this file run by ``python``."""
+    os.makedirs(os.path.dirname(chart), exist_ok=True)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        import subprocess
+
+        subprocess.run(
+            [python, os.path.join(HERE, "jvm_report.py"), FIGURES_JSON, chart],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        return
+    with open(FIGURES_JSON) as f:
+        draw(json.load(f), chart)
+
+
+def report_text(read_rates, write_rates, stream, floor, args, in_range, figures) -> str:
+    """The tables of a run, the trigger breakdown (with ``--stream-breakdown``) and the
+    targets: what bench_jvm.py prints and puts into results.md."""
+    text = tables(read_rates, write_rates, stream, args, in_range)
+    if args.stream_breakdown and floor:
+        text += "\n\n" + breakdown_table(stream, floor, args)
+    return text + (
+        "\n\nTargets (issue #39; pykafka at its defaults against the tuned connector):\n\n"
+        + targets_table(figures)
+    )
+
+
+def write_results(args, header, text, figures, profiled) -> None:
+    """results.md's "jvm" section, results_jvm.json and the chart; or, for a ``--profile``
+    run, its "jvm-profile" section only."""
+    path = harness.RESULTS_MD
+    if args.profiler:
+        # a profiling run's figures are slowed by the recorders: its own section, and the
+        # "jvm" section, its JSON and its chart stay those of a plain run
+        harness.replace_section(
+            path,
+            "jvm-profile",
+            '### Where the time goes against Spark\'s `format("kafka")` (`bench_jvm.py '
+            "--profile`)\n\n" + header + "\n\n" + profiled,
+        )
+        print(f"\nwrote the jvm-profile section of {os.path.relpath(path)}")
+        return
+    chart = os.path.join(harness.ROOT, "docs", "images", "bench_jvm.png")
+    harness.replace_section(
+        path,
+        "jvm",
+        '## Against Spark\'s `format("kafka")` (`bench_jvm.py`)\n\n'
+        + header
+        + "\n\n"
+        + text
+        + "\n\nChart: `docs/images/bench_jvm.png` (drawn by this run).",
+    )
+    with open(FIGURES_JSON, "w") as f:
+        json.dump(figures, f, indent=1, sort_keys=True)
+    draw_chart(args.drawing_python, chart)
+    print(f"\nwrote the jvm section of {os.path.relpath(path)}, {FIGURES_JSON}, {chart}")
 
 
 def main(argv=None) -> int:
