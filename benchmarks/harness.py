@@ -55,6 +55,24 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+#: names of the Kafka requests the benchmarks count (at a socket or at the fault proxy), by
+#: API key
+API_NAMES = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    22: "InitProducerId",
+    24: "AddPartitionsToTxn",
+    26: "EndTxn",
+}
+
+
 # --- timing --------------------------------------------------------------------------------
 
 

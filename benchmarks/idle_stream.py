@@ -27,17 +27,6 @@ import time
 
 import harness
 
-API_NAMES = {
-    0: "Produce",
-    1: "Fetch",
-    2: "ListOffsets",
-    3: "Metadata",
-    8: "OffsetCommit",
-    9: "OffsetFetch",
-    10: "FindCoordinator",
-    18: "ApiVersions",
-}
-
 
 def cpu_seconds(procs):
     import psutil
@@ -121,7 +110,9 @@ def main(argv=None):
             after = dict(proxy.by_api)
         batches_after = query.lastProgress["batchId"] if query.lastProgress else -1
         per_api = {
-            API_NAMES.get(k, str(k)): round((after.get(k, 0) - before.get(k, 0)) / elapsed, 2)
+            harness.API_NAMES.get(k, str(k)): round(
+                (after.get(k, 0) - before.get(k, 0)) / elapsed, 2
+            )
             for k in sorted(set(after) | set(before))
             if after.get(k, 0) - before.get(k, 0)
         }
