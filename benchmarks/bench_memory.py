@@ -56,10 +56,9 @@ def fill_partition(
     """Produce ~``total_bytes`` of value bytes to partition 0; returns the record count
     (``small_first``: one small record first, at offset 0, counted too)."""
     import pyarrow as pa
-    from bench_read import acknowledge
+    from bench_read import acknowledge, send_produce
 
     from kafka_ds.client import KafkaClient
-    from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records_encode import encode_record_batch
 
     # A few distinct pre-encoded batches, cycled: the broker assigns the offsets (the
@@ -81,50 +80,10 @@ def fill_partition(
         conn = client.connection(client.leader_for(topic, 0))
         in_flight = []
         if small_first:
-            acknowledge(
-                conn,
-                conn.send(
-                    m.PRODUCE,
-                    {
-                        "transactional_id": None,
-                        "acks": 1,
-                        "timeout_ms": 30000,
-                        "topic_data": [
-                            {
-                                "name": topic,
-                                "partition_data": [
-                                    {
-                                        "index": 0,
-                                        "records": encode_record_batch(keys=None, values=[b"s"]),
-                                    }
-                                ],
-                            }
-                        ],
-                    },
-                ),
-            )
+            small = encode_record_batch(keys=None, values=[b"s"])
+            acknowledge(conn, send_produce(conn, topic, 0, small))
         for i in range(count):
-            in_flight.append(
-                (
-                    conn,
-                    conn.send(
-                        m.PRODUCE,
-                        {
-                            "transactional_id": None,
-                            "acks": 1,
-                            "timeout_ms": 30000,
-                            "topic_data": [
-                                {
-                                    "name": topic,
-                                    "partition_data": [
-                                        {"index": 0, "records": batches[i % variants]}
-                                    ],
-                                }
-                            ],
-                        },
-                    ),
-                )
-            )
+            in_flight.append((conn, send_produce(conn, topic, 0, batches[i % variants])))
             if len(in_flight) >= 8:
                 acknowledge(*in_flight.pop(0))
         for item in in_flight:

@@ -41,6 +41,24 @@ def per_batch(value_size: int) -> int:
     return max(1, min(5000, BATCH_BYTES // (value_size + 20)))
 
 
+def send_produce(conn, topic, partition, records):
+    """Send one Produce request (acks=1) of the encoded batch ``records`` without waiting:
+    the pending answer, for :func:`acknowledge`."""
+    from kafka_ds.protocol import messages as m
+
+    return conn.send(
+        m.PRODUCE,
+        {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout_ms": 30000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+            ],
+        },
+    )
+
+
 def acknowledge(conn, pending):
     """Read one pipelined Produce answer; any partition error ends the benchmark."""
     for topic_response in conn.receive(pending)["responses"]:
@@ -64,7 +82,6 @@ def fill_topic(
     ``first_timestamp_ms``: each record's CreateTime is this plus its index in its
     partition (None: the time of writing)."""
     from kafka_ds.client import KafkaClient
-    from kafka_ds.protocol import messages as m
     from kafka_ds.protocol.records_encode import encode_record_batch
 
     step = per_batch(value_size)
@@ -97,34 +114,8 @@ def fill_topic(
                         pa.int64(),
                     )
                 )
-                in_flight.append(
-                    (
-                        conn,
-                        conn.send(
-                            m.PRODUCE,
-                            {
-                                "transactional_id": None,
-                                "acks": 1,
-                                "timeout_ms": 30000,
-                                "topic_data": [
-                                    {
-                                        "name": topic,
-                                        "partition_data": [
-                                            {
-                                                "index": partition,
-                                                "records": encode_record_batch(
-                                                    keys=keys,
-                                                    values=batch_values,
-                                                    timestamps_ms=stamps,
-                                                ),
-                                            }
-                                        ],
-                                    }
-                                ],
-                            },
-                        ),
-                    )
-                )
+                records = encode_record_batch(keys=keys, values=batch_values, timestamps_ms=stamps)
+                in_flight.append((conn, send_produce(conn, topic, partition, records)))
                 if len(in_flight) >= 16:
                     acknowledge(*in_flight.pop(0))
         for conn, pending in in_flight:
