@@ -1,7 +1,8 @@
 """docs/architecture.md stays true: it names every module of kafka_ds/, the package has no
 import cycles (imports inside functions and under TYPE_CHECKING included), at most ten
 modules sit directly in kafka_ds/, the package carries no test switches or reads of
-pyspark's private stack frames, and the Spark-facing modules import nothing heavy."""
+pyspark's private stack frames, the Spark-facing modules import nothing heavy, and no module
+(500 lines), class (275) or benchmark script (600) grows past its size."""
 
 import ast
 import fnmatch
@@ -167,3 +168,40 @@ def test_spark_facing_modules_import_nothing_heavy(module):
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     ).stdout.strip()
     assert out == "[]", f"importing {module} loads {out}"
+
+
+# --- room sizes: split by concern before a file or a class grows past these -----------------
+
+#: lines of a kafka_ds module, of a class in it, and of a benchmark script (issue #46: the
+#: four modules, four classes and four scripts past them were split by concern)
+MODULE_LINES, CLASS_LINES, BENCHMARK_LINES = 500, 275, 600
+
+
+def _lines(path):
+    with open(path) as f:
+        return sum(1 for _ in f)
+
+
+def test_no_module_or_class_of_the_package_is_too_big():
+    too_big = []
+    for name, path in sorted(modules().items()):
+        if _lines(path) > MODULE_LINES:
+            too_big.append(f"module {name}: {_lines(path)} lines (at most {MODULE_LINES})")
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.ClassDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > CLASS_LINES:
+                    too_big.append(
+                        f"class {name}.{node.name}: {length} lines (at most {CLASS_LINES})"
+                    )
+    assert not too_big, "split by concern:\n" + "\n".join(too_big)
+
+
+def test_no_benchmark_script_is_too_big():
+    folder = os.path.join(ROOT, "benchmarks")
+    too_big = [
+        f"benchmarks/{name}: {_lines(os.path.join(folder, name))} lines"
+        for name in sorted(os.listdir(folder))
+        if name.endswith(".py") and _lines(os.path.join(folder, name)) > BENCHMARK_LINES
+    ]
+    assert not too_big, f"at most {BENCHMARK_LINES} lines; split by concern:\n" + "\n".join(too_big)
