@@ -44,7 +44,6 @@ class MetadataCache:
         self.brokers: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.cluster_id: str | None = None
-        self._metadata_time = 0.0
         self._topic_time: dict[str, float] = {}  # when each topic's metadata was fetched
 
     def has_partition(self, topic: str, partition: int) -> bool:
@@ -92,5 +91,4 @@ class MetadataCache:
                 else:
                     self.topics[name] = found
                     self._topic_time[name] = now
-        self._metadata_time = now
         return seen
