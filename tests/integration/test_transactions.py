@@ -23,6 +23,7 @@ from kafka_ds.client.transactions import (
     end_transaction,
     init_transactional_producer,
 )
+from tests.support import waiting
 from tests.support.brokers import consume_confluent
 from tests.support.txlog import produce_in_transaction, verdict
 from tests.unit.test_transactions import eos_options
@@ -55,13 +56,36 @@ def end_in_other_process(bootstrap, handle, commit):
     )
 
 
+def wait_stable(bootstrap, topic, timeout=60.0):
+    """Until every partition's last stable offset is its high watermark. A transaction's
+    commit or abort returns once the coordinator has logged it; the markers reach the
+    partitions after that (seconds after, on a loaded machine), and until then the last
+    stable offset stays below them. A read planned in between stops short of what a
+    reader that starts later sees (a fresh machine's run once read 9 records fewer than
+    confluent-kafka did, the markers of its last transactions still on their way)."""
+    from kafka_ds.client.reads import LATEST, READ_COMMITTED, list_offsets
+
+    def stable():
+        with KafkaClient(bootstrap) as client:
+            ends = {(topic, p): LATEST for p in client.topic_partitions(topic, refresh=True)}
+            high = {tp: offset for tp, (offset, _ts) in list_offsets(client, ends).items()}
+            last_stable = list_offsets(client, ends, READ_COMMITTED)
+        return True if high == {tp: offset for tp, (offset, _ts) in last_stable.items()} else None
+
+    waiting.wait_until(
+        f"the last stable offsets of {topic} at its high watermarks", stable, timeout
+    )
+
+
 def read_committed_both(bootstrap, topic):
     """(kafka_ds, confluent-kafka) read_committed reads of the whole topic, each as
-    [(partition, offset, value)] in log order. kafka_ds plans the batch read as Spark's
-    driver would (its ends are the last stable offsets) and reads without Spark."""
+    [(partition, offset, value)] in log order, once no transaction is in flight in it
+    (``wait_stable``). kafka_ds plans the batch read as Spark's driver would (its ends are
+    the last stable offsets) and reads without Spark."""
     from kafka_ds.read.ranges import read_range
     from kafka_ds.source import KafkaDataSource
 
+    wait_stable(bootstrap, topic)
     options = {
         "kafka.bootstrap.servers": bootstrap,
         "subscribe": topic,
