@@ -26,8 +26,14 @@ def test_ruff_finds_nothing(command):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+#: mypy's cache outside the checkout: a new clone (as CI's) checks the files it already
+#: checked in 1 s instead of 19 s (mypy takes a cached module whose hash is unchanged)
+MYPY_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "kafka_ds-tests", "mypy")
+
+
 def test_mypy_reports_no_error():
-    done = run("mypy")  # files and options: [tool.mypy] in pyproject.toml
+    # files and options: [tool.mypy] in pyproject.toml
+    done = run("mypy", "--cache-dir", MYPY_CACHE)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
