@@ -48,9 +48,16 @@ if os.path.exists(partial):
 
 
 def archive_path() -> str:
+    """The archive of this pyspark installation. Its key has the jars folder's time: a JVM
+    maps an archive only if every jar on its class path is the one it was trained with
+    (size and time), and silently runs without it otherwise, so a venv installed again at
+    the same path needs a new archive (seen: a second run in one checkout, every JVM
+    without the archive, the suite half again as long)."""
     import pyspark
 
-    key = hashlib.sha1(f"{os.path.dirname(pyspark.__file__)}|{pyspark.__version__}".encode())
+    installed = os.path.dirname(pyspark.__file__)
+    jars_time = os.stat(os.path.join(installed, "jars")).st_mtime_ns
+    key = hashlib.sha1(f"{installed}|{pyspark.__version__}|{jars_time}".encode())
     return os.path.join(tempfile.gettempdir(), f"kafka_ds-tests-spark-{key.hexdigest()[:12]}.jsa")
 
 
