@@ -2,7 +2,8 @@
 the wheel with ``python -m build`` (the wheel from the sdist, as build does), install the
 wheel into a fresh virtual environment that sees the test venv's dependencies but not the
 project root, and let Spark find ``format("pykafka")`` from it with no register call; then
-run the smoke set (tests/support/smoke_job.py) and the demo from it."""
+run the smoke set (tests/support/smoke_job.py, on a ``local-cluster`` master whose two
+executor JVMs run the wheel's code) and the demo from it."""
 
 import os
 import subprocess
@@ -114,6 +115,17 @@ def clean_env():
     }
 
 
+def assert_mistyped_option_reaches_the_user(seen):
+    """A mistyped option name: the strict read fails naming the closest option, and the
+    default read's warning is in the session's Python worker logs."""
+    mistyped = seen["mistyped_option"]
+    assert "Option 'startingoffset' is not a pykafka option; did you mean 'startingOffsets'?" in (
+        mistyped["strict_error"] or ""
+    ), mistyped
+    assert mistyped["worker_log_warnings"], mistyped
+    assert all("did you mean 'startingOffsets'" in m for m in mistyped["worker_log_warnings"])
+
+
 def run_smoke(python, bootstrap, topic, *extra, cwd, env=None, timeout=900):
     """Run tests/support/smoke_job.py with ``python``; returns its SMOKE record (a dict)."""
     import json
@@ -143,14 +155,32 @@ def run_smoke(python, bootstrap, topic, *extra, cwd, env=None, timeout=900):
 
 
 @pytest.mark.spark
-def test_smoke_set_from_the_installed_wheel(wheel_python, kafka_broker, tmp_path):
+def test_smoke_set_from_the_installed_wheel_on_a_local_cluster(
+    wheel_python, kafka_broker, tmp_path
+):
+    """The smoke set from the wheel, on a ``local-cluster`` master: two executor JVMs, whose
+    Python workers run the wheel's code too, as a cluster's executors run what its image
+    installed. (One driver proves both: the wheel alone and the cluster alone each took a
+    Spark driver of their own, 60-100 s of a worker.)"""
     python, site = wheel_python
     topic = kafka_broker.unique_topic("wheel")
     kafka_broker.create_topic(topic, partitions=3)
     try:
-        seen = run_smoke(python, kafka_broker.bootstrap_servers, topic, cwd=tmp_path)
+        seen = run_smoke(
+            python,
+            kafka_broker.bootstrap_servers,
+            topic,
+            "--master",
+            "local-cluster[2,1,1024]",
+            "--count-executor-jvms",
+            "--conf",
+            "spark.executor.memory=1024m",
+            cwd=tmp_path,
+        )
     finally:
         kafka_broker.delete_topic(topic)
+    assert seen["executor_jvms"] == 2, seen
+    assert_mistyped_option_reaches_the_user(seen)
     # Found from the wheel: kafka_ds (and pyspark_pykafka, which Spark's look-up imports)
     # come from the venv, not from this checkout, and the source has Spark's Kafka schema.
     assert seen["kafka_ds"].startswith(site), seen
