@@ -63,14 +63,19 @@ def wait_stable(bootstrap, topic, timeout=60.0):
     stable offset stays below them. A read planned in between stops short of what a
     reader that starts later sees (a fresh machine's run once read 9 records fewer than
     confluent-kafka did, the markers of its last transactions still on their way)."""
-    from kafka_ds.client.reads import LATEST, READ_COMMITTED, list_offsets
+    from kafka_ds.client.reads import LATEST, READ_COMMITTED, READ_UNCOMMITTED, list_offsets
 
     def stable():
         with KafkaClient(bootstrap) as client:
             ends = {(topic, p): LATEST for p in client.topic_partitions(topic, refresh=True)}
-            high = {tp: offset for tp, (offset, _ts) in list_offsets(client, ends).items()}
-            last_stable = list_offsets(client, ends, READ_COMMITTED)
-        return True if high == {tp: offset for tp, (offset, _ts) in last_stable.items()} else None
+
+            def end_offsets(isolation_level):
+                answer = list_offsets(client, ends, isolation_level)
+                return {tp: offset for tp, (offset, _ts) in answer.items()}
+
+            high_watermarks = end_offsets(READ_UNCOMMITTED)
+            last_stable = end_offsets(READ_COMMITTED)
+        return True if high_watermarks == last_stable else None
 
     waiting.wait_until(
         f"the last stable offsets of {topic} at its high watermarks", stable, timeout

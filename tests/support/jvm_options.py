@@ -51,8 +51,8 @@ def archive_path() -> str:
     """The archive of this pyspark installation. Its key has the jars folder's time: a JVM
     maps an archive only if every jar on its class path is the one it was trained with
     (size and time), and silently runs without it otherwise, so a venv installed again at
-    the same path needs a new archive (seen: a second run in one checkout, every JVM
-    without the archive, the suite half again as long)."""
+    the same path needs a new archive (seen: a second run in one checkout ran every JVM
+    without the archive)."""
     import pyspark
 
     installed = os.path.dirname(pyspark.__file__)

@@ -113,7 +113,7 @@ class StandaloneCluster:
         def died():
             for proc in self._procs:
                 if proc.poll() is not None:
-                    return f"a Spark cluster process exited: {self.log_tail()}"
+                    return "a Spark cluster process exited"  # its log follows below
             return None
 
         try:
