@@ -168,7 +168,8 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
         READ_WRITE,
         "Time budget of one registry look-up: connection failures, 5xx and 429 answers "
         "are retried (with back-off, failing over between the URLs) this long; the error "
-        "then names every URL tried and the last cause.",
+        "then names every URL tried and the last cause. An HTTP 500 carrying the "
+        "registry's own error is asked three times in all, then raised with its message.",
         integer,
         60000,
         minimum=1,

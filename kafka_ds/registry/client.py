@@ -9,7 +9,13 @@ fetches each writer schema once per executor process.
 Every call retries with back-off on connection errors, 5xx and 429 (trying the URLs in
 turn) until ``retry_budget_ms`` is spent, then raises one
 :class:`~kafka_ds.registry.errors.RegistryUnavailableError` naming every URL tried and the
-last cause. Other error answers raise at once (see :mod:`kafka_ds.registry.errors`).
+last cause. An HTTP 500 that carries the registry's own JSON error is the registry failing
+at the request, not an outage: it is asked again only ``_DEFINITE_ERROR_ATTEMPTS`` times in
+all (as confluent-kafka's client retries), then raised with the registry's message. Other
+error answers raise at once (see :mod:`kafka_ds.registry.errors`).
+
+Protobuf schemas are wanted as base64 of a serialized FileDescriptorProto (``fmt=
+"serialized"``); see :func:`_serialized` for how they are asked.
 """
 
 from __future__ import annotations
@@ -48,6 +54,12 @@ _MAX_BACKOFF_S = 2.0
 # answers worth asking again (elsewhere or later): the registry is busy, restarting or
 # behind a proxy that lost it
 _RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# A 500 with the registry's JSON error body: it answered, and failed at the request itself
+# (Apicurio 3.3 answering a Protobuf look-up it cannot render, a backend error). A few answers
+# ride out a one-off; the whole budget (60 s by default) would only hide the message.
+_DEFINITE_ERROR_STATUS = 500
+_DEFINITE_ERROR_ATTEMPTS = 3
+SERIALIZED = "serialized"
 
 
 def _quote(subject: str) -> str:
@@ -110,19 +122,21 @@ class SchemaRegistry(SchemaLookup):
     def schema_by_id(self, schema_id: int, fmt: str | None = None) -> RegisteredSchema:
         """GET /schemas/ids/{id}: the schema a framed record names. Cached forever."""
         key = (int(schema_id), fmt)
-        return self._cached(
-            self._by_id,
-            key,
-            lambda: _registered(
+
+        def fetch(ask_fmt: str | None, _version=None) -> RegisteredSchema:
+            return _registered(
                 self._request(
                     "GET",
                     f"/schemas/ids/{int(schema_id)}",
-                    {"format": fmt},
+                    {"format": ask_fmt},
                     what=f"schema id {schema_id}",
                 ),
                 schema_id=int(schema_id),
-            ),
-        )
+            )
+
+        if fmt == SERIALIZED:
+            return self._cached(self._by_id, key, lambda: _serialized(fetch, self.settings.urls[0]))
+        return self._cached(self._by_id, key, lambda: fetch(fmt))
 
     def schema_version(
         self, subject: str, version: int | str, fmt: str | None = None
@@ -131,15 +145,21 @@ class SchemaRegistry(SchemaLookup):
         ``'latest'`` is asked every time."""
         version = "latest" if str(version).lower() in ("latest", "-1") else int(version)
 
-        def fetch():
+        def fetch_as(ask_fmt: str | None, asked_version=None) -> RegisteredSchema:
+            asked = version if asked_version is None else asked_version
             return _registered(
                 self._request(
                     "GET",
-                    f"/subjects/{_quote(subject)}/versions/{version}",
-                    {"format": fmt},
-                    what=f"subject '{subject}' version {version}",
+                    f"/subjects/{_quote(subject)}/versions/{asked}",
+                    {"format": ask_fmt},
+                    what=f"subject '{subject}' version {asked}",
                 ),
                 subject=subject,
+            )
+
+        def fetch():
+            return (
+                _serialized(fetch_as, self.settings.urls[0]) if fmt == SERIALIZED else fetch_as(fmt)
             )
 
         if version == "latest":
@@ -243,6 +263,7 @@ class SchemaRegistry(SchemaLookup):
         tried: list[str] = []
         last_cause = "no attempt"
         last_status = last_code = None
+        definite_errors = 0
         backoff = _FIRST_BACKOFF_S
         while True:
             for base in settings.urls:
@@ -273,6 +294,17 @@ class SchemaRegistry(SchemaLookup):
                 if 200 <= status < 300:
                     return _decode(data, url) if data else None
                 error_code, message = _error_of(status, data)
+                if status == _DEFINITE_ERROR_STATUS and _is_registry_error(data):
+                    definite_errors += 1
+                    if definite_errors >= _DEFINITE_ERROR_ATTEMPTS:
+                        raise SchemaRegistryError(
+                            f"schema registry {method} {url} for {what}: HTTP {status} "
+                            f"error_code {error_code}: {message} (the registry's own error, "
+                            f"{definite_errors} answers in a row: not asked again)",
+                            http_status=status,
+                            error_code=error_code,
+                            url=url,
+                        )
                 if status in _RETRIABLE_STATUS:
                     last_cause = f"HTTP {status} error_code {error_code}: {message}"
                     last_status, last_code = status, error_code
@@ -363,6 +395,52 @@ def _decode(data: bytes, url: str):
         raise SchemaRegistryError(
             f"schema registry {url} answered with no JSON: {data[:200]!r}", url=url
         ) from None
+
+
+def _serialized(fetch, registry_url: str) -> RegisteredSchema:
+    """A schema with ``fmt="serialized"``: Protobuf as base64 of its FileDescriptorProto.
+
+    Asked first as stored. A Protobuf schema registered in the serialized form (as
+    confluent-kafka's ProtobufSerializer registers it) comes back as it is: Apicurio
+    Registry 3.3 answers ``format=serialized`` for such a schema with HTTP 500 (it parses
+    the base64 as ``.proto`` text). Only a schema stored as ``.proto`` text (which is
+    never base64: it has spaces and ``;``) is asked again with ``format=serialized``, by
+    the version or id just read, so a new ``latest`` cannot slip in between.
+    ``fetch(fmt, version)`` makes one request to ``registry_url``."""
+    stored = fetch(None)
+    if stored.schema_type != "PROTOBUF" or _is_base64(stored.schema_str):
+        return stored
+    rendered = fetch(SERIALIZED, stored.version)
+    if not _is_base64(rendered.schema_str):
+        where = (
+            f"subject '{stored.subject}' version {stored.version}"
+            if stored.subject
+            else f"schema id {stored.schema_id}"
+        )
+        raise SchemaRegistryError(
+            f"schema registry {registry_url}: {where} is stored as .proto text, and "
+            "its answer with format=serialized is not base64 of a FileDescriptorProto ("
+            f"{rendered.schema_str[:60]!r}...; Apicurio Registry 3.3 sends the descriptor's "
+            "bytes as text, which loses those above 0x7f). Register the schema as base64 of "
+            "its FileDescriptorProto (as confluent-kafka's ProtobufSerializer does)"
+        )
+    return rendered
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        return bool(text) and bool(base64.b64decode(text, validate=True))
+    except ValueError:  # binascii.Error
+        return False
+
+
+def _is_registry_error(data: bytes) -> bool:
+    """The body is a registry's JSON error (``error_code``/``message``), not a proxy's page."""
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and "error_code" in answer and "message" in answer
 
 
 def _error_of(status: int, data: bytes) -> tuple[int | None, str]:

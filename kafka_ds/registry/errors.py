@@ -64,7 +64,9 @@ class RegistryAuthenticationError(SchemaRegistryError, AuthenticationError):
 
 class RegistryUnavailableError(SchemaRegistryError, RetriableError):
     """No registry URL answered within the retry budget (connection errors, 5xx, 429);
-    the message names every URL tried and the last cause."""
+    the message names every URL tried and the last cause. An HTTP 500 with the registry's
+    own JSON error is not an outage: after three such answers it is a
+    SchemaRegistryError with the registry's message."""
 
 
 _BY_ERROR_CODE = {

@@ -5,6 +5,7 @@ tests/integration/test_schema_registry.py."""
 
 import json
 import pickle
+import time
 
 import fastavro
 import pytest
@@ -185,3 +186,111 @@ def test_bad_settings_are_named(options, words):
     with pytest.raises(ConfigurationError, match=words) as caught:
         RegistrySettings.from_options(options)
     assert "pw" not in str(caught.value) and "nocolon" not in str(caught.value)
+
+
+# --- kafka_ds's client against the fake's injected answers (a local server, no broker) ----------
+
+
+@pytest.fixture
+def fake_registry():
+    from tests.support.schema_registry import start_registry
+
+    registry = start_registry()
+    yield registry
+    registry.stop()
+
+
+def test_a_registry_error_500_is_asked_three_times_then_raised_with_its_message(fake_registry):
+    """Apicurio 3.3 answered a Protobuf look-up it could not render with HTTP 500 and its
+    JSON error; kafka_ds asked again for the whole 60 s budget and then reported only 'no
+    answer within the retry budget'. A 500 with the registry's own error body is asked three
+    times (as confluent-kafka's client retries), then raised with the registry's message."""
+    from kafka_ds.registry.errors import RegistryUnavailableError, SchemaRegistryError
+
+    client = SchemaRegistry(RegistrySettings(urls=(fake_registry.url,)))  # budget 60 s
+    fake_registry.fail_next(10, 500)
+    started = time.monotonic()
+    with pytest.raises(SchemaRegistryError) as caught:
+        client.versions("orders-value")
+    assert time.monotonic() - started < 3
+    assert not isinstance(caught.value, RegistryUnavailableError)
+    text = str(caught.value)
+    assert f"{fake_registry.url}/subjects/orders-value/versions" in text, text
+    assert "subject 'orders-value'" in text and "injected failure" in text, text
+    assert caught.value.http_status == 500 and caught.value.error_code == 50001
+    assert fake_registry.count("GET", "/subjects/orders-value/versions") == 3
+
+
+def test_two_registry_errors_500_then_an_answer_is_the_answer(fake_registry):
+    client = SchemaRegistry(RegistrySettings(urls=(fake_registry.url,)))
+    fake_registry.fail_next(2, 500)
+    assert client.subjects() == []
+    assert fake_registry.count("GET", "/subjects") == 3
+
+
+@pytest.mark.parametrize("status", [503, 502, 429])
+def test_an_outage_is_still_asked_for_the_whole_budget(fake_registry, status):
+    """503/502/429 say 'not now' (a registry starting, a proxy without a backend): kept
+    asking until the budget is spent, then RegistryUnavailableError."""
+    from kafka_ds.registry.errors import RegistryUnavailableError
+
+    client = SchemaRegistry(RegistrySettings(urls=(fake_registry.url,), retry_budget_ms=400))
+    fake_registry.fail_next(1000, status)
+    try:
+        with pytest.raises(RegistryUnavailableError, match=f"HTTP {status}"):
+            client.subjects()
+    finally:
+        fake_registry._failures.clear()
+    assert fake_registry.count("GET", "/subjects") > 3
+
+
+def _base64_descriptor(name: str) -> str:
+    import base64
+
+    from google.protobuf import descriptor_pb2
+
+    proto = descriptor_pb2.FileDescriptorProto(name=name, package="acme", syntax="proto3")
+    proto.message_type.add(name="Order").field.add(
+        name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64
+    )
+    return base64.b64encode(proto.SerializeToString()).decode()
+
+
+def test_a_protobuf_schema_registered_serialized_is_read_as_stored(fake_registry):
+    """The form confluent-kafka's ProtobufSerializer registers (base64 of the descriptor) is
+    asked for without ``format=serialized`` (Apicurio 3.3 answers that with HTTP 500), by id
+    and by version, once each."""
+    from kafka_ds.registry.schema import RegisteredSchema
+
+    client = SchemaRegistry(RegistrySettings(urls=(fake_registry.url,)))
+    text = _base64_descriptor("order.proto")
+    schema_id = client.register("orders-value", RegisteredSchema("PROTOBUF", text))
+    for _ in range(2):  # the second time from the cache
+        assert client.schema_by_id(schema_id, fmt="serialized").schema_str == text
+        latest = client.schema_version("orders-value", "latest", fmt="serialized")
+        assert latest.schema_str == text and latest.version == 1
+    asked = [r for r in fake_registry.requests if r.method == "GET"]
+    assert [(r.path, r.query) for r in asked] == [
+        (f"/schemas/ids/{schema_id}", {}),
+        ("/subjects/orders-value/versions/latest", {}),
+        ("/subjects/orders-value/versions/latest", {}),  # 'latest' is never cached
+    ]
+
+
+def test_a_protobuf_schema_stored_as_text_is_asked_again_serialized(fake_registry):
+    """``.proto`` text is asked for again with ``format=serialized``, by the version just read
+    (a new 'latest' cannot slip in between). The fake cannot render text (42201): that
+    error is what comes back."""
+    from kafka_ds.registry.errors import InvalidSchemaError
+    from kafka_ds.registry.schema import RegisteredSchema
+
+    client = SchemaRegistry(RegistrySettings(urls=(fake_registry.url,)))
+    proto_text = 'syntax = "proto3";\nmessage Order { int64 id = 1; }\n'
+    client.register("texts-value", RegisteredSchema("PROTOBUF", proto_text))
+    with pytest.raises(InvalidSchemaError, match="cannot render"):
+        client.schema_version("texts-value", "latest", fmt="serialized")
+    asked = [(r.path, r.query) for r in fake_registry.requests if r.method == "GET"]
+    assert asked == [
+        ("/subjects/texts-value/versions/latest", {}),
+        ("/subjects/texts-value/versions/1", {"format": "serialized"}),
+    ]
