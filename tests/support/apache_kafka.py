@@ -740,14 +740,19 @@ def shared_cluster(state_dir: str, name: str, owner_pid: int, **kwargs) -> Kafka
 
 
 def stop_shared(state_dir: str):
-    """Kill every cluster recorded in ``state_dir`` and remove their files (pytest's end)."""
+    """Kill every cluster (and the registry) recorded in ``state_dir`` and remove their
+    files (pytest's end)."""
     for state_path in Path(state_dir).glob("*.json"):
         state = json.loads(state_path.read_text())
-        if "nodes" not in state:
+        # a cluster's nodes, or one JVM (the shared Apicurio registry, tests/support/apicurio.py)
+        pids = [entry["java_pid"] for entry in state.get("nodes", ())]
+        if state.get("java_pid"):
+            pids.append(state["java_pid"])
+        if not pids:
             continue
-        for entry in state["nodes"]:
-            if _pid_alive(entry["java_pid"]):
-                os.kill(entry["java_pid"], signal.SIGKILL)
+        for pid in pids:
+            if _pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
         if not os.environ.get("KAFKA_DS_KEEP_BROKER_LOGS"):
             shutil.rmtree(state["directory"], ignore_errors=True)
     shutil.rmtree(state_dir, ignore_errors=True)
