@@ -1,9 +1,10 @@
-"""``valueSubjects`` for Protobuf and JSON Schema through Spark, on both brokers: records of
-several types written by confluent-kafka's ``ProtobufSerializer`` / ``JSONSerializer`` with
-``subject.name.strategy`` TopicRecordNameStrategy / RecordNameStrategy are read as one
-struct with a field per subject (a type not listed is a bad record), and that struct
-written back row by row is confluent's bytes, read back by its deserializers. The codec's
-cases (both strategies, both registrations, errors): tests/unit/test_record_subjects.py."""
+"""``valueSubjects`` for Protobuf and JSON Schema through Spark, on both brokers, against
+Apicurio Registry (tests/support/apicurio.py): records of several types written by
+confluent-kafka's ``ProtobufSerializer`` / ``JSONSerializer`` with ``subject.name.strategy``
+TopicRecordNameStrategy / RecordNameStrategy are read as one struct with a field per subject
+(a type not listed is a bad record), and that struct written back row by row is confluent's
+bytes, read back by its deserializers. The codec's cases (both strategies, both
+registrations, errors): tests/unit/test_record_subjects.py."""
 
 import json
 
@@ -17,9 +18,9 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.spark.test_typed_registry import confluent_registry, consume_raw, read
+from tests.support.apicurio import apicurio_registry  # noqa: F401  (fixture)
 from tests.support.brokers import produce_confluent
 from tests.support.registry_fixtures import message_classes
-from tests.support.schema_registry import schema_registry  # noqa: F401  (fixture)
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 from tests.unit.test_record_subjects import REFUND, SHOP, SHOP_SPARK
 
@@ -39,10 +40,10 @@ def write(df, broker, topic, registry, fmt, subjects, **options):
 
 
 def test_protobuf_types_by_subject_read_and_written_as_confluent(  # noqa: F811
-    spark, broker, new_topic, schema_registry
+    spark, broker, new_topic, apicurio_registry
 ):  # noqa: F811
     topic, copy = new_topic(partitions=1), new_topic(partitions=1)
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     classes = {**message_classes(SHOP), **message_classes(REFUND)}
     ctx = SerializationContext(topic, MessageField.VALUE)
     serialize = {
@@ -75,7 +76,7 @@ def test_protobuf_types_by_subject_read_and_written_as_confluent(  # noqa: F811
             topic,
             valueFormat="protobuf",
             valueSubjects=subjects,
-            **{"schema.registry.url": schema_registry.url},
+            **{"schema.registry.url": apicurio_registry.url},
         ).collect()
     assert "at offset 6" in str(caught.value) and "its type shop.Refund" in str(caught.value), str(
         caught.value
@@ -87,7 +88,7 @@ def test_protobuf_types_by_subject_read_and_written_as_confluent(  # noqa: F811
         valueFormat="protobuf",
         valueSubjects=subjects,
         mode="PERMISSIVE",
-        **{"schema.registry.url": schema_registry.url},
+        **{"schema.registry.url": apicurio_registry.url},
     )
     assert df.schema["value"].dataType.simpleString() == SHOP_SPARK
     got = sorted(df.select("offset", "value", "valueError").collect())
@@ -102,7 +103,7 @@ def test_protobuf_types_by_subject_read_and_written_as_confluent(  # noqa: F811
         df.where("value IS NOT NULL").select("value"),
         broker,
         copy,
-        schema_registry,
+        apicurio_registry,
         "protobuf",
         subjects,
     )
@@ -127,12 +128,12 @@ JSON_TYPES = {
 
 
 def test_json_types_by_subject_read_and_written_as_confluent(  # noqa: F811
-    spark, broker, new_topic, schema_registry
+    spark, broker, new_topic, apicurio_registry
 ):  # noqa: F811
     from kafka_ds.functions import from_registry
 
     topic, copy = new_topic(partitions=1), new_topic(partitions=1)
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     ctx = SerializationContext(topic, MessageField.VALUE)
     serialize = {
         name: JSONSerializer(
@@ -147,7 +148,7 @@ def test_json_types_by_subject_read_and_written_as_confluent(  # noqa: F811
     raw = [serialize["Order" if "order_id" in e else "Payment"](e, ctx) for e in events]
     refund = serialize["Refund"]({"refund_id": "r"}, ctx)
     produce_confluent(broker.bootstrap_servers, topic, raw + [refund])
-    registry = {"schema.registry.url": schema_registry.url}
+    registry = {"schema.registry.url": apicurio_registry.url}
     options = {
         "valueFormat": "json",
         "valueSubjects": "rs.Order,rs.Payment",
@@ -177,7 +178,7 @@ def test_json_types_by_subject_read_and_written_as_confluent(  # noqa: F811
             subjects="rs.Order,rs.Payment",
             memberNames="type",
             mode="PERMISSIVE",
-            schema_registry_url=schema_registry.url,
+            schema_registry_url=apicurio_registry.url,
         ).alias("v")
     )
     assert decoded.schema["v"].dataType.simpleString() == spark_type
@@ -190,7 +191,7 @@ def test_json_types_by_subject_read_and_written_as_confluent(  # noqa: F811
         df.where("value IS NOT NULL").select("value"),
         broker,
         copy,
-        schema_registry,
+        apicurio_registry,
         "json",
         "rs.Order,rs.Payment",
         valueMemberNames="type",

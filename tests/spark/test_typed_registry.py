@@ -1,7 +1,11 @@
 """Schema-Registry Avro, Protobuf and JSON through Spark, cross-checked both ways with
-confluent-kafka's serializers on both brokers, against the fake registry of
+confluent-kafka's serializers on both brokers, against a real registry: Apicurio Registry
+3.3's Confluent-compatible API (tests/support/apicurio.py; its REST answers beside the
+fake's: tests/integration/test_registries.py). The fake registry of
 tests/support/schema_registry.py (proven with confluent-kafka's own client in
-tests/integration/test_schema_registry.py).
+tests/integration/test_schema_registry.py) serves what a real server will not do on
+request: the outage of the streaming test below (its requests are counted) and a
+credentials test on the mock cluster (basic auth on Apicurio: test_registries.py).
 
 * records confluent-kafka's serializers produced read by kafka_ds into the values its
   deserializers return (Avro across three schema versions in one topic);
@@ -21,8 +25,8 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kafka_ds.errors import ConfigurationError
+from tests.support.apicurio import apicurio_registry  # noqa: F401  (fixture)
 from tests.support.brokers import produce_confluent
-from tests.support.schema_registry import schema_registry  # noqa: F401  (fixture)
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 
@@ -108,10 +112,10 @@ def read(spark, broker, topic, **options):
 
 
 def test_avro_three_writer_versions_read_with_the_latest_as_confluent_reads_them(
-    spark, broker, new_topic, schema_registry
+    spark, broker, new_topic, apicurio_registry
 ):
     topic = new_topic(partitions=2)
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     value_ctx = SerializationContext(topic, MessageField.VALUE)
     key_ctx = SerializationContext(topic, MessageField.KEY)
     key_serializer = AvroSerializer(client, '"long"')
@@ -143,7 +147,7 @@ def test_avro_three_writer_versions_read_with_the_latest_as_confluent_reads_them
         topic,
         valueFormat="avro",
         keyFormat="avro",
-        **{"schema.registry.url": schema_registry.url},
+        **{"schema.registry.url": apicurio_registry.url},
     )
     assert df.schema.simpleString().startswith(
         "struct<key:bigint,value:struct<id:bigint,score:double,tags:array<string>,"
@@ -169,7 +173,7 @@ def test_avro_three_writer_versions_read_with_the_latest_as_confluent_reads_them
     assert_df_equality(got, spark.createDataFrame(expected, got.schema), ignore_row_order=True)
 
 
-def test_avro_written_by_kafka_ds_read_by_confluent(spark, broker, new_topic, schema_registry):
+def test_avro_written_by_kafka_ds_read_by_confluent(spark, broker, new_topic, apicurio_registry):
     topic = new_topic(partitions=1)
     rows = [(f"k{i}", i, f"name {i}", None if i % 3 == 0 else i * 1.5) for i in range(20)]
     source = spark.createDataFrame(rows, "k string, id bigint, name string, score double")
@@ -179,12 +183,12 @@ def test_avro_written_by_kafka_ds_read_by_confluent(spark, broker, new_topic, sc
         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
         .option("topic", topic)
         .option("valueFormat", "avro")
-        .option("schema.registry.url", schema_registry.url)
+        .option("schema.registry.url", apicurio_registry.url)
         .mode("append")
         .save()
     )
 
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     registered = client.get_latest_version(f"{topic}-value")
     # derived from the Spark type as spark-avro derives it: nullable -> a union with null
     assert json.loads(registered.schema.schema_str)["fields"][0] == {
@@ -214,7 +218,7 @@ def test_avro_written_by_kafka_ds_read_by_confluent(spark, broker, new_topic, sc
             .option("kafka.bootstrap.servers", broker.bootstrap_servers)
             .option("topic", topic)
             .option("valueFormat", "avro")
-            .option("schema.registry.url", schema_registry.url)
+            .option("schema.registry.url", apicurio_registry.url)
             .option("schema.registry.auto.register.schemas", "false")
             .mode("append")
             .save()
@@ -257,7 +261,7 @@ def test_plain_avro_with_an_inline_schema_round_trips_without_a_registry(spark, 
 
 
 def test_avro_top_level_bytes_key_and_value_are_raw_as_confluent_frames_them(
-    spark, broker, new_topic, schema_registry, tmp_path
+    spark, broker, new_topic, apicurio_registry, tmp_path
 ):
     """Subjects whose schema is "bytes": confluent-kafka's AvroSerializer writes the header
     and the bytes alone (no Avro length). kafka_ds reads such keys and values (batch,
@@ -268,7 +272,7 @@ def test_avro_top_level_bytes_key_and_value_are_raw_as_confluent_frames_them(
 
     values = [b"", b"\x01", b"\x00\x00\x00", bytes(range(256))]
     source, batch_sink, stream_sink = (new_topic(partitions=1) for _ in range(3))
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     for topic in (source, batch_sink, stream_sink):
         for field in ("key", "value"):
             client.register_schema(f"{topic}-{field}", Schema('"bytes"', "AVRO"))
@@ -288,7 +292,7 @@ def test_avro_top_level_bytes_key_and_value_are_raw_as_confluent_frames_them(
     header = b"\x00" + schema_id.to_bytes(4, "big")
     assert [r["value"] for r in records] == [header + v for v in values]  # raw, no length
     produce_confluent(broker.bootstrap_servers, source, records)
-    registry = {"schema.registry.url": schema_registry.url}
+    registry = {"schema.registry.url": apicurio_registry.url}
     typed = {"keyFormat": "avro", "valueFormat": "avro", **registry}
     expected = sorted((v[::-1], v) for v in values)
 
@@ -357,7 +361,7 @@ def test_avro_top_level_bytes_key_and_value_are_raw_as_confluent_frames_them(
 
 
 def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
-    spark, broker, new_topic, schema_registry
+    spark, broker, new_topic, apicurio_registry
 ):
     from confluent_kafka.schema_registry.protobuf import (
         ProtobufDeserializer,
@@ -368,7 +372,7 @@ def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
 
     topic = new_topic(partitions=1)
     order_class = order_message_class()
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     ctx = SerializationContext(topic, MessageField.VALUE)
     conf = {"use.deprecated.format": False}
     serializer = ProtobufSerializer(order_class, client, conf)
@@ -385,7 +389,11 @@ def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
         [{"value": serializer(o, ctx), "partition": 0} for o in orders],
     )
     df = read(
-        spark, broker, topic, valueFormat="protobuf", **{"schema.registry.url": schema_registry.url}
+        spark,
+        broker,
+        topic,
+        valueFormat="protobuf",
+        **{"schema.registry.url": apicurio_registry.url},
     )
     assert df.schema["value"].dataType.simpleString() == (
         "struct<id:string,created:timestamp,items:array<struct<sku:string,qty:int>>,status:string>"
@@ -412,7 +420,7 @@ def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
         .option("topic", out)
         .option("valueFormat", "protobuf")
-        .option("schema.registry.url", schema_registry.url)
+        .option("schema.registry.url", apicurio_registry.url)
         .option("schema.registry.auto.register.schemas", "false")
         .mode("append")
         .save()
@@ -428,7 +436,7 @@ def test_protobuf_read_as_confluent_reads_and_written_as_confluent_writes(
 
 
 def test_protobuf_write_of_the_second_message_is_checked_and_framed_for_it(
-    spark, broker, new_topic, schema_registry
+    spark, broker, new_topic, apicurio_registry
 ):
     # A schema file of two messages, A first: valueMessageName=B writes (and fit-checks)
     # B, framed with its message index, as confluent's serializer of B does
@@ -443,7 +451,7 @@ def test_protobuf_write_of_the_second_message_is_checked_and_framed_for_it(
         file_proto("two_messages.proto", {"A": [("a", "int32")], "B": [("b", "string")]})
     )
     out = new_topic(partitions=1)
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     ctx = SerializationContext(out, MessageField.VALUE)
     conf = {"use.deprecated.format": False}
     expected = ProtobufSerializer(classes["test.B"], client, conf)(classes["test.B"](b="one"), ctx)
@@ -455,7 +463,7 @@ def test_protobuf_write_of_the_second_message_is_checked_and_framed_for_it(
         .option("topic", out)
         .option("valueFormat", "protobuf")
         .option("valueMessageName", "B")
-        .option("schema.registry.url", schema_registry.url)
+        .option("schema.registry.url", apicurio_registry.url)
         .option("schema.registry.auto.register.schemas", "false")
         .mode("append")
         .save()
@@ -485,12 +493,12 @@ EVENT_SCHEMA = json.dumps(
 
 
 def test_json_read_as_confluent_reads_and_written_as_confluent_writes(
-    spark, broker, new_topic, schema_registry
+    spark, broker, new_topic, apicurio_registry
 ):
     from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 
     topic = new_topic(partitions=1)
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     ctx = SerializationContext(topic, MessageField.VALUE)
     serializer = JSONSerializer(EVENT_SCHEMA, client)
     events = [
@@ -509,7 +517,7 @@ def test_json_read_as_confluent_reads_and_written_as_confluent_writes(
         [{"value": serializer(e, ctx), "partition": 0} for e in events],
     )
     df = read(
-        spark, broker, topic, valueFormat="json", **{"schema.registry.url": schema_registry.url}
+        spark, broker, topic, valueFormat="json", **{"schema.registry.url": apicurio_registry.url}
     )
     assert df.schema["value"].dataType.simpleString() == (
         "struct<id:bigint,kind:string,score:double,at:timestamp,tags:array<string>>"
@@ -538,7 +546,7 @@ def test_json_read_as_confluent_reads_and_written_as_confluent_writes(
         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
         .option("topic", out)
         .option("valueFormat", "json")
-        .option("schema.registry.url", schema_registry.url)
+        .option("schema.registry.url", apicurio_registry.url)
         .mode("append")
         .save()
     )
@@ -559,10 +567,10 @@ def test_json_read_as_confluent_reads_and_written_as_confluent_writes(
 
 
 def test_every_bad_record_reason_fails_fast_or_reads_as_null(
-    spark, broker, new_topic, schema_registry
+    spark, broker, new_topic, apicurio_registry
 ):
     topic = new_topic(partitions=1)
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     ctx = SerializationContext(topic, MessageField.VALUE)
     good = AvroSerializer(client, USER_V1)({"id": 1, "name": "a"}, ctx)
     # a writer schema the reader schema (the subject's latest, USER_V1) cannot resolve
@@ -576,7 +584,7 @@ def test_every_bad_record_reason_fails_fast_or_reads_as_null(
     )
     options = {
         "valueFormat": "avro",
-        "schema.registry.url": schema_registry.url,
+        "schema.registry.url": apicurio_registry.url,
         "valueSubject": f"{topic}-value",
     }
     reasons = ["not framed", "unknown schema id 999999", "truncated", "cannot be resolved"]
@@ -611,12 +619,12 @@ def test_every_bad_record_reason_fails_fast_or_reads_as_null(
 
 
 def test_from_registry_and_to_registry_on_a_plain_kafka_read(
-    spark, broker, new_topic, schema_registry
+    spark, broker, new_topic, apicurio_registry
 ):
     from kafka_ds.functions import from_registry, to_registry
 
     topic = new_topic(partitions=1)
-    client = confluent_registry(schema_registry)
+    client = confluent_registry(apicurio_registry)
     ctx = SerializationContext(topic, MessageField.VALUE)
     serializer = AvroSerializer(client, USER_V1)
     produce_confluent(
@@ -627,14 +635,17 @@ def test_from_registry_and_to_registry_on_a_plain_kafka_read(
     raw = read(spark, broker, topic)
     decoded = raw.select(
         from_registry(
-            "value", "avro", subject=f"{topic}-value", schema_registry_url=schema_registry.url
+            "value", "avro", subject=f"{topic}-value", schema_registry_url=apicurio_registry.url
         ).alias("user")
     )
     assert decoded.schema.simpleString() == "struct<user:struct<id:bigint,name:string>>"
     assert sorted(r.user.id for r in decoded.collect()) == list(range(8))
     encoded = decoded.select(
         to_registry(
-            "user", "avro", subject=f"{topic}-value", **{"schema.registry.url": schema_registry.url}
+            "user",
+            "avro",
+            subject=f"{topic}-value",
+            **{"schema.registry.url": apicurio_registry.url},
         ).alias("value")
     )
     deserializer = AvroDeserializer(client)
@@ -642,7 +653,7 @@ def test_from_registry_and_to_registry_on_a_plain_kafka_read(
         f"n{i}" for i in range(8)
     )
     with pytest.raises(ConfigurationError, match="name the schema with subject"):
-        from_registry("value", "avro", schema_registry_url=schema_registry.url)
+        from_registry("value", "avro", schema_registry_url=apicurio_registry.url)
 
 
 # --- streaming -------------------------------------------------------------------------------
