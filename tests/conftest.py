@@ -10,7 +10,8 @@
 * ``mock_cluster`` / ``tansu_broker``: librdkafka's mock cluster (injected errors) and Tansu
   (the demo's broker), session-scoped, started on first use.
 * ``broker``: parametrized over the enabled brokers ``mock`` and ``kafka``, so a test written
-  against ``broker`` runs on each of them; tests marked ``smoke`` run on ``tansu`` and
+  against ``broker`` runs on each of them (a Spark test, under tests/spark/, on ``kafka``
+  only: ``SPARK_LEAVES_OUT``); tests marked ``smoke`` run on ``tansu`` and
   ``kafka_older`` too.
 * ``new_topic(partitions=1, prefix="t", replication=1)``: fresh topic on ``broker``.
 
@@ -45,6 +46,12 @@ ALL_BROKERS = ("mock", "kafka", "tansu")
 # the brokers a test written against ``broker`` runs on; the tests marked ``smoke`` run on
 # Tansu (the demo's broker) and on Apache Kafka's older line (kafka_older) too
 PARAMETRIZED_BROKERS = ("mock", "kafka")
+# ... except the Spark tests (tests/spark/), which run on Apache Kafka only: the Spark glue
+# is the same whatever the broker, the mock is there for injected errors and for a second
+# implementation of the protocol, and the protocol is tested on it below Spark
+# (tests/integration/). Its Spark runs proved nothing the Apache Kafka ones did not and
+# cost a sixth of the suite's Spark time (99 tests, 182 s of a worker in a loaded run).
+SPARK_LEAVES_OUT = ("mock",)
 # Apache Kafka clusters shared by all pytest-xdist workers: started by the first worker that
 # asks, stopped by pytest's main process at the end (apache_kafka.shared_cluster)
 SHARED_KAFKA = {
@@ -155,6 +162,8 @@ def pytest_generate_tests(metafunc):
         names = [
             name for name in enabled if name in PARAMETRIZED_BROKERS or (smoke and name == "tansu")
         ]
+        if metafunc.definition.path.parent.name == "spark":
+            names = [name for name in names if name not in SPARK_LEAVES_OUT]
         if smoke and "kafka" in enabled:
             names.append("kafka_older")
         only = metafunc.definition.get_closest_marker("only_brokers")
@@ -167,7 +176,30 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+    _spark_tests_on_apache_kafka_only(config, items)
     items[:] = run_order(items)
+
+
+def _spark_tests_on_apache_kafka_only(config, items):
+    """``SPARK_LEAVES_OUT`` for the Spark tests that take their broker from a module
+    fixture of an integration module (``params=["mock", "kafka"]``, e.g. ``data``):
+    ``pytest_generate_tests`` does it for ``broker``."""
+
+    def left_out(item):
+        if item.path.parent.name != "spark" or not hasattr(item, "callspec"):
+            return False
+        definitions = item._fixtureinfo.name2fixturedefs
+        return any(
+            value in SPARK_LEAVES_OUT
+            and getattr(definitions.get(name, [None])[-1], "params", None) is not None
+            for name, value in item.callspec.params.items()
+            if isinstance(value, str)
+        )
+
+    dropped = [item for item in items if left_out(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not left_out(item)]
 
 
 def run_order(items):

@@ -1,5 +1,5 @@
 """Lag a streaming user can see (kafka_ds.stream): progress_lag from a query's progress,
-group_lag from the brokers, and LagListener's log line, on both brokers."""
+group_lag from the brokers, and LagListener's log line, on Apache Kafka."""
 
 import json
 import logging

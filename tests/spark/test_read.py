@@ -1,8 +1,8 @@
-"""spark.read.format("pykafka") on both brokers, compared with chispa.
+"""spark.read.format("pykafka") on Apache Kafka, compared with chispa.
 
-The dataset (tests/integration/test_read.py), one per broker: topic ``a`` (3 partitions; on
-the mock each led by a different broker) and topic ``b`` (2 partitions), every partition
-written by confluent-kafka with a different codec, some records with headers.
+The dataset of tests/integration/test_read.py (its Apache Kafka one: tests/conftest.py
+``SPARK_LEAVES_OUT``): topic ``a`` (3 partitions) and topic ``b`` (2 partitions), every
+partition written by confluent-kafka with a different codec, some records with headers.
 """
 
 import json
@@ -217,9 +217,9 @@ def test_unreachable_bootstrap_fails_with_a_clear_message(spark, mock_cluster):
 @pytest.mark.parametrize("latest_via", [None, "auto", "fetch", "listOffsets"])
 def test_latest_offsets_after_multi_record_batches(spark, broker, new_topic, latest_via):
     """The default lookup (``auto``: ListOffsets checked against one small Fetch per
-    leader) and ``fetch`` read everything on both brokers, including Tansu, whose
-    ListOffsets LATEST stops at the last batch's first record (tests/README.md).
-    ``listOffsets`` alone is Spark's lookup: complete on the mock, short on Tansu."""
+    leader) and ``fetch`` read everything on every broker, Tansu too, whose ListOffsets
+    LATEST stops at the last batch's first record (tests/README.md). ``listOffsets`` alone
+    is Spark's lookup: complete on Apache Kafka, short on Tansu."""
     import pyarrow as pa
 
     from kafka_ds.client import KafkaClient

@@ -1,4 +1,4 @@
-"""A stream started by timestamp on both brokers reads the records a scan finds (the topic
+"""A stream started by timestamp on Apache Kafka reads the records a scan finds (the topic
 and the checks at planning: tests/integration/test_read_by_timestamp.py)."""
 
 import json

@@ -1,4 +1,4 @@
-"""spark.readStream.format("pykafka") end to end, on both brokers.
+"""spark.readStream.format("pykafka") end to end, on Apache Kafka.
 
 * a query in its own driver process is SIGKILLed mid-stream while records are being
   produced, restarted from its checkpoint, and the file sink then holds every

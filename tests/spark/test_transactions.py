@@ -52,11 +52,6 @@ def rows(n):
 @pytest.mark.heavy
 @pytest.mark.timeout(900)
 def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_path):
-    if broker.name == "mock":
-        # Seen both ways on the mock, depending on which partitions the failed attempt had
-        # reached: it does not fence, so the retried attempt's first batch to such a
-        # partition may get OUT_OF_ORDER_SEQUENCE_NUMBER (tests/README.md, mock deviation 10).
-        pytest.skip("the librdkafka mock does not fence an open transaction")
     topic = new_topic(partitions=3)
     flag = tmp_path / "failed-once"
     proc = run_child(
@@ -72,12 +67,11 @@ def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_pa
     result = verdict(broker.bootstrap_servers, topic)
     assert sorted(result.committed) == sorted(rows(90000))
     # the failed attempt's rows reached the log and were aborted, never committed
-    assert len(result.aborted) > 0 or broker.name == "mock"
-    if broker.name == "kafka":
-        assert result.open == []
-        # read_committed: kafka_ds reads what librdkafka reads
-        ours, theirs = read_committed_both(broker.bootstrap_servers, topic)
-        assert ours == theirs and len(ours) > 0
+    assert len(result.aborted) > 0
+    assert result.open == []
+    # read_committed: kafka_ds reads what librdkafka reads
+    ours, theirs = read_committed_both(broker.bootstrap_servers, topic)
+    assert ours == theirs and len(ours) > 0
 
 
 @pytest.mark.heavy
@@ -96,10 +90,9 @@ def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
     assert "FAILED" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     result = verdict(broker.bootstrap_servers, topic)
     assert result.committed == []
-    if broker.name == "kafka":
-        # the failed task's transaction was fenced (aborted) by the driver's abort()
-        assert result.open == []
-        assert len(result.aborted) > 0
+    # the failed task's transaction was fenced (aborted) by the driver's abort()
+    assert result.open == []
+    assert len(result.aborted) > 0
 
 
 @pytest.mark.only_brokers("kafka")  # the marker on both brokers: integration/test_transactions.py
@@ -127,9 +120,7 @@ def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_pa
     zombie = [line for line in proc.stdout.splitlines() if line.startswith("ZOMBIE")]
     result = verdict(broker.bootstrap_servers, topic)
     assert result.committed == []
-    if broker.name == "kafka":
-        # (the mock does not fence, so task 1's first attempt stays open there: deviation 10)
-        assert result.open == [], zombie
+    assert result.open == [], zombie
     written = set(result.committed + result.aborted + result.open)
     assert not written & set(rows(9000)[6000:]), zombie
     assert zombie and "the write was aborted" in zombie[0], proc.stdout + proc.stderr[-3000:]
@@ -280,5 +271,4 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
     result = verdict(bs, sink)
     assert len(result.committed) == len(values)
     assert sorted(result.committed) == sorted(values)
-    if broker.name == "kafka":
-        assert result.open == []
+    assert result.open == []

@@ -1,4 +1,4 @@
-"""df.write.format("pykafka") and writeStream on both brokers.
+"""df.write.format("pykafka") and writeStream on Apache Kafka.
 
 The main dataset: 100k rows with keys, null keys, tombstones, headers (incl. empty and
 null header values), explicit partitions and timestamps, written once per codec to a
@@ -23,7 +23,7 @@ from chispa import assert_df_equality
 from kafka_ds.errors import ConfigurationError
 from kafka_ds.options import parse_write_options
 from kafka_ds.write.plan import plan_columns
-from tests.integration.test_writer import batch_headers, quirk
+from tests.integration.test_writer import batch_headers
 from tests.support.brokers import consume_confluent, kafka_python_api_version
 from tests.support.faultproxy import FaultProxy
 from tests.support.spark_support import (
@@ -421,14 +421,7 @@ def test_record_larger_than_the_request_limit_fails_the_write(spark, broker, new
 # --- retries, idempotence, faults ----------------------------------------------------------
 
 
-def test_lost_produce_answers_do_not_duplicate_rows(spark, broker, new_topic, request):
-    quirk(
-        request,
-        broker,
-        ["mock"],
-        "the mock checks producer sequences only for transactional producers, so a resent "
-        "batch is appended again (tests/README.md, mock deviation 8)",
-    )
+def test_lost_produce_answers_do_not_duplicate_rows(spark, broker, new_topic):
     topic = new_topic(partitions=3)
     df = spark.range(0, 20000, 1, 2).selectExpr(
         "cast(id AS string) AS key", "cast(id AS string) AS value"
