@@ -9,8 +9,10 @@ producer_epoch)`` to the driver. The driver -- another process -- ends it with
 :func:`end_transaction`: EndTxn needs nothing but those three values.
 
 Coordinator errors are retried until ``timeout_ms``: CONCURRENT_TRANSACTIONS (the
-coordinator is still writing the markers of an earlier end), and the coordinator
-moving or loading (the coordinator is looked up again).
+coordinator is still writing the markers of an earlier end), connection failures and
+the coordinator moving or loading (the coordinator is looked up again). ``timeout_option``
+names the option that set ``timeout_ms`` (a write's ``kafka.delivery.timeout.ms`` unless
+the caller says otherwise), for the error when it runs out.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ CONCURRENT_TRANSACTIONS = 51
 INVALID_PRODUCER_EPOCH = 47
 PRODUCER_FENCED = 90
 OPERATION_NOT_ATTEMPTED = 55
+#: The option that bounds the transaction calls of a write (tasks' and driver's alike)
+DELIVERY_TIMEOUT_OPTION = "kafka.delivery.timeout.ms"
 
 
 class TransactionError(KafkaError):
@@ -54,12 +58,20 @@ class TransactionHandle:
     producer_epoch: int
 
 
-def _coordinator_call(client, transactional_id: str, what: str, call, timeout_ms: int):
+def _coordinator_call(
+    client,
+    transactional_id: str,
+    what: str,
+    call,
+    timeout_ms: int,
+    timeout_option: str = DELIVERY_TIMEOUT_OPTION,
+):
     """``call(conn)`` at the coordinator of ``transactional_id`` (``Coordinators.call``
     of the client), retried until ``timeout_ms`` on connection errors and retriable
     coordinator errors (CONCURRENT_TRANSACTIONS among them) from 20 ms on, as the Java
     producer backs off on CONCURRENT_TRANSACTIONS. ``call`` returns an error code
-    (0 = done) and a result. Failures raise :class:`TransactionError` with the code."""
+    (0 = done) and a result. Failures raise :class:`TransactionError` with the code; one
+    that ran out of time names ``timeout_option``."""
 
     def checked(conn):
         code, result = call(conn)
@@ -76,7 +88,9 @@ def _coordinator_call(client, transactional_id: str, what: str, call, timeout_ms
             checked,
             f"{what} for {transactional_id!r}",
             key_type=TRANSACTION_KEY_TYPE,
-            policy=RetryPolicy(timeout_ms, backoff_ms=20, backoff_max_ms=1000),
+            policy=RetryPolicy(
+                timeout_ms, backoff_ms=20, backoff_max_ms=1000, budget_option=timeout_option
+            ),
         )
     except KafkaError as error:
         raise TransactionError(
@@ -86,7 +100,11 @@ def _coordinator_call(client, transactional_id: str, what: str, call, timeout_ms
 
 
 def init_transactional_producer(
-    client, transactional_id: str, transaction_timeout_ms: int, timeout_ms: int = 60000
+    client,
+    transactional_id: str,
+    transaction_timeout_ms: int,
+    timeout_ms: int = 60000,
+    timeout_option: str = DELIVERY_TIMEOUT_OPTION,
 ) -> TransactionHandle:
     """InitProducerId for ``transactional_id`` at its coordinator: a new epoch, which
     fences the previous one and aborts its open transaction (if any)."""
@@ -104,13 +122,17 @@ def init_transactional_producer(
         return response["error_code"], (response["producer_id"], response["producer_epoch"])
 
     producer_id, epoch = _coordinator_call(
-        client, transactional_id, "InitProducerId", call, timeout_ms
+        client, transactional_id, "InitProducerId", call, timeout_ms, timeout_option
     )
     return TransactionHandle(transactional_id, producer_id, epoch)
 
 
 def end_transaction(
-    client, handle: TransactionHandle, commit: bool, timeout_ms: int = 60000
+    client,
+    handle: TransactionHandle,
+    commit: bool,
+    timeout_ms: int = 60000,
+    timeout_option: str = DELIVERY_TIMEOUT_OPTION,
 ) -> None:
     """EndTxn(commit or abort) of the transaction ``handle`` names.
 
@@ -133,23 +155,34 @@ def end_transaction(
         "EndTxn(commit)" if commit else "EndTxn(abort)",
         call,
         timeout_ms,
+        timeout_option,
     )
 
 
-def end_transactions(client, handles, commit: bool, timeout_ms: int = 60000) -> list:
+def end_transactions(
+    client,
+    handles,
+    commit: bool,
+    timeout_ms: int = 60000,
+    timeout_option: str = DELIVERY_TIMEOUT_OPTION,
+) -> list:
     """End several transactions; returns ``[(handle, error)]`` for the ones that failed,
     after trying every one."""
     failures = []
     for handle in handles:
         try:
-            end_transaction(client, handle, commit, timeout_ms)
+            end_transaction(client, handle, commit, timeout_ms, timeout_option)
         except KafkaError as exc:
             failures.append((handle, exc))
     return failures
 
 
 def add_partitions_to_txn(
-    client, handle: TransactionHandle, topic_partitions, timeout_ms: int = 60000
+    client,
+    handle: TransactionHandle,
+    topic_partitions,
+    timeout_ms: int = 60000,
+    timeout_option: str = DELIVERY_TIMEOUT_OPTION,
 ) -> None:
     """AddPartitionsToTxn (v0-3: one transactional id per request). The coordinator
     checks the producer id and epoch first: a fenced handle gets PRODUCER_FENCED."""
@@ -182,12 +215,21 @@ def add_partitions_to_txn(
 
     names = ", ".join(f"{t}-{p}" for t, ps in sorted(by_topic.items()) for p in ps)
     _coordinator_call(
-        client, handle.transactional_id, f"AddPartitionsToTxn ({names})", call, timeout_ms
+        client,
+        handle.transactional_id,
+        f"AddPartitionsToTxn ({names})",
+        call,
+        timeout_ms,
+        timeout_option,
     )
 
 
 def verify_transaction(
-    client, handle: TransactionHandle, topic_partition, timeout_ms: int = 60000
+    client,
+    handle: TransactionHandle,
+    topic_partition,
+    timeout_ms: int = 60000,
+    timeout_option: str = DELIVERY_TIMEOUT_OPTION,
 ) -> None:
     """Check, without changing it, that ``handle`` is still the open transaction of its
     id: AddPartitionsToTxn of a partition the transaction already holds is answered at
@@ -195,16 +237,18 @@ def verify_transaction(
     fenced :class:`TransactionError` when a newer producer of the id started (and
     aborted this transaction) or the transaction timed out (Kafka aborts it with a new
     epoch)."""
-    add_partitions_to_txn(client, handle, [tuple(topic_partition)], timeout_ms)
+    add_partitions_to_txn(client, handle, [tuple(topic_partition)], timeout_ms, timeout_option)
 
 
-def verify_transactions(client, probes, timeout_ms: int = 60000) -> list:
+def verify_transactions(
+    client, probes, timeout_ms: int = 60000, timeout_option: str = DELIVERY_TIMEOUT_OPTION
+) -> list:
     """:func:`verify_transaction` for several ``(handle, topic_partition)`` pairs; returns
     ``[(handle, error)]`` for the ones that are not open."""
     failures = []
     for handle, topic_partition in probes:
         try:
-            verify_transaction(client, handle, topic_partition, timeout_ms)
+            verify_transaction(client, handle, topic_partition, timeout_ms, timeout_option)
         except KafkaError as exc:
             failures.append((handle, exc))
     return failures

@@ -36,6 +36,7 @@ import os
 import uuid
 
 from ..client import make_client
+from ..client.retry import is_retriable
 from ..client.transactions import (
     TransactionError,
     TransactionHandle,
@@ -180,9 +181,17 @@ def check_open(client, opts, messages) -> None:
     failures = verify_transactions(client, probes, timeout_ms=opts.delivery_timeout_ms)
     if failures:
         fenced = [exc.code for _, exc in failures if getattr(exc, "fenced", False)]
+        # A coordinator that never answered (its error retriable to the end) says nothing
+        # about the transaction: it may well be open still.
+        unanswered = all(is_retriable(exc.__cause__) for _, exc in failures)
+        state = (
+            "could not be checked (their coordinator did not answer)"
+            if unanswered
+            else "are no longer open"
+        )
         raise TransactionError(
-            f"nothing was committed: {len(failures)} of {len(probes)} task transactions are "
-            f"no longer open: {_describe(failures)}"
+            f"nothing was committed: {len(failures)} of {len(probes)} task transactions "
+            f"{state}: {_describe(failures)}"
             + (
                 ". A newer producer with the same transactional id started after the task "
                 "finished: a speculative copy of the task (spark.speculation=true; see "
@@ -305,7 +314,10 @@ def abort_all(opts, prefix: str, messages, marker: tuple[str, str] | None = None
         not_open = {
             h.transactional_id
             for h, _ in verify_transactions(
-                client, _probes(messages), timeout_ms=opts.request_timeout_ms
+                client,
+                _probes(messages),
+                timeout_ms=opts.request_timeout_ms,
+                timeout_option="kafka.request.timeout.ms",
             )
         }
         still_open = [_handle(msg) for msg in reported if msg.transactional_id not in not_open]
