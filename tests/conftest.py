@@ -131,6 +131,11 @@ def pytest_configure(config):
         "sessions that expire, injected delays); collected among the heavy tests, "
         "whose CPU it leaves to them",
     )
+    config.addinivalue_line(
+        "markers",
+        f"{NODE_FAULTS}: kills or stalls nodes of Apache Kafka under the driver's steps "
+        "(tests/faults/); not in the README's command, run by .ci/run after it",
+    )
     # kafka-python 3.x loads its schemas with deprecated importlib.resources calls
     config.addinivalue_line("filterwarnings", "ignore:read_text is deprecated:DeprecationWarning")
     config.addinivalue_line("filterwarnings", "ignore:open_text is deprecated:DeprecationWarning")
@@ -177,7 +182,30 @@ def pytest_collection_modifyitems(config, items):
         if _BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
     _spark_tests_on_apache_kafka_only(config, items)
+    _deselect_node_faults(config, items)
     items[:] = run_order(items)
+
+
+# --- node_faults: tests/faults/, too slow for the README's command (.ci/run's 2nd stage) ---
+NODE_FAULTS = "node_faults"
+
+
+def _deselect_node_faults(config, items):
+    """Leave out the tests marked ``node_faults`` unless the run asks for them: ``-m``
+    names the marker, or a path under tests/faults/ is given."""
+    if NODE_FAULTS in (config.getoption("markexpr") or ""):
+        return
+    faults = os.path.join(str(config.rootpath), "tests", "faults")
+    here = str(config.invocation_params.dir)
+    if any(
+        os.path.abspath(os.path.join(here, str(arg).split("::")[0])).startswith(faults)
+        for arg in config.args
+    ):
+        return
+    left_out = [item for item in items if item.get_closest_marker(NODE_FAULTS)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not item.get_closest_marker(NODE_FAULTS)]
 
 
 def _spark_tests_on_apache_kafka_only(config, items):

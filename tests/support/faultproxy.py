@@ -24,7 +24,8 @@ Produce requests in flight on that connection (at most 10 s):
 * ``"reset"``    -- the connection is reset (TCP RST, SO_LINGER 0) instead of the answer.
 * ``"hold"``     -- the response is never sent and the connection stays open: the broker
   did the work, the client waits. ``wait_held(timeout)`` returns once an answer is held,
-  so a test can act at exactly that point (kill the client, say).
+  so a test can act at exactly that point (kill the client, say, or kill the broker
+  ``held_at`` names and ``cut(held_at)`` its connections, as its death cuts them).
 
 ``refuse_produce(count, error_code, skip=0)``: let ``skip`` Produce requests through,
 then keep the next ``count`` from the broker and answer them from the proxy with
@@ -103,16 +104,17 @@ class _Listener:
                 client.close()
                 continue
             server.settimeout(None)
-            _Pair(self.proxy, client, server)
+            _Pair(self.proxy, client, server, self.upstream)
 
 
 class _Pair:
     """One client connection and its broker connection."""
 
-    def __init__(self, proxy, client, server):
+    def __init__(self, proxy, client, server, upstream=None):
         self.proxy = proxy
         self.client = client
         self.server = server
+        self.upstream = upstream  # (host, port) of the broker behind
         self.requests = {}  # correlation id -> (api key, version)
         self.lock = threading.Lock()
         # Answers go to the client in request order: ``order`` holds the correlation ids
@@ -215,7 +217,8 @@ class _Pair:
                 self.proxy._note_fault(kind, in_flight)
             if kind == "hold":
                 # This answer and every later one of the connection stay here until the
-                # connection closes (the client is killed, or the proxy closed).
+                # connection closes (the client is killed, the proxy closed, or ``cut``).
+                self.proxy.held_at = self.upstream
                 self.proxy._held.set()
                 while not self.closed and not self.proxy.closed:
                     time.sleep(0.05)
@@ -306,6 +309,7 @@ class FaultProxy:
         self.injected: Counter = Counter()  # kind -> faults applied
         self._refuse = [0, 0, 0]  # skip, count, error code
         self._held = threading.Event()
+        self.held_at: tuple[str, int] | None = None  # the broker whose answer is held
         self.max_produce_in_flight = 0
         self.in_flight_at_fault: list = []  # (kind, Produce requests unanswered then)
         self.produce_errors: Counter = Counter()  # broker's Produce error code -> partitions
@@ -341,6 +345,16 @@ class FaultProxy:
 
     def up(self) -> None:
         self.is_down = False
+
+    def cut(self, upstream: tuple[str, int]) -> None:
+        """Close every open connection to the broker at ``upstream`` (a held answer's
+        too): what its clients see when that broker dies. Used after the broker behind was
+        killed, whose death the proxy's sockets to it may not show at once (a held
+        answer's connection reads nothing more from the broker)."""
+        with self.lock:
+            pairs = [pair for pair in self.pairs if pair.upstream == tuple(upstream)]
+        for pair in pairs:
+            pair.close()
 
     def drop_produce_replies(self, count: int = 1, skip: int = 0) -> None:
         with self.lock:
