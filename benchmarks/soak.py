@@ -8,7 +8,11 @@ One command, not in the default test run. It starts, on this machine:
 * Tansu (tests/support/brokers.py) with a source topic and a sink topic, and the TCP fault
   proxy (tests/support/faultproxy.py) in front of it: Spark talks to Kafka only through
   the proxy;
-* the fake Schema Registry (tests/support/schema_registry.py, HTTP), in this process;
+* a Schema Registry (``--registry``): Apicurio Registry (tests/support/apicurio.py, a
+  JVM with in-memory storage) behind a TCP outage proxy (tests/support/outage_proxy.py:
+  an outage cuts the connections and refuses new ones while the server and its schemas
+  stay), the default; or the fake (tests/support/schema_registry.py, HTTP, in this
+  process: an outage stops its listener);
 * a producer thread: confluent-kafka's ``Producer`` (idempotent, acks=all, straight to
   Tansu) writing ``--rate`` records/s of Avro values framed by confluent-kafka's
   ``AvroSerializer`` (subject ``<source>-value``, version 1); at about 40 % of the run it
@@ -90,6 +94,55 @@ from soak_report import plot, write_results
 from soak_sampling import Sampler, memory_summary
 from soak_workload import NetworkFaults, SourceProducer
 
+# --- the registry -----------------------------------------------------------------------------
+
+
+class SoakRegistry:
+    """The soak's Schema Registry: ``stop()``/``start()`` make and end an outage,
+    ``requests()`` counts what reached it (connections through the proxy: kafka_ds's
+    client opens one per request; the fake logs requests)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        if name == "apicurio":
+            from tests.support.apicurio import CCOMPAT_PATH, Apicurio
+            from tests.support.outage_proxy import OutageProxy
+
+            self._server = Apicurio()
+            self._proxy = OutageProxy("127.0.0.1", self._server.port)
+            self.url = f"http://127.0.0.1:{self._proxy.port}{CCOMPAT_PATH}"
+            log(f"Apicurio started in {self._server.start_seconds:.1f} s")
+        else:
+            from tests.support.schema_registry import FakeSchemaRegistry
+
+            self._fake = FakeSchemaRegistry().start()
+            self.url = self._fake.url
+
+    def stop(self):
+        if self.name == "apicurio":
+            self._proxy.down()
+        else:
+            self._fake.stop()
+
+    def start(self):
+        if self.name == "apicurio":
+            self._proxy.up()
+        else:
+            self._fake.start()
+
+    def requests(self) -> int:
+        if self.name == "apicurio":
+            return self._proxy.connections
+        return len(self._fake.requests)
+
+    def close(self):
+        if self.name == "apicurio":
+            self._proxy.close()
+            self._server.stop()
+        else:
+            self._fake.stop()
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 
@@ -110,6 +163,12 @@ def main(argv=None):
         help="schema.registry.retry.budget.ms of the queries",
     )
     parser.add_argument("--txn-timeout-ms", type=int, default=180000)
+    parser.add_argument(
+        "--registry",
+        choices=("apicurio", "fake"),
+        default="apicurio",
+        help="the Schema Registry: Apicurio behind an outage proxy, or the project's fake",
+    )
     parser.add_argument(
         "--event-every",
         type=float,
@@ -153,20 +212,20 @@ def main(argv=None):
     from tests.support import spark_home
     from tests.support.brokers import TansuBroker
     from tests.support.faultproxy import FaultProxy
-    from tests.support.schema_registry import FakeSchemaRegistry
 
     spark_home.install()
 
     work = tempfile.mkdtemp(prefix="kafka_ds-soak-")
     events = []  # (t, kind, detail)
     broker = TansuBroker()
-    registry = FakeSchemaRegistry().start()
+    registry = SoakRegistry(args.registry)
     proxy = producer = faults = sampler = driver = None
     report = {
         "seed": seed,
         "work_dir": work,
         "args": vars(args),
         "load_average_at_start": harness.load_average(),
+        "registry": registry.name,
     }
     budget_s = args.budget_ms / 1000.0
     registry_down = {"since": None}
@@ -184,10 +243,10 @@ def main(argv=None):
         registry.start()
         registry_down["since"] = None
         outage = outages[-1]
-        before = len(registry.requests)
+        before = registry.requests()
 
         def count_after():  # lookups that waited through the outage come in right after it
-            outage["requests_in_60_s_after"] = len(registry.requests) - before
+            outage["requests_in_60_s_after"] = registry.requests() - before
 
         threading.Timer(60, count_after).start()
         log("registry up")
@@ -543,7 +602,7 @@ def main(argv=None):
                 thread.stopping.set()
         if proxy is not None:
             proxy.close()
-        registry.stop()
+        registry.close()
         broker.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

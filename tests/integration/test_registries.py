@@ -405,3 +405,32 @@ def test_tls_and_basic_auth_through_the_options(secured_apicurio):
     no_ca = {k: v for k, v in options.items() if k != "schema.registry.ssl.ca.location"}
     with pytest.raises(SchemaRegistryError, match="did not verify"):
         SchemaRegistry(RegistrySettings.from_options(no_ca)).subjects()
+
+
+# --- outages of the real server (benchmarks/soak.py) ---------------------------------------------
+
+
+def test_an_outage_proxy_in_front_of_apicurio_takes_it_away_and_back(
+    apicurio_registry,  # noqa: F811
+):
+    """The soak's registry outages: Apicurio keeps its schemas in memory, so an outage is
+    the proxy's (connections cut, new ones closed), not a stopped JVM."""
+    from kafka_ds.registry.errors import RegistryUnavailableError
+    from tests.support.outage_proxy import OutageProxy
+
+    proxy = OutageProxy("127.0.0.1", apicurio_registry.port)
+    try:
+        url = f"http://127.0.0.1:{proxy.port}{apicurio.CCOMPAT_PATH}"
+        through = SchemaRegistry(RegistrySettings(urls=(url,), retry_budget_ms=600))
+        orders = subject("outage")
+        schema_id = through.register(orders, avro(USER_V1))
+        assert proxy.connections == 1  # one connection per request
+        proxy.down()
+        with pytest.raises(RegistryUnavailableError):
+            through.latest(orders)
+        assert proxy.connections == 1  # refused ones are not counted
+        proxy.up()
+        assert through.latest(orders).schema_id == schema_id  # the schemas stayed
+        assert proxy.connections == 2
+    finally:
+        proxy.close()
