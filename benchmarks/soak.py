@@ -92,56 +92,7 @@ from soak_processes import (
 )
 from soak_report import plot, write_results
 from soak_sampling import Sampler, memory_summary
-from soak_workload import NetworkFaults, SourceProducer
-
-# --- the registry -----------------------------------------------------------------------------
-
-
-class SoakRegistry:
-    """The soak's Schema Registry: ``stop()``/``start()`` make and end an outage,
-    ``requests()`` counts what reached it (connections through the proxy: kafka_ds's
-    client opens one per request; the fake logs requests)."""
-
-    def __init__(self, name: str):
-        self.name = name
-        if name == "apicurio":
-            from tests.support.apicurio import CCOMPAT_PATH, Apicurio
-            from tests.support.outage_proxy import OutageProxy
-
-            self._server = Apicurio()
-            self._proxy = OutageProxy("127.0.0.1", self._server.port)
-            self.url = f"http://127.0.0.1:{self._proxy.port}{CCOMPAT_PATH}"
-            log(f"Apicurio started in {self._server.start_seconds:.1f} s")
-        else:
-            from tests.support.schema_registry import FakeSchemaRegistry
-
-            self._fake = FakeSchemaRegistry().start()
-            self.url = self._fake.url
-
-    def stop(self):
-        if self.name == "apicurio":
-            self._proxy.down()
-        else:
-            self._fake.stop()
-
-    def start(self):
-        if self.name == "apicurio":
-            self._proxy.up()
-        else:
-            self._fake.start()
-
-    def requests(self) -> int:
-        if self.name == "apicurio":
-            return self._proxy.connections
-        return len(self._fake.requests)
-
-    def close(self):
-        if self.name == "apicurio":
-            self._proxy.close()
-            self._server.stop()
-        else:
-            self._fake.stop()
-
+from soak_workload import NetworkFaults, SoakRegistry, SourceProducer
 
 # --- the run ----------------------------------------------------------------------------------
 
