@@ -446,3 +446,86 @@ def test_every_driver_step_gives_up_after_its_budget_naming_the_option(cluster):
         finally:
             offsets.close()
         proxy.up()
+
+
+# --- a stalled answer: the node alive, its answer later than the request timeout -------------
+
+STALL_REQUEST_TIMEOUT_MS = 2000
+
+
+@pytest.mark.parametrize(
+    "api", [METADATA, LIST_OFFSETS, OFFSET_FETCH, END_TXN], ids=lambda api: STEP_NAMES[api]
+)
+def test_each_driver_step_goes_on_after_a_stalled_answer(cluster, api):
+    """The first answer of the step's request held 30 s, far longer than
+    ``kafka.request.timeout.ms`` (2 s): the step gives up on that connection after the
+    request timeout, asks again (another node, or the same coordinator, which already did
+    the work) and ends with the result of a whole cluster, once."""
+    topic = new_topic(cluster, "stall", partitions=2, records=40)
+    group = f"{topic}-g"
+    with KafkaClient(cluster.bootstrap_servers) as client:
+        client.commit_offsets(group, {(topic, 0): 5, (topic, 1): 6})
+    if api == END_TXN:
+        handle = produce_in_transaction(cluster.bootstrap_servers, topic, f"{topic}-t", {0: [b"x"]})
+    with FaultProxy(cluster.bootstrap_servers) as proxy:
+        options = client_options(
+            proxy,
+            STALL_REQUEST_TIMEOUT_MS,
+            **{"kafka.default.api.timeout.ms": str(BUDGET_MS)},
+        )
+        read = parse_read_options(
+            {**options, "subscribe": topic, "startingOffsets": "group", "kafka.group.id": group},
+            streaming=True,
+        )
+        # 30 s: a client that waited for it instead of timing out would fail the bound below
+        proxy.inject(api, "stall", seconds=30.0)
+        started = time.monotonic()
+        if api == METADATA:
+            write = parse_write_options(
+                client_options(
+                    proxy,
+                    STALL_REQUEST_TIMEOUT_MS,
+                    topic=topic,
+                    **{"kafka.delivery.timeout.ms": str(BUDGET_MS)},
+                )
+            )
+            check_topic_exists(write)
+        elif api == LIST_OFFSETS:
+            batch = parse_read_options({**options, "subscribe": topic}, streaming=False)
+            assert planned_ends(batch) == {(topic, 0): (0, 20), (topic, 1): (0, 20)}
+        elif api == OFFSET_FETCH:
+            offsets = StreamOffsets(read, group)
+            try:
+                assert offsets.initial() == {topic: {"0": 5, "1": 6}}
+            finally:
+                offsets.close()
+        else:
+            eos = parse_write_options(
+                client_options(
+                    proxy,
+                    STALL_REQUEST_TIMEOUT_MS,
+                    topic=topic,
+                    deliveryGuarantee="exactly-once",
+                    **{"kafka.delivery.timeout.ms": str(BUDGET_MS)},
+                )
+            )
+            assert commit_all(eos, [message(0, handle, topic, 0)]) == 1
+        took = time.monotonic() - started
+        assert proxy.injected["stall"] == 1, "the answer was stalled"
+    # it waited out one request timeout, and not much more
+    assert STALL_REQUEST_TIMEOUT_MS / 1000 <= took < STALL_REQUEST_TIMEOUT_MS / 1000 + 3, took
+    if api == END_TXN:
+        wait_stable(cluster.bootstrap_servers, topic)
+        result = verdict(cluster.bootstrap_servers, topic)
+        # the 40 records written before, and the transaction's, once
+        assert sorted(result.committed).count(b"x") == 1 and len(result.committed) == 41
+        assert result.open == []
+    print(f"{STEP_NAMES[api]} stalled: the step went on after {took:.1f} s")
+
+
+STEP_NAMES = {
+    METADATA: "Metadata",
+    LIST_OFFSETS: "ListOffsets",
+    OFFSET_FETCH: "OffsetFetch",
+    END_TXN: "EndTxn",
+}
