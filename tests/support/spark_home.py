@@ -9,9 +9,9 @@ data-source planning step runs in a fresh fork that imports its pyspark module.
 
 This home links everything of the pip pyspark except ``python/``, so the path Spark adds
 names no file and the workers import pyspark from site-packages, the same code. Created once
-per pyspark installation in the temp folder; a Spark job started with another pyspark (other
-venvs of tests/spark/test_spark_versions.py and tests/spark/test_wheel.py) must drop
-``SPARK_HOME`` from its environment (``clean_env``).
+per pyspark installation in the temp folder; a Spark job started with another pyspark (the
+venvs of tests/spark/test_spark_versions.py) must drop ``SPARK_HOME`` from its environment
+(``clean_env(same_pyspark=False)``).
 """
 
 from __future__ import annotations
