@@ -454,7 +454,9 @@ STALL_REQUEST_TIMEOUT_MS = 2000
 
 
 @pytest.mark.parametrize(
-    "api", [METADATA, LIST_OFFSETS, OFFSET_FETCH, END_TXN], ids=lambda api: STEP_NAMES[api]
+    "api",
+    [METADATA, INIT_PRODUCER_ID, END_TXN, LIST_OFFSETS, OFFSET_FETCH, OFFSET_COMMIT],
+    ids=lambda api: STEP_NAMES[api],
 )
 def test_each_driver_step_goes_on_after_a_stalled_answer(cluster, api):
     """The first answer of the step's request held 30 s, far longer than
@@ -490,6 +492,28 @@ def test_each_driver_step_goes_on_after_a_stalled_answer(cluster, api):
                 )
             )
             check_topic_exists(write)
+        elif api == INIT_PRODUCER_ID:
+            eos = parse_write_options(
+                client_options(
+                    proxy,
+                    STALL_REQUEST_TIMEOUT_MS,
+                    topic=topic,
+                    deliveryGuarantee="exactly-once",
+                    **{"kafka.delivery.timeout.ms": str(BUDGET_MS)},
+                )
+            )
+            with make_client(eos) as client:
+                begun = init_transactional_producer(
+                    client, f"{topic}-t2", 60000, timeout_ms=eos.delivery_timeout_ms
+                )
+            assert begun.producer_id >= 0 and begun.producer_epoch >= 0, begun
+        elif api == OFFSET_COMMIT:
+            committer = GroupCommitter(read, group)
+            try:
+                committer.submit({(topic, 0): 9, (topic, 1): 10})
+                assert committer.flush(BUDGET_MS / 1000), "the offsets were never committed"
+            finally:
+                committer.close(5)
         elif api == LIST_OFFSETS:
             batch = parse_read_options({**options, "subscribe": topic}, streaming=False)
             assert planned_ends(batch) == {(topic, 0): (0, 20), (topic, 1): (0, 20)}
@@ -520,11 +544,19 @@ def test_each_driver_step_goes_on_after_a_stalled_answer(cluster, api):
         # the 40 records written before, and the transaction's, once
         assert sorted(result.committed).count(b"x") == 1 and len(result.committed) == 41
         assert result.open == []
+    if api == OFFSET_COMMIT:
+        with KafkaClient(cluster.bootstrap_servers) as client:
+            assert client.fetch_committed(group, [(topic, 0), (topic, 1)]) == {
+                (topic, 0): 9,
+                (topic, 1): 10,
+            }
     print(f"{STEP_NAMES[api]} stalled: the step went on after {took:.1f} s")
 
 
 STEP_NAMES = {
     METADATA: "Metadata",
+    INIT_PRODUCER_ID: "InitProducerId",
+    OFFSET_COMMIT: "OffsetCommit",
     LIST_OFFSETS: "ListOffsets",
     OFFSET_FETCH: "OffsetFetch",
     END_TXN: "EndTxn",
