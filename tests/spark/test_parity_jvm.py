@@ -356,7 +356,7 @@ def parity(kafka_broker, tmp_path_factory):
             capture_output=True,
             text=True,
             timeout=CHILD_SECONDS,
-            env=spark_connector.child_environment(),
+            env=spark_connector.child_environment(python),
         )
     finally:
         open_producer.abort_transaction(30)

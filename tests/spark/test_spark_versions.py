@@ -16,7 +16,8 @@ import os
 
 import pytest
 
-from tests.spark.test_wheel import ROOT, clean_env, run_smoke
+from tests.spark.test_wheel import ROOT, run_smoke
+from tests.support import spark_connector
 from tests.support import spark_venvs as spark_venvs_
 
 pytestmark = pytest.mark.heavy
@@ -56,7 +57,7 @@ def test_smoke_set_on_other_pyspark_releases(spark_venvs, version, kafka_broker,
             topic,
             *(["--admission-control"] if before_42 else []),
             cwd=tmp_path,
-            env=clean_env(same_pyspark=False),
+            env=spark_connector.child_environment(str(python)),
             timeout=1200,
         )
     finally:

@@ -106,17 +106,18 @@ def wheel_python(wheel, tmp_path_factory):
     return python, site
 
 
-def clean_env(same_pyspark=True):
-    """The environment of a child Spark job. ``SPARK_HOME`` (tests/support/spark_home.py) is
-    the test venv's pyspark without ``python/``: kept for a job on that pyspark (the wheel's
-    venv sees it through its path entry; Spark Connect; the pipelines CLI), so that its JVMs
-    map the suite's class archive (tests/support/jvm_options.py: without it, a JVM took
-    twice the CPU) and its Python workers import pyspark from site-packages; dropped for a
-    job on another pyspark (``same_pyspark=False``)."""
-    dropped = {"PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"}
-    if not same_pyspark:
-        dropped.add("SPARK_HOME")
-    return {k: v for k, v in os.environ.items() if k not in dropped}
+def clean_env():
+    """The environment of a child Spark job on the test venv's pyspark (the wheel's venv sees
+    it through its path entry; Spark Connect; the pipelines CLI). It keeps the suite's
+    ``SPARK_HOME`` (tests/support/spark_home.py), so that the job's JVMs map the suite's
+    class archive (tests/support/jvm_options.py: without it, a JVM took twice the CPU) and
+    its Python workers import pyspark from site-packages. A job on another pyspark takes
+    ``spark_connector.child_environment(python)``."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+    }
 
 
 def assert_mistyped_option_reaches_the_user(seen):

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support import spark_venvs
+from tests.support import spark_home, spark_venvs
 from tests.support.apache_kafka import CACHE_DIR, _locked
 
 POM = Path(__file__).resolve().with_name("maven") / "spark-kafka" / "pom.xml"
@@ -182,15 +182,25 @@ def spark_python(version: str) -> str:
     return str(python)
 
 
-def child_environment() -> dict:
+def child_environment(python: str | None = None) -> dict:
     """The environment of a Spark driver in another pyspark's venv: not the suite's Spark home
-    (tests/support/spark_home.py, the test venv's pyspark). The suite's JVM options stay (a
-    JVM whose class path is not the class archive's ignores the archive)."""
-    return {
+    (tests/support/spark_home.py, the test venv's pyspark) but, given the venv's ``python``,
+    the linked home of that venv's pyspark, so that its Python workers import pyspark from
+    the venv and not from ``pyspark.zip``. The suite's JVM options stay (a JVM whose class
+    path is not the class archive's ignores the archive)."""
+    env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
     }
+    if python is not None:
+        env["SPARK_HOME"] = spark_home.home_for_python(python)
+        # uv leaves a release's pyspark uncompiled (tests/support/spark_venvs.py): the first
+        # process that imports a module writes its bytecode into the venv, the rest read it
+        # (with PYTHONDONTWRITEBYTECODE, set on the machines here, every Python worker of
+        # the job compiled the pyspark modules it imports again)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 if __name__ == "__main__":
