@@ -134,9 +134,17 @@ def fetch_committed(client, group_id: str, topic_partitions) -> dict[tuple[str, 
         by_topic[topic].append(partition)
     topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
     # v0-7 name the group at the top, v8+ in a list of groups; the codec sends
-    # whichever the negotiated version has.
+    # whichever the negotiated version has. RequireStable (v7+), as Kafka's consumer asks:
+    # without it, Kafka 4's group coordinator answers from its last committed state, which
+    # just after the coordinator moved to another node can lack offsets already in its log
+    # (seen: a stream started from the group's offsets got none, and would have read the
+    # topic again from the start); with it, the answer waits for them (or is
+    # UNSTABLE_OFFSET_COMMIT, retriable, from older brokers).
     body = OFFSET_FETCH.body(
-        group_id=group_id, topics=topics, groups=[{"group_id": group_id, "topics": topics}]
+        group_id=group_id,
+        topics=topics,
+        groups=[{"group_id": group_id, "topics": topics}],
+        require_stable=True,
     )
 
     def call(conn):
