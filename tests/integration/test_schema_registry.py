@@ -46,7 +46,9 @@ from tests.unit.test_schema_registry import (
 
 
 def confluent(registry, **conf):
-    return SchemaRegistryClient({"url": registry.url, **conf})
+    # a time limit: an answer that never comes is then asked again by the client
+    # (tests/spark/test_typed_registry.py, CONFLUENT_TIMEOUT_S)
+    return SchemaRegistryClient({"url": registry.url, "timeout": 30, **conf})
 
 
 def kafka_ds_client(registry, **settings):

@@ -55,8 +55,15 @@ USER_V3 = avro_record(
 )
 
 
+# confluent-kafka's registry client waits for an answer without a time limit; with one,
+# an answer that never comes is a transport error, which the client asks again (seen
+# once: a request to Apicurio on a kept-alive connection got no answer, and the test
+# hung until pytest's timeout)
+CONFLUENT_TIMEOUT_S = 30
+
+
 def confluent_registry(registry):
-    return SchemaRegistryClient({"url": registry.url})
+    return SchemaRegistryClient({"url": registry.url, "timeout": CONFLUENT_TIMEOUT_S})
 
 
 def schema_fetches(registry) -> int:
