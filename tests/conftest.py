@@ -31,7 +31,7 @@ import tempfile
 
 import pytest
 
-from tests.support import apache_kafka, jvm_options, secure_kafka, spark_home
+from tests.support import apache_kafka, debezium, jvm_options, secure_kafka, spark_home
 from tests.support.brokers import BROKER_CLASSES, BrokerError
 
 # Spark's Python workers import pyspark from site-packages, not from a zip
@@ -144,6 +144,7 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     state = getattr(config, "_kafka_ds_shared_state", None)
     if state:
+        debezium.stop_shared(state)  # Connect first: it writes to the shared Kafka
         apache_kafka.stop_shared(state)
         for name in ("KAFKA_DS_SHARED_STATE", "KAFKA_DS_SHARED_OWNER"):
             os.environ.pop(name, None)
