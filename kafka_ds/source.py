@@ -72,7 +72,12 @@ class KafkaDataSource(DataSource):
         if getattr(self, "_typed", None) is None:
             from .read.typed_columns import resolve_for_read
 
-            self._typed = resolve_for_read(opts.typed_spec, opts.subscribed_topics())
+            def newest(column):  # debezium-json: the type of records carrying their schema
+                from .read.newest import newest_record
+
+                return newest_record(opts, column)
+
+            self._typed = resolve_for_read(opts.typed_spec, opts.subscribed_topics(), newest)
         return self._typed
 
     @spark_entry_point

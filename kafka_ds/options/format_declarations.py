@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from .core import READ, READ_WRITE, WRITE, Option, boolean, choice, integer, text
 
-FORMATS = ("binary", "string", "avro", "protobuf", "json")
+FORMATS = ("binary", "string", "avro", "protobuf", "json", "debezium-json")
 #: formats whose values carry a schema (the others are plain bytes or UTF-8 text)
 SCHEMA_FORMATS = ("avro", "protobuf", "json")
+#: Debezium's change events (read only; kafka_ds/formats/debezium/)
+CHANGE_FORMATS = ("debezium-json",)
 
 
 def _per_column(
@@ -58,7 +60,9 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
         "How the `COLUMN` column is decoded on read and encoded on write: `binary` "
         "(bytes as stored), `string` (UTF-8), or `avro`, `protobuf`, `json` (Confluent "
         "Schema-Registry framing: magic byte, schema id; the column becomes the Spark "
-        "type of the schema; [Typed values](typed-values.md)).",
+        "type of the schema; [Typed values](typed-values.md)), or, on read, "
+        "`debezium-json`: Debezium's change events as Kafka Connect's JSON converter "
+        "writes them ([Change data](cdc.md)).",
         choice({name: name for name in FORMATS}),
         "binary",
     ),
@@ -96,7 +100,10 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
         "Schema",
         "Inline schema (Avro or JSON Schema JSON text) instead of the registry's. "
         "With `avro` and no `schema.registry.url`, values are plain Avro without the "
-        "registry frame, as Spark's `from_avro` reads them.",
+        "registry frame, as Spark's `from_avro` reads them. With `debezium-json`: the "
+        "table's columns (the key's for `keySchema`) as a DDL, "
+        "`id INT, amount DECIMAL(10,2), at TIMESTAMP_NTZ`, for values written without "
+        "schemas ([Change data](cdc.md)).",
         text,
     ),
     *_per_column(
@@ -105,6 +112,24 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
         "`shop.Order`); default: the schema's first message.",
         text,
         example="shop.Order",
+    ),
+    Option(
+        "debezium.flatten",
+        READ,
+        "`valueFormat=debezium-json`: read each change as the table's columns (`before`'s "
+        "for a delete, else `after`'s) plus `__op` and `__unavailable`, instead of the "
+        "envelope `struct<op, before, after, source, ts_ms, unavailable>`.",
+        boolean,
+        "false",
+    ),
+    Option(
+        "debezium.tombstones",
+        READ,
+        "`valueFormat=debezium-json`: what the tombstone (a null value) after each delete "
+        "does: `drop` reads no row for it, as Flink's debezium-json; `keep` reads it as a "
+        "row whose value is null.",
+        choice({"drop": "drop", "keep": "keep"}),
+        "drop",
     ),
     Option(
         "mode",

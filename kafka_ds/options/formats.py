@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
 from .core import WRITE
-from .format_declarations import SCHEMA_FORMATS
+from .format_declarations import CHANGE_FORMATS, SCHEMA_FORMATS
 from .registry import BY_NAME
 
 if TYPE_CHECKING:
@@ -50,6 +50,10 @@ class TypedColumnsSpec:
     #: None without schema.registry.url
     registry: RegistrySettings | None = None
     auto_register: bool = True
+    #: valueFormat=debezium-json: the table's columns instead of the envelope
+    debezium_flatten: bool = False
+    #: valueFormat=debezium-json: "drop" or "keep" the tombstones
+    debezium_tombstones: str = "drop"
 
     @property
     def columns(self) -> tuple[ColumnFormatSpec, ...]:
@@ -66,6 +70,8 @@ def parse_typed_columns(options: dict, modes: frozenset) -> TypedColumnsSpec | N
     """None when both columns stay binary (nothing to decode or encode)."""
     # Checked even while both columns are binary: a wrong value is a mistake either way.
     mode = _value(options, "mode", modes)
+    flatten = _value(options, "debezium.flatten", modes)
+    tombstones = _value(options, "debezium.tombstones", modes)
     auto_register = _value(options, "schema.registry.auto.register.schemas", modes)
     for name in REGISTRY_OPTIONS:
         _value(options, name, modes)
@@ -110,11 +116,16 @@ def parse_typed_columns(options: dict, modes: frozenset) -> TypedColumnsSpec | N
         mode=mode,
         registry=registry,
         auto_register=auto_register if WRITE in modes else False,
+        debezium_flatten=bool(flatten),
+        debezium_tombstones=tombstones or "drop",
     )
 
 
 def _check_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
     """Schema options of a column that is not read with a schema are mistakes, not no-ops."""
+    if spec.format in CHANGE_FORMATS:
+        _check_change_column(spec, options, modes)
+        return
     if spec.has_schema:
         if spec.message_name is not None and spec.format != "protobuf":
             raise ConfigurationError(
@@ -146,6 +157,22 @@ def _check_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
                 f"Option '{spec.option(stem)}' has no effect while '{spec.option('Format')}' "
                 f"is '{spec.format}': set {spec.option('Format')} to avro, protobuf or json, "
                 "or remove the option"
+            )
+
+
+def _check_change_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
+    if WRITE in modes:
+        raise ConfigurationError(
+            f"Option '{spec.option('Format')}'='{spec.format}' reads change events and "
+            "writes none: write the rows with another format (json, avro), or remove the "
+            "option"
+        )
+    for stem in ("Subject", "Subjects", "SchemaVersion", "MessageName", "MemberNames"):
+        if spec.option(stem).lower() in options:
+            raise ConfigurationError(
+                f"Option '{spec.option(stem)}' has no effect with "
+                f"{spec.option('Format')}={spec.format} (its type comes from the records' own "
+                f"schema, or from a DDL in '{spec.option('Schema')}'): remove it"
             )
 
 

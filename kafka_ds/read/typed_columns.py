@@ -92,6 +92,11 @@ class TypedColumns:
         import pyarrow as pa
 
         names = batch.schema.names
+        typed_value = self.by_name().get("value")
+        if typed_value is not None and getattr(typed_value.codec, "drop_tombstones", False):
+            values = batch.column(names.index("value"))
+            if values.null_count:  # debezium.tombstones=drop: no row for a tombstone
+                batch = batch.filter(values.is_valid())
         arrays = list(batch.columns)
         errors = []
         for typed in self.columns:
@@ -243,11 +248,28 @@ def reader_schema(spec: ColumnFormatSpec, registry_settings, topics):
     return found
 
 
-def resolve_for_read(spec: TypedColumnsSpec, topics: list | None) -> TypedColumns:
-    """Look up the reader schemas (driver, once per query) and build the codecs."""
+def resolve_for_read(spec: TypedColumnsSpec, topics: list | None, newest=None) -> TypedColumns:
+    """Look up the reader schemas (driver, once per query) and build the codecs.
+    ``newest(column)``: the newest record's key or value, where debezium-json finds the
+    type of records that carry their schema (None: such a read needs the DDL option)."""
     columns = []
     for column_spec in (spec.key, spec.value):
         if column_spec.format == "binary":
+            continue
+        if column_spec.format == "debezium-json":
+            from ..formats.debezium import debezium_codec
+
+            sample = None
+            if column_spec.inline_schema is None and newest is not None:
+                sample = newest(column_spec.column)
+            codec = debezium_codec(
+                column_spec,
+                sample,
+                flatten=spec.debezium_flatten,
+                tombstones=spec.debezium_tombstones,
+                topics=topics,
+            )
+            columns.append(TypedColumn(column_spec, codec, codec.spark_type))
             continue
         if column_spec.format == "string":
             columns.append(TypedColumn(column_spec, None, "string"))
