@@ -35,6 +35,7 @@ gap in their sequence numbers.
 
 ``down()`` / ``up()``: a broker outage as clients see it: every open connection is cut
 and new ones are closed at once (the broker behind keeps running) until ``up()``.
+``isolate(upstream)`` / ``rejoin(upstream)``: the same for one broker of a cluster.
 
 ``counters``: requests seen per API key (``by_api``), for the idle-cost benchmark.
 ``max_produce_in_flight``: the most Produce requests one connection had unanswered;
@@ -95,7 +96,7 @@ class _Listener:
                 client, _ = self.sock.accept()
             except OSError:
                 return
-            if self.proxy.is_down:
+            if self.proxy.is_down or self.upstream in self.proxy.isolated:
                 client.close()
                 continue
             try:
@@ -129,7 +130,7 @@ class _Pair:
             # list of every connection it ever had
             proxy.pairs[:] = [pair for pair in proxy.pairs if not pair.closed]
             proxy.pairs.append(self)
-        if proxy.is_down:  # down() came between the accept and here
+        if proxy.is_down or upstream in proxy.isolated:  # down() came in between
             self.close()
             return
         threading.Thread(target=self._requests, daemon=True).start()
@@ -299,6 +300,7 @@ class FaultProxy:
     def __init__(self, bootstrap_servers: str):
         self.closed = False
         self.is_down = False
+        self.isolated: set[tuple[str, int]] = set()  # brokers cut off by isolate()
         self.lock = threading.Lock()
         self.pairs: list[_Pair] = []
         self.counters = {"produce_requests": 0, "dropped_produce_replies": 0}
@@ -345,6 +347,16 @@ class FaultProxy:
 
     def up(self) -> None:
         self.is_down = False
+
+    def isolate(self, upstream: tuple[str, int]) -> None:
+        """One broker cut off from the clients (its connections cut, new ones closed at
+        once) until :meth:`rejoin`; the broker keeps running and its peers still reach it
+        directly (inter-broker and controller traffic does not pass the proxy)."""
+        self.isolated.add((str(upstream[0]), int(upstream[1])))
+        self.cut(upstream)
+
+    def rejoin(self, upstream: tuple[str, int]) -> None:
+        self.isolated.discard((str(upstream[0]), int(upstream[1])))
 
     def cut(self, upstream: tuple[str, int]) -> None:
         """Close every open connection to the broker at ``upstream`` (a held answer's
