@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .errors import ConfigurationError, RecordDecodeError
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql._typing import ColumnOrName  # noqa: F401 (in string annotations)
 
     from .options.formats import TypedColumnsSpec  # noqa: F401 (in string annotations)
@@ -180,3 +180,141 @@ def to_registry(col: "ColumnOrName", format: str, **options: object) -> "Column"
 
     # (functionType from the type hints, as above)
     return arrow_udf(encode, "binary")(col)  # type: ignore[call-overload]
+
+
+# --- change data (Debezium): the last change of each key, applied to a table -----------------
+# (docs/cdc.md, "Changes applied to a table")
+
+_OP, _UNAVAILABLE = "__op", "__unavailable"
+
+
+def _key_list(keys: "str | list[str] | tuple[str, ...]") -> list[str]:
+    return [keys] if isinstance(keys, str) else list(keys)
+
+
+def _require(df: "DataFrame", names: list, what: str) -> None:
+    missing = [name for name in names if name not in df.columns]
+    if missing:
+        raise ConfigurationError(
+            f"{what} needs the column(s) {', '.join(missing)} (it has {', '.join(df.columns)}): "
+            "read the changes with valueFormat=debezium-json and debezium.flatten=true and "
+            "select 'offset' and 'value.*'"
+        )
+
+
+def last_changes(
+    changes: "DataFrame", keys: "str | list[str] | tuple[str, ...]", order: str = "offset"
+) -> "DataFrame":
+    """The last change of each key among ``changes`` (rows of ``debezium.flatten=true``:
+    the table's columns, ``__op``, ``__unavailable``, and ``order``, the topic's offset), in
+    the order of the topic: deletes included (``__op`` = ``d``), ready for ``MERGE INTO``
+    in ``foreachBatch``. A truncate (``__op`` = ``t``) drops the changes before it; whether
+    the batch holds one is for the caller to see (:func:`apply_changes` empties the table).
+    A column an update left unavailable (``__unavailable``: a TOASTed value it did not
+    change) takes the value of the key's last earlier change in ``changes`` that had it,
+    and stays listed in ``__unavailable`` when none had (the table holds it).
+    A key's changes are in one partition (Debezium partitions by key), so ``order`` orders
+    them."""
+    from pyspark.sql import functions as F
+
+    key_names = _key_list(keys)
+    _require(changes, [*key_names, order, _OP], "last_changes")
+    truncated_at = changes.where(F.col(_OP) == "t").agg(F.max(order).alias("__truncated_at"))
+    rows = (
+        changes.where(F.col(_OP) != "t")
+        .crossJoin(truncated_at)
+        .where(F.col("__truncated_at").isNull() | (F.col(order) > F.col("__truncated_at")))
+        .drop("__truncated_at")
+    )
+    others = [name for name in rows.columns if name not in key_names]
+    last = F.max_by(F.struct(*others), F.col(order)).alias("__last")
+    if _UNAVAILABLE not in rows.columns:
+        return rows.groupBy(*key_names).agg(last).select(*key_names, "__last.*")
+    # A column an update left unavailable (TOASTed, unchanged) takes its value from the
+    # key's last earlier change that had it; it stays unavailable when none did.
+    values = [name for name in others if name not in (_OP, _UNAVAILABLE, order)]
+    known = []
+    for name in values:
+        available = ~F.coalesce(F.array_contains(F.col(_UNAVAILABLE), name), F.lit(False))
+        known.append(
+            F.max_by(
+                F.when(available, F.struct(F.col(name).alias("v"))),
+                F.when(available, F.col(order)),
+            ).alias(f"__known_{name}")
+        )
+    grouped = rows.groupBy(*key_names).agg(last, *known)
+    still = F.filter(
+        F.array(*[F.when(F.col(f"__known_{n}").isNull(), F.lit(n)) for n in values]),
+        lambda name: name.isNotNull(),
+    )
+    return grouped.select(
+        *key_names,
+        *[
+            F.col(f"__known_{n}.v").alias(n)
+            if n in values
+            else (still.alias(n) if n == _UNAVAILABLE else F.col(f"__last.{n}").alias(n))
+            for n in others
+        ],
+    )
+
+
+def apply_changes(
+    table: "DataFrame | None",
+    changes: "DataFrame",
+    keys: "str | list[str] | tuple[str, ...]",
+    order: str = "offset",
+) -> "DataFrame":
+    """``table`` (the table's rows, or None for none yet) with ``changes`` applied: the new
+    table, for a lake without MERGE (a Parquet snapshot per micro-batch). Each key's last
+    change wins: a delete removes its row, an insert or update replaces it, keeping the
+    stored value of each column the change lists in ``__unavailable`` (a TOASTed value an
+    update left unchanged); a truncate in ``changes`` empties the table first. A column
+    the changes have and the table lacks (added since) is added, null in the stored rows."""
+    from pyspark.sql import functions as F
+
+    key_names = _key_list(keys)
+    last = last_changes(changes, key_names, order)
+    columns = [name for name in changes.columns if name not in (_OP, _UNAVAILABLE, order)]
+    if table is None:
+        table = last.select(*columns).where(F.lit(False))
+    for name in columns:  # a column added to the table since: null in the stored rows
+        if name not in table.columns:
+            table = table.withColumn(name, F.lit(None).cast(changes.schema[name].dataType))
+    truncated = changes.where(F.col(_OP) == "t").agg(F.count(F.lit(1)).alias("__truncates"))
+    base = table.select(*columns).crossJoin(truncated).where("__truncates = 0").drop("__truncates")
+    kept = base.join(last.select(*key_names), key_names, "left_anti")
+    old = base.select(
+        *key_names, *[F.col(c).alias(f"__old_{c}") for c in columns if c not in key_names]
+    )
+    upserts = last.where(F.col(_OP) != "d").join(old, key_names, "left")
+    if _UNAVAILABLE in changes.columns:
+        unavailable = F.coalesce(F.col(_UNAVAILABLE), F.array().cast("array<string>"))
+        values = [
+            F.col(c)
+            if c in key_names
+            else F.when(F.array_contains(unavailable, c), F.col(f"__old_{c}"))
+            .otherwise(F.col(c))
+            .alias(c)
+            for c in columns
+        ]
+    else:
+        values = [F.col(c) for c in columns]
+    return kept.unionByName(upserts.select(*values))
+
+
+def latest_values(
+    records: "DataFrame", key: str = "key", value: str = "value", order: str = "offset"
+) -> "DataFrame":
+    """A topic read as a table, as log compaction keeps it: the latest record of each key
+    (its ``key``, ``value`` and ``order`` columns), keys whose latest value is a tombstone
+    (null) left out. With ``valueFormat=debezium-json`` read the topic with
+    ``debezium.tombstones=keep``, so that a deleted key's tombstone is its latest value."""
+    from pyspark.sql import functions as F
+
+    _require(records, [key, value, order], "latest_values")
+    return (
+        records.groupBy(key)
+        .agg(F.max_by(F.struct(value, order), F.col(order)).alias("__latest"))
+        .select(key, "__latest.*")
+        .where(F.col(value).isNotNull())
+    )
