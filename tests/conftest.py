@@ -76,6 +76,10 @@ ONE_WORKER_MODULES = (
 SHARED_WORKER_GROUPS = {
     "tests/spark/test_deploy.py": "spark-connect",
     "tests/spark/test_pipelines_example.py": "spark-connect",
+    # module-scoped fixtures that write one PostgreSQL table each (the run's shared server):
+    # on two workers at once they would both create it
+    "tests/spark/test_debezium.py": "change-data",
+    "tests/spark/test_debezium_apply.py": "change-data",
 }
 _BROKER_FIXTURES = {
     "broker",
