@@ -26,7 +26,7 @@ def snapshots(root):
 
 
 def carry(spark, broker, topic, root):  # noqa: F811
-    """One run of the query to its end (availableNow), 3 records a micro-batch, each
+    """One run of the query to its end (availableNow), 6 records a micro-batch, each
     batch's changes applied to the snapshot before it."""
 
     def apply(batch, batch_id):
@@ -43,7 +43,7 @@ def carry(spark, broker, topic, root):  # noqa: F811
         .option("startingOffsets", "earliest")
         .option("valueFormat", "debezium-json")
         .option("debezium.flatten", "true")
-        .option("maxOffsetsPerTrigger", 3)
+        .option("maxOffsetsPerTrigger", 6)
         .load()
         .select("offset", "value.*")
     )
