@@ -2,7 +2,8 @@
 
 ``python _soak_eos_child.py SPEC_JSON``; SPEC: ``master``, ``bootstrap``, ``registry``,
 ``budget_ms``, ``source``, ``sink_topic``, ``file_sink``, ``file_checkpoint``,
-``kafka_checkpoint``, ``trigger_ms``, ``max_offsets``, ``txn_timeout_ms``, ``stop_file``.
+``kafka_checkpoint``, ``trigger_ms``, ``max_offsets``, ``txn_timeout_ms``, ``stop_file``,
+``group`` (optional: the file query commits its progress to that consumer group).
 Two queries over the Avro source topic (``valueFormat=avro``, the subject's latest
 version at start as reader schema):
 
@@ -54,10 +55,12 @@ def main():
         "schema.registry.retry.budget.ms": str(spec["budget_ms"]),
     }
 
-    def source():
+    def source(group=None):
+        reader = spark.readStream.format("pykafka")
+        if group:  # the stream's progress also goes to this consumer group
+            reader = reader.option("kafka.group.id", group)
         return (
-            spark.readStream.format("pykafka")
-            .options(**registry)
+            reader.options(**registry)
             .option("kafka.bootstrap.servers", spec["bootstrap"])
             .option("subscribe", spec["source"])
             .option("startingOffsets", "earliest")
@@ -68,7 +71,7 @@ def main():
 
     trigger = f"{spec['trigger_ms']} milliseconds"
     to_files = (
-        source()
+        source(spec.get("group"))
         .select("partition", "offset", "value.*")
         .writeStream.format("parquet")
         .queryName("files")

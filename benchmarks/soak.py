@@ -5,16 +5,18 @@
 
 One command, not in the default test run. It starts, on this machine:
 
-* Tansu (tests/support/brokers.py) with a source topic and a sink topic, and the TCP fault
-  proxy (tests/support/faultproxy.py) in front of it: Spark talks to Kafka only through
-  the proxy;
+* Kafka (``--broker``): by default Apache Kafka, three KRaft nodes (benchmarks/
+  soak_cluster.py on tests/support/apache_kafka.py: RF 3, ``min.insync.replicas=2``, node
+  3's log dir a tmpfs of ``--disk-mib``); or Tansu (``--broker tansu``). A source and a
+  sink topic; Spark reaches every node only through its own listener of the TCP fault
+  proxy (tests/support/faultproxy.py); the nodes reach each other directly;
 * a Schema Registry (``--registry``): Apicurio Registry (tests/support/apicurio.py, a
   JVM with in-memory storage) behind a TCP outage proxy (tests/support/outage_proxy.py:
   an outage cuts the connections and refuses new ones while the server and its schemas
   stay), the default; or the fake (tests/support/schema_registry.py, HTTP, in this
   process: an outage stops its listener);
 * a producer thread: confluent-kafka's ``Producer`` (idempotent, acks=all, straight to
-  Tansu) writing ``--rate`` records/s of Avro values framed by confluent-kafka's
+  the nodes) writing ``--rate`` records/s of Avro values framed by confluent-kafka's
   ``AvroSerializer`` (subject ``<source>-value``, version 1); at about 40 % of the run it
   switches to version 2 (an added field ``unit`` with a default: a compatible evolution),
   registered then. Every acknowledged (partition, offset) is remembered;
@@ -40,6 +42,13 @@ Faults, all through the run:
   than the budget while the driver restarts (its planning looks the reader schema up) or
   an executor is replaced. A query that fails is restarted from its checkpoints and
   counted, with its error;
+* nodes (Apache Kafka, in the same turn; each waits until every partition has three
+  in-sync replicas again): SIGKILL and restart of a partition's leader, of the file
+  query's consumer group coordinator, of the transaction coordinator while the proxy holds
+  its EndTxn answer (mid-commit), of the active controller; a rolling restart (SIGTERM)
+  of all three; a controlled shutdown of a leader; node 3's log dir filled up (a filler
+  file on its tmpfs; the node is restarted once the file is gone); one node cut off from
+  the clients by the proxy (``isolate``) while its peers still see it;
 * a query that commits no batch for ``--stuck-s`` s while records wait is a stuck query:
   counted, killed and restarted.
 
@@ -53,9 +62,8 @@ driver runs until both queries have committed every record, then stops them. Che
   decoded by confluent-kafka's ``AvroDeserializer`` (the source record's id must match),
   and no transaction open; also a confluent-kafka consumer with
   ``isolation.level=read_committed``: what it returns and whether it reaches the high
-  watermark, and the last stable offset against the high watermark of every partition
-  (Tansu sends no aborted-transactions list, so that reader also returns aborted records:
-  tests/README.md, deviations, *Both*);
+  watermark (read once every last stable offset is its high watermark; Tansu sends no
+  aborted-transactions list, so there that reader also returns aborted records);
 * memory: RSS from /proc every ``--sample-every`` s of the driver JVM, the driver's Python
   process and its Python workers, each executor JVM and its Python workers, and this
   process; growth per hour by a least-squares line over each process's life (after its
@@ -80,7 +88,8 @@ import threading
 import time
 
 import harness
-from soak_check import check_kafka_sink, file_sink_rows
+from soak_check import check_file_sink, check_kafka_sink
+from soak_cluster import NODE_FAULTS, NodeFaults, start_cluster, stop_cluster
 from soak_common import END_TXN, HERE, log, now
 from soak_processes import (
     Driver,
@@ -101,6 +110,8 @@ def main(argv=None):
     parser = harness.parser(__doc__)
     parser.add_argument("--minutes", type=float, default=30.0, help="faults and production")
     parser.add_argument("--rate", type=int, default=200, help="records/s produced")
+    parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
+    parser.add_argument("--disk-mib", type=int, default=1024, help="node 3's log dir (tmpfs)")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--trigger-ms", type=int, default=5000)
     parser.add_argument("--max-offsets", type=int, default=5000)
@@ -124,7 +135,7 @@ def main(argv=None):
         "--event-every",
         type=float,
         default=None,
-        help="s between process/registry events (default: minutes*60/10)",
+        help="s between process/registry events' starts (default: minutes*60/10)",
     )
     parser.add_argument(
         "--plan",
@@ -132,6 +143,8 @@ def main(argv=None):
         "registry_long_driver,executor_kill,driver_kill,registry_long_executor",
         help="the process/registry events, in turn",
     )
+    parser.add_argument("--node-faults", default=",".join(NODE_FAULTS), help="in turn")
+    parser.add_argument("--node-fault-every", type=float, help="s (default: run/17)")
     parser.add_argument("--stuck-s", type=float, default=600.0)
     parser.add_argument("--catch-up-s", type=float, default=1800.0)
     parser.add_argument("--sample-every", type=float, default=5.0)
@@ -168,7 +181,8 @@ def main(argv=None):
 
     work = tempfile.mkdtemp(prefix="kafka_ds-soak-")
     events = []  # (t, kind, detail)
-    broker = TansuBroker()
+    kafka = args.broker == "kafka"
+    broker = start_cluster(args.disk_mib) if kafka else TansuBroker()
     registry = SoakRegistry(args.registry)
     proxy = producer = faults = sampler = driver = None
     report = {
@@ -177,6 +191,7 @@ def main(argv=None):
         "args": vars(args),
         "load_average_at_start": harness.load_average(),
         "registry": registry.name,
+        "broker": f"Apache Kafka {broker.version}, 3 nodes" if kafka else "Tansu",
     }
     budget_s = args.budget_ms / 1000.0
     registry_down = {"since": None}
@@ -221,6 +236,7 @@ def main(argv=None):
             "max_offsets": args.max_offsets,
             "txn_timeout_ms": args.txn_timeout_ms,
             "stop_file": os.path.join(work, "STOP"),
+            "group": f"soak-files-{seed}" if kafka else None,
         }
         checkpoints = {"files": spec["file_checkpoint"], "kafka": spec["kafka_checkpoint"]}
         producer = SourceProducer(
@@ -229,14 +245,33 @@ def main(argv=None):
         producer.start()
         driver = Driver(spec, work)
         driver.start()
-        sampler = Sampler(args.sample_every, driver, producer, checkpoints, source)
+        nodes = (
+            (lambda: {n.java_pid: f"Kafka node {n.node_id} JVM" for n in broker.nodes})
+            if kafka
+            else None
+        )
+        sampler = Sampler(args.sample_every, driver, producer, checkpoints, source, nodes)
         sampler.start()
         faults = NetworkFaults(proxy, args.fault_every, args.down_max, args.stall_max, rng, events)
         faults.start()
 
         run_s = args.minutes * 60
-        every = args.event_every or max(60.0, run_s / 10)
         plan = args.plan.split(",")
+        every = args.event_every or max(60.0, run_s / 10)
+        hold_lock = threading.Lock()  # one EndTxn answer held at a time
+        node_faults = NodeFaults(
+            broker,
+            proxy,
+            [source, sink],
+            spec["group"],
+            seed + 1,
+            events,
+            args.node_faults.split(",") if kafka and args.node_faults else [],
+            args.node_fault_every or max(20.0, run_s / 17),
+            run_s,
+            hold_lock,
+        )
+        node_faults.start()
         next_event = every * rng.uniform(0.6, 1.0)
         v2_at = run_s * 0.4
         event_no = 0
@@ -383,10 +418,11 @@ def main(argv=None):
                 if not wait_for(lambda: driver.alive and driver.started(), 300):
                     log("driver not running: no mid-commit kill")
                     continue
-                proxy.inject(END_TXN, "hold")
-                held = wait_for(lambda: proxy.wait_held(0), 300)
-                proxy.clear_faults()
-                driver.kill()
+                with hold_lock:
+                    proxy.inject(END_TXN, "hold")
+                    held = wait_for(lambda: proxy.wait_held(0), 300)
+                    proxy.clear_faults()
+                    driver.kill()
                 kills["driver"] += 1
                 events.append(
                     (
@@ -421,6 +457,10 @@ def main(argv=None):
         faults.join(120)
         proxy.clear_faults()
         proxy.up()
+        node_faults.stopping.set()
+        node_faults.join(900)
+        if kafka:
+            node_faults.heal()
         if registry_down["since"] is not None:
             registry_start()
         producer.stopping.set()
@@ -459,20 +499,7 @@ def main(argv=None):
         acked = producer.acknowledged()
         import traceback
 
-        try:
-            rows, files = file_sink_rows(spec["file_sink"])
-            counts = collections.Counter((p, o) for p, o, _ in rows)
-            wrong = sum(1 for p, o, i in rows if acked.get((p, o), i) != i)
-            file_result = {
-                "files": files,
-                "rows": len(rows),
-                "lost": len(set(acked) - set(counts)),
-                "duplicated": sum(n - 1 for n in counts.values() if n > 1),
-                "unexpected": len(set(counts) - set(acked)),
-                "value_mismatch": wrong,
-            }
-        except Exception:  # noqa: BLE001 - the summary and the plot are still written
-            file_result = {"check_failed": traceback.format_exc()}
+        file_result = check_file_sink(spec["file_sink"], acked)
         try:
             kafka_result = check_kafka_sink(
                 broker.bootstrap_servers, registry.url, sink, args.partitions, acked
@@ -505,6 +532,9 @@ def main(argv=None):
                 "max_lag_records": max_lag,
                 "network_faults": dict(faults.counts),
                 "process_events": dict(kills),
+                "node_faults": dict(node_faults.counts),
+                "node_fault_failures": node_faults.failures,
+                "disk_full": node_faults.disk_outcomes,
                 "registry_outages": outages,
                 "driver_starts": driver.starts,
                 "driver_kills_by_soak": driver.kills,
@@ -554,7 +584,7 @@ def main(argv=None):
         if proxy is not None:
             proxy.close()
         registry.close()
-        broker.stop()
+        stop_cluster(broker) if kafka else broker.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -85,6 +85,8 @@ def plot(path, series, memory, events, title):
 
 def _kind(role):
     """'executor 3 JVM' -> 'executor JVMs' (executors are replaced and renumbered)."""
+    if role.startswith("Kafka node "):
+        return "Kafka node JVMs"
     if role.startswith("executor "):
         return "executor JVMs" if role.endswith("JVM") else "executor Python workers"
     return role
@@ -96,6 +98,40 @@ def _short_error(text, limit=320):
     text = text[at:] if at >= 0 else text
     text = text.split(" |  SQLSTATE")[0].replace("|", "/").replace("`", "'")
     return text[:limit] + (" ..." if len(text) > limit else "")
+
+
+NODE_ROWS = (
+    ("leader_kill", "partition leaders SIGKILLed and restarted"),
+    ("group_coordinator_kill", "group coordinators (the file query's group) SIGKILLed"),
+    ("txn_coordinator_kill", "transaction coordinators SIGKILLed mid-commit (EndTxn held)"),
+    ("controller_kill", "active controllers SIGKILLed"),
+    ("rolling_restart", "rolling restarts of all three nodes"),
+    ("controlled_shutdown", "controlled shutdowns of a leader"),
+    ("disk_full", "node 3's log dir filled up"),
+    ("node_cut_off", "a node cut off from the clients (its peers still see it)"),
+)
+
+
+def _node_rows(report):
+    """The node faults' rows (Apache Kafka runs only)."""
+    if "node_faults" not in report or report.get("broker", "Tansu") == "Tansu":
+        return []
+    counts = report["node_faults"]
+    rows = [f"| {label} | {counts.get(kind, 0)} |" for kind, label in NODE_ROWS]
+    for full in report.get("disk_full", []):
+        rows.append(
+            f"| disk full at {full['t'] / 60:.0f} min: what Kafka did | "
+            + ("the node exited" if full["node_exited"] else "the node stayed up")
+            + (f": `{full['log_lines'][0][:200]}`" if full["log_lines"] else "")
+            + f"; whole again after the restart: {full.get('healed')} |"
+        )
+    failed = report.get("node_fault_failures") or []
+    rows.append(
+        f"| node faults not made, or the cluster not whole after one | {len(failed)}"
+        + "".join(f"; `{f['what'][:200]}`" for f in failed)
+        + " |"
+    )
+    return rows
 
 
 def results_markdown(report, command, png="soak.png") -> str:
@@ -132,7 +168,8 @@ def results_markdown(report, command, png="soak.png") -> str:
         + (f", finished {report['finished_utc']}" if report.get("finished_utc") else "")
         + f"; {report['production_s'] / 60:.0f} min of production and "
         f"faults, then {report['catch_up_s']} s of catch-up; {report['args']['master']}, "
-        f"Tansu behind the fault proxy, seed {report['seed']}. Load average "
+        f"{report.get('broker', 'Tansu')} behind the fault proxy, seed {report['seed']}. "
+        "Load average "
         f"{load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end (2 cores, shared).",
         "",
         "| | |",
@@ -150,6 +187,7 @@ def results_markdown(report, command, png="soak.png") -> str:
         f"EndTxn answer held), {before_outage} right before a long registry outage |",
         f"| registry outages shorter / longer than the {report['args']['budget_ms'] // 1000} s "
         f"budget | {events.get('registry_short', 0)} / {events.get('registry_long', 0)} |",
+        *_node_rows(report),
         f"| queries failed (restarted from the checkpoints) | {len(failures)}"
         + "".join(f"; at {x['t'] / 60:.0f} min: `{_short_error(x['error'])}`" for x in failures)
         + " |",

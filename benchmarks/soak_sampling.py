@@ -14,8 +14,9 @@ from soak_processes import checkpoint_state, classify, proc_table
 
 
 class Sampler(threading.Thread):
-    def __init__(self, every, driver, producer, checkpoints, topic):
+    def __init__(self, every, driver, producer, checkpoints, topic, extra=None):
         super().__init__(daemon=True, name="sampler")
+        self.extra = extra  # () -> {pid: role} of more processes (the Kafka nodes)
         self.every, self.driver, self.producer = every, driver, producer
         self.checkpoints, self.topic = checkpoints, topic
         self.memory = collections.defaultdict(list)  # (role, pid) -> [(t, MiB)]
@@ -28,6 +29,7 @@ class Sampler(threading.Thread):
         table = proc_table()
         session = self.driver.proc.pid if self.driver.alive else None
         roles = classify(session, table) if session else {os.getpid(): "soak process"}
+        roles.update(self.extra() if self.extra else {})
         for pid, role in roles.items():
             if pid in table:
                 self.memory[(role, pid)].append((t, table[pid][2] / 1024.0))
