@@ -27,7 +27,7 @@ from kafka_ds.write.plan import ColumnPlan
 from kafka_ds.write.task import write_batches
 from tests.integration.test_transactions import read_committed_both
 from tests.support.brokers import produce_confluent
-from tests.support.txlog import read_log, verdict
+from tests.support.txlog import nothing_open, read_log, verdict, verdict_when
 from tests.unit.test_transactions import eos_options
 
 ABORT, COMMIT = 0, 1
@@ -261,7 +261,7 @@ def test_a_streams_zombie_transaction_is_aborted_by_the_transaction_timeout(
     )
     ended = time.monotonic() - begun
     assert ended >= timeout_ms / 1000 - 0.5, f"aborted after {ended:.1f} s, before its timeout"
-    result = verdict(bs, topic)
+    result = verdict_when(bs, topic, nothing_open)
     assert result.open == [] and result.aborted == values
     assert result.committed == [b"before-0", b"before-1", b"after-0", b"after-1"]
     assert [types for (_p, pid), types in result.markers.items()] == [[ABORT]]
@@ -290,7 +290,7 @@ def test_read_committed_skips_aborted_transactions_interleaved(kafka_broker, kaf
     assert {value for _p, _o, value in theirs} == visible  # the reference itself
     assert len(theirs) == len(visible)
     assert ours == theirs
-    raw = verdict(bs, topic)
+    raw = verdict_when(bs, topic, nothing_open)
     assert set(raw.aborted) == hidden and raw.open == []
 
 

@@ -25,7 +25,7 @@ from kafka_ds.client.transactions import (
 )
 from tests.support import waiting
 from tests.support.brokers import consume_confluent
-from tests.support.txlog import produce_in_transaction, verdict
+from tests.support.txlog import nothing_open, produce_in_transaction, verdict, verdict_when
 from tests.unit.test_transactions import eos_options
 
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
@@ -173,7 +173,7 @@ def test_commit_and_abort_from_another_process(broker, new_topic):
     aborted = produce_in_transaction(bs, topic, f"{topic}-b", {0: [b"a0"], 1: [b"a1", b"a2"]})
     end_in_other_process(bs, committed, commit=True)
     end_in_other_process(bs, aborted, commit=False)
-    result = verdict(bs, topic)
+    result = verdict_when(bs, topic, nothing_open)
     assert sorted(result.committed) == [b"c0", b"c1", b"c2"]
     assert sorted(result.aborted) == [b"a0", b"a1", b"a2"]
     assert result.open == []
@@ -203,7 +203,7 @@ def test_commit_again_is_harmless(broker, new_topic):
     with KafkaClient(bs) as client:
         end_transaction(client, handle, commit=True)
         end_transaction(client, handle, commit=True)  # a driver re-committing on restart
-    assert verdict(bs, topic).committed == [b"v"]
+    assert verdict_when(bs, topic, nothing_open).committed == [b"v"]
 
 
 def test_new_epoch_fences_and_aborts_open_transaction(kafka_broker, kafka_topic):
@@ -220,7 +220,7 @@ def test_new_epoch_fences_and_aborts_open_transaction(kafka_broker, kafka_topic)
         # Kafka answers PRODUCER_FENCED / INVALID_PRODUCER_EPOCH; Tansu 0.6.0 closes the
         # connection instead (every retry too), so the error comes at the deadline.
         assert info.value.fenced or info.value.code == -1
-    result = verdict(bs, topic)
+    result = verdict_when(bs, topic, nothing_open)
     assert result.committed == [] and result.open == []
     assert result.aborted == [b"old"]
 
@@ -246,7 +246,7 @@ def test_last_stable_offset_after_a_fenced_transaction(request, kafka_broker, ka
             if part["high_watermark"] >= 8 or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-    result = verdict(bs, topic)
+    result = verdict_when(bs, topic, nothing_open)
     assert sorted(result.committed) == [b"x-retry", b"y", b"z"] and result.open == []
     assert result.aborted == [b"x-first"]
     assert part["high_watermark"] == 8
@@ -275,7 +275,7 @@ def test_retriable_coordinator_errors_are_retried(mock_cluster, caplog):
         )
         with KafkaClient(bs) as client:
             end_transaction(client, handle, commit=True)
-        assert verdict(bs, topic).committed == [b"v1", b"v2"]
+        assert verdict_when(bs, topic, nothing_open).committed == [b"v1", b"v2"]
         retried = [r.getMessage() for r in caplog.records if "; retry " in r.getMessage()]
         assert sum("InitProducerId" in r for r in retried) == 3
         assert sum("AddPartitionsToTxn" in r for r in retried) == 2
@@ -347,7 +347,7 @@ def test_transaction_fenced_after_its_task_finished_fails_the_commit_with_nothin
     assert result.committed == []
     assert sorted(result.open) == sorted([b"task0-0", b"task0-1", b"task0-2", b"copy"])
     abort_all(opts, prefix, messages)
-    result = verdict(bs, topic)
+    result = verdict_when(bs, topic, nothing_open)
     assert result.committed == [] and result.open == []
     assert b"copy" in result.aborted and b"task0-0" in result.aborted
     # No request waited for a deadline (Tansu closes the connection on a fenced EndTxn).
@@ -446,7 +446,7 @@ def test_abort_fences_through_an_outage_longer_than_the_request_timeout(
         started = time.monotonic()
         abort_all(opts, prefix, [None])  # the task failed: no commit message
         waited = time.monotonic() - started
-    result = verdict(bs, topic)
+    result = verdict_when(bs, topic, nothing_open)
     assert result.open == [] and result.aborted == [b"failed-task"]
     assert "could not fence" not in caplog.text
     assert waited > 2.5  # it did wait out the outage
@@ -567,10 +567,10 @@ def test_recorded_transactions_are_committed_on_restart(broker, new_topic, tmp_p
     txn_log.record(7, [first, second])
     with KafkaClient(bs) as client:  # the crashed driver got through the first EndTxn
         end_transaction(client, first, commit=True)
-    assert verdict(bs, topic).open == [b"b", b"c"]
+    assert verdict_when(bs, topic, lambda r: r.open == [b"b", b"c"]).open == [b"b", b"c"]
     restarted = TransactionLog(str(tmp_path))
     assert restarted.recover(opts) == 7
-    result = verdict(bs, topic)
+    result = verdict_when(bs, topic, nothing_open)
     assert sorted(result.committed) == [b"a", b"b", b"c"] and result.open == []
     assert sorted(os.listdir(tmp_path / "pykafka-transactions")) == [f"{7:020d}.committed"]
     assert restarted.recover(opts) == 7  # nothing pending any more

@@ -85,7 +85,7 @@ def test_exactly_once_write_with_its_transaction_coordinator_down(spark, mock_cl
     AddPartitionsToTxn and Produce retry through the outage; every row is committed once
     and no transaction is left open (judged on the raw log, tests/support/txlog.py)."""
     from kafka_ds.protocol import messages as m
-    from tests.support.txlog import verdict
+    from tests.support.txlog import nothing_open, verdict_when
 
     bs = mock_cluster.bootstrap_servers
     topic = mock_topic(mock_cluster)
@@ -115,7 +115,7 @@ def test_exactly_once_write_with_its_transaction_coordinator_down(spark, mock_cl
         .save()
     )
     assert time.monotonic() - started >= DOWN_S - 1.5
-    result = verdict(bs, topic)
+    result = verdict_when(bs, topic, nothing_open)
     assert sorted(result.committed) == sorted(str(i).encode() for i in range(30000))
     assert result.open == [] and result.aborted == []
 

@@ -24,7 +24,7 @@ from tests.integration.test_transactions import (
 from tests.support import PROJECT_ROOT
 from tests.support.brokers import produce_confluent
 from tests.support.faultproxy import FaultProxy
-from tests.support.txlog import verdict
+from tests.support.txlog import nothing_open, verdict, verdict_when
 
 # Run by path: it imports nothing of the suite.
 EOS_CHILD = str(PROJECT_ROOT / "tests" / "support" / "eos_child.py")
@@ -64,7 +64,7 @@ def test_task_retried_mid_write_commits_every_row_once(broker, new_topic, tmp_pa
     )
     assert "DONE" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     assert flag.exists()  # the failure did happen
-    result = verdict(broker.bootstrap_servers, topic)
+    result = verdict_when(broker.bootstrap_servers, topic, nothing_open)
     assert sorted(result.committed) == sorted(rows(90000))
     # the failed attempt's rows reached the log and were aborted, never committed
     assert len(result.aborted) > 0
@@ -88,7 +88,7 @@ def test_failed_job_leaves_nothing_visible(broker, new_topic, tmp_path):
         }
     )
     assert "FAILED" in proc.stdout, proc.stdout + proc.stderr[-3000:]
-    result = verdict(broker.bootstrap_servers, topic)
+    result = verdict_when(broker.bootstrap_servers, topic, nothing_open)
     assert result.committed == []
     # the failed task's transaction was fenced (aborted) by the driver's abort()
     assert result.open == []
@@ -118,7 +118,7 @@ def test_task_beginning_after_the_abort_writes_nothing(broker, new_topic, tmp_pa
     )
     assert "FAILED" in proc.stdout, proc.stdout + proc.stderr[-3000:]
     zombie = [line for line in proc.stdout.splitlines() if line.startswith("ZOMBIE")]
-    result = verdict(broker.bootstrap_servers, topic)
+    result = verdict_when(broker.bootstrap_servers, topic, nothing_open)
     assert result.committed == []
     assert result.open == [], zombie
     written = set(result.committed + result.aborted + result.open)
@@ -268,7 +268,7 @@ def test_stream_killed_repeatedly_commits_every_record_once(broker, new_topic, t
         env={**os.environ, "PYSPARK_PYTHON": sys.executable},
     )
     assert "DONE" in proc.stdout, proc.stdout + proc.stderr[-3000:]
-    result = verdict(bs, sink)
+    result = verdict_when(bs, sink, nothing_open)
     assert len(result.committed) == len(values)
     assert sorted(result.committed) == sorted(values)
     assert result.open == []

@@ -12,6 +12,7 @@ batch always counts. Transactional batches with no marker after them are
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -178,6 +179,25 @@ def verdict(bootstrap: str, topic: str) -> LogVerdict:
     return LogVerdict(committed, aborted, open_, markers, batches)
 
 
+def verdict_when(bootstrap: str, topic: str, ready, timeout: float = 30.0) -> LogVerdict:
+    """The log's verdict once ``ready(verdict)`` holds, else the last one read after
+    ``timeout`` s (the caller's assertions then show what differs). An EndTxn is answered
+    once the transaction coordinator has logged the decision; the markers reach the
+    partitions after that (seconds after on a loaded machine, later still when the
+    coordinator has just moved), and until they do the transaction reads as open."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = verdict(bootstrap, topic)
+        if ready(result) or time.monotonic() > deadline:
+            return result
+        time.sleep(0.2)
+
+
+def nothing_open(result: LogVerdict) -> bool:
+    """No transaction open: for :func:`verdict_when`."""
+    return result.open == []
+
+
 def produce_in_transaction(bootstrap, topic, txn_id, values_by_partition, timeout_ms=60000):
     """Open a transaction, produce, flush; returns the handle (transaction left open)."""
     client = KafkaClient(bootstrap)
@@ -204,4 +224,13 @@ def produce_in_transaction(bootstrap, topic, txn_id, values_by_partition, timeou
         client.close()
 
 
-__all__ = ["read_log", "verdict", "LogVerdict", "LogBatch", "LATEST", "produce_in_transaction"]
+__all__ = [
+    "read_log",
+    "verdict",
+    "verdict_when",
+    "nothing_open",
+    "LogVerdict",
+    "LogBatch",
+    "LATEST",
+    "produce_in_transaction",
+]
