@@ -174,8 +174,12 @@ class DebeziumJsonCodec:
             if not len(kept):
                 return None
             table = _read_ndjson(_ndjson(values, kept), len(kept), schema)
-            if table is None:
-                return None
+            if table is None:  # each read alone (a value pyarrow's blocks split)
+                tables = [
+                    _read_ndjson(_ndjson(values, kept[i : i + 1]), 1, schema)
+                    for i in range(len(kept))
+                ]
+                table = pa.concat_tables(tables)
         struct = pa.StructArray.from_arrays(
             [c.combine_chunks() for c in table.columns], fields=list(table.schema)
         )
