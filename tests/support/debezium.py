@@ -491,6 +491,28 @@ def stop_shared(state_dir: str) -> None:
     stack.stop()
 
 
+def start_in_background(items) -> threading.Thread | None:
+    """When ``items`` (the tests this process collected) use ``change_data``: start the
+    run's Apache Kafka node, PostgreSQL and Connect worker in a thread now, so that the
+    first test asking for them waits only for what is left (the fixture meets the same
+    file locks and attaches). Errors are left to the fixture: the state file holds them."""
+    state_dir = os.environ.get("KAFKA_DS_SHARED_STATE")
+    if not state_dir or not any("change_data" in getattr(i, "fixturenames", ()) for i in items):
+        return None
+    owner = int(os.environ["KAFKA_DS_SHARED_OWNER"])
+
+    def start():
+        from tests.support import apache_kafka
+
+        with contextlib.suppress(Exception):
+            cluster = apache_kafka.shared_cluster(state_dir, "kafka", owner)
+            shared_change_data(state_dir, owner, cluster.bootstrap_servers)
+
+    thread = threading.Thread(target=start, name="change-data-start", daemon=True)
+    thread.start()
+    return thread
+
+
 @pytest.fixture(scope="session")
 def change_data(kafka_broker) -> ChangeData:
     """The run's PostgreSQL and Kafka Connect worker (Debezium), writing to ``kafka_broker``,
