@@ -191,6 +191,13 @@ def pytest_collection_modifyitems(config, items):
     items[:] = run_order(items)
 
 
+def pytest_collection_finish(session):
+    # PostgreSQL and Kafka Connect (tests/support/debezium.py) start in a thread now when a
+    # collected test uses them, while the first tests run
+    if "kafka" in enabled_brokers(session.config):
+        debezium.start_in_background(session.items)
+
+
 # --- node_faults: tests/faults/, too slow for the README's command (.ci/run's 2nd stage) ---
 NODE_FAULTS = "node_faults"
 
