@@ -9,7 +9,7 @@ from decimal import Context, Decimal
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_ds.errors import ConfigurationError
@@ -33,7 +33,7 @@ def event(op="c", after=None, before=None):
     ).encode()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=30))
 def test_base64_decodes_as_python_does(values):
     text = pa.array([None if v is None else base64.b64encode(v).decode() for v in values])
@@ -42,7 +42,7 @@ def test_base64_decodes_as_python_does(values):
     assert decoded.to_pylist() == values
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.one_of(st.none(), st.integers(-(10**37), 10**37)), max_size=30),
     st.integers(0, 10),
@@ -110,7 +110,7 @@ def test_the_flat_form_takes_before_for_a_delete():
     assert rows[1]["id"] is None and rows[1]["__op"] == "t"
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.none(), st.binary(max_size=60)), max_size=12))
 def test_any_bytes_keep_the_codec_contract(values):
     assert_decode_contract(codec().decode(pa.array(values, pa.binary())), values)
