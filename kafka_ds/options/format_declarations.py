@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from .core import READ, READ_WRITE, WRITE, Option, boolean, choice, integer, text
 
-FORMATS = ("binary", "string", "avro", "protobuf", "json", "debezium-json")
+FORMATS = ("binary", "string", "avro", "protobuf", "json", "debezium-json", "debezium-avro")
 #: formats whose values carry a schema (the others are plain bytes or UTF-8 text)
 SCHEMA_FORMATS = ("avro", "protobuf", "json")
 #: Debezium's change events (read only; kafka_ds/formats/debezium/)
-CHANGE_FORMATS = ("debezium-json",)
+CHANGE_FORMATS = ("debezium-json", "debezium-avro")
 
 
 def _per_column(
@@ -61,8 +61,8 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
         "(bytes as stored), `string` (UTF-8), or `avro`, `protobuf`, `json` (Confluent "
         "Schema-Registry framing: magic byte, schema id; the column becomes the Spark "
         "type of the schema; [Typed values](typed-values.md)), or, on read, "
-        "`debezium-json`: Debezium's change events as Kafka Connect's JSON converter "
-        "writes them ([Change data](cdc.md)).",
+        "`debezium-json`/`debezium-avro`: Debezium's change events as Kafka Connect's JSON "
+        "or Avro converter writes them ([Change data](cdc.md)).",
         choice({name: name for name in FORMATS}),
         "binary",
     ),
@@ -116,18 +116,19 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
     Option(
         "debezium.flatten",
         READ,
-        "`valueFormat=debezium-json`: read each change as the table's columns (`before`'s "
-        "for a delete, else `after`'s) plus `__op` and `__unavailable`, instead of the "
-        "envelope `struct<op, before, after, source, ts_ms, unavailable>`.",
+        "`valueFormat=debezium-json`/`debezium-avro`: read each change as the table's "
+        "columns (`before`'s for a delete, else `after`'s) plus `__op` and "
+        "`__unavailable`, instead of the envelope "
+        "`struct<op, before, after, source, ts_ms, unavailable>`.",
         boolean,
         "false",
     ),
     Option(
         "debezium.tombstones",
         READ,
-        "`valueFormat=debezium-json`: what the tombstone (a null value) after each delete "
-        "does: `drop` reads no row for it, as Flink's debezium-json; `keep` reads it as a "
-        "row whose value is null.",
+        "`valueFormat=debezium-json`/`debezium-avro`: what the tombstone (a null value) "
+        "after each delete does: `drop` reads no row for it, as Flink's debezium-json; "
+        "`keep` reads it as a row whose value is null.",
         choice({"drop": "drop", "keep": "keep"}),
         "drop",
     ),

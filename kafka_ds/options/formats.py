@@ -102,6 +102,11 @@ def parse_typed_columns(options: dict, modes: frozenset) -> TypedColumnsSpec | N
                 "'schema.registry.url' (.option(\"schema.registry.url\", "
                 f"\"http://registry:8081\")) or an inline schema in '{spec.option('Schema')}'"
             )
+        if spec.format == "debezium-avro" and registry is None:
+            raise ConfigurationError(
+                f"Option '{spec.option('Format')}'='debezium-avro' reads the writer schemas "
+                "from the registry: set 'schema.registry.url'"
+            )
         if spec.format == "protobuf" and registry is None:
             raise ConfigurationError(
                 f"Option '{spec.option('Format')}'='protobuf' needs 'schema.registry.url': "
@@ -167,7 +172,10 @@ def _check_change_column(spec: ColumnFormatSpec, options: dict, modes) -> None:
             "writes none: write the rows with another format (json, avro), or remove the "
             "option"
         )
-    for stem in ("Subject", "Subjects", "SchemaVersion", "MessageName", "MemberNames"):
+    stems: tuple[str, ...] = ("Subject", "Subjects", "SchemaVersion", "MessageName", "MemberNames")
+    if spec.format == "debezium-avro":  # the registry's subject: its name and version apply
+        stems = ("Subjects", "MessageName", "MemberNames", "Schema")
+    for stem in stems:
         if spec.option(stem).lower() in options:
             raise ConfigurationError(
                 f"Option '{spec.option(stem)}' has no effect with "

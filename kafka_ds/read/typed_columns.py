@@ -271,6 +271,9 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None, newest=None) -
             )
             columns.append(TypedColumn(column_spec, codec, codec.spark_type))
             continue
+        if column_spec.format == "debezium-avro":
+            columns.append(_debezium_avro(column_spec, spec, topics))
+            continue
         if column_spec.format == "string":
             columns.append(TypedColumn(column_spec, None, "string"))
             continue
@@ -290,6 +293,28 @@ def resolve_for_read(spec: TypedColumnsSpec, topics: list | None, newest=None) -
         else:
             columns.append(TypedColumn(column_spec, codec, codec.spark_type))
     return TypedColumns(tuple(columns), spec.mode)
+
+
+def _debezium_avro(spec: ColumnFormatSpec, typed: TypedColumnsSpec, topics) -> TypedColumn:
+    """Debezium's Avro change events: kafka_ds's Avro codec of the subject's schema, its
+    envelope and logical types read as debezium-json reads them."""
+    from dataclasses import replace
+
+    from ..formats.debezium import debezium_avro_codec
+
+    avro_spec = replace(spec, format="avro")
+    schema = reader_schema(avro_spec, typed.registry, topics)
+    avro = make_codec(
+        avro_spec,
+        schema,
+        framed=True,
+        lookup=registry_for(typed.registry),
+        schema_id=schema.schema_id,
+    )
+    codec = debezium_avro_codec(
+        spec, avro, flatten=typed.debezium_flatten, tombstones=typed.debezium_tombstones
+    )
+    return TypedColumn(spec, codec, codec.spark_type)
 
 
 def _several_subjects(spec: ColumnFormatSpec, typed: TypedColumnsSpec) -> TypedColumn:

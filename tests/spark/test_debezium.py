@@ -4,13 +4,18 @@ mid-stream, captured by Debezium 3.6 in Kafka Connect (tests/support/debezium.py
 JSON converter's schemas and without, read by kafka_ds and compared with PostgreSQL's own
 rows (psycopg) with chispa."""
 
+import json
 from decimal import Decimal
 
 import pytest
 from chispa import assert_df_equality
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
+from tests.support.apicurio import apicurio_registry  # noqa: F401  (fixture)
 from tests.support.brokers import produce_confluent
-from tests.support.debezium import change_data, read_topic  # noqa: F401  (fixture)
+from tests.support.debezium import avro_schema, avro_value, change_data, read_topic  # noqa: F401
 from tests.support.spark_support import spark  # noqa: F401  (fixture)
 
 TABLE = "cdc_items"
@@ -202,6 +207,55 @@ def test_a_stream_reads_the_same_changes(spark, kafka_broker, events, tmp_path):
         "offset", "value.*"
     )
     assert_df_equality(streamed, batch, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_avro_change_events_read_as_the_json_ones(
+    spark,  # noqa: F811
+    kafka_broker,
+    events,
+    apicurio_registry,  # noqa: F811
+    new_topic,
+):
+    """The events in Avro, as Connect's AvroConverter writes them (AvroData's schema, framed
+    for the registry by confluent-kafka's AvroSerializer; two writer schemas, the second
+    with the added column), read with debezium-avro: the same rows as debezium-json's."""
+    client = SchemaRegistryClient({"url": apicurio_registry.url, "timeout": 30})
+    topic = new_topic()
+    serializers: dict = {}
+    records = []
+    for _, key, value in read_topic(kafka_broker.bootstrap_servers, events["schemas"], RECORDS):
+        if value is None:
+            records.append({"key": key, "value": None})
+            continue
+        document = json.loads(value)
+        text = json.dumps(avro_schema(document["schema"]))
+        if text not in serializers:
+            serializers[text] = AvroSerializer(client, text)
+        encoded = serializers[text](
+            avro_value(document["schema"], document["payload"]),
+            SerializationContext(topic, MessageField.VALUE),
+        )
+        records.append({"key": key, "value": encoded})
+    assert len(serializers) == 2  # before and after the column was added
+    produce_confluent(kafka_broker.bootstrap_servers, topic, records)
+    avro = read(
+        spark,
+        kafka_broker,
+        topic,
+        valueFormat="debezium-avro",
+        schema_registry_url=apicurio_registry.url,
+    ).select("offset", "value")
+    typed = read(spark, kafka_broker, events["schemas"]).select("offset", "value")
+    assert_df_equality(avro, typed, ignore_row_order=True, ignore_nullable=True)
+    flat = read(
+        spark,
+        kafka_broker,
+        topic,
+        valueFormat="debezium-avro",
+        schema_registry_url=apicurio_registry.url,
+        debezium_flatten="true",
+    )
+    assert [r["__op"] for r in flat.orderBy("offset").select("value.*").collect()] == OPS
 
 
 def test_a_corrupt_change_names_topic_partition_and_offset(

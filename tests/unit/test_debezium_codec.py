@@ -142,3 +142,81 @@ def test_a_record_without_schema_asks_for_the_ddl():
     spec = ColumnFormatSpec(column="value", format="debezium-json")
     with pytest.raises(ConfigurationError, match="carries no schema.*'valueSchema'"):
         debezium_codec(spec, event(), flatten=False, tombstones="drop", topics=["orders"])
+
+
+def test_avro_schemas_of_debezium_read_their_logical_types_and_named_records():
+    from kafka_ds.formats.debezium.types import from_avro
+
+    row = {
+        "type": "record",
+        "name": "Value",
+        "namespace": "shop.public.orders",
+        "fields": [
+            {"name": "id", "type": "int"},
+            {
+                "name": "at",
+                "type": [
+                    "null",
+                    {"type": "long", "connect.name": "io.debezium.time.MicroTimestamp"},
+                ],
+            },
+            {
+                "name": "day",
+                "type": ["null", {"type": "int", "connect.name": "io.debezium.time.Date"}],
+            },
+            {
+                "name": "amount",
+                "type": [
+                    "null",
+                    {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+                ],
+            },
+            {
+                "name": "ratio",
+                "type": [
+                    "null",
+                    {
+                        "type": "record",
+                        "name": "VariableScaleDecimal",
+                        "namespace": "io.debezium.data",
+                        "connect.name": "io.debezium.data.VariableScaleDecimal",
+                        "fields": [
+                            {"name": "scale", "type": "int"},
+                            {"name": "value", "type": "bytes"},
+                        ],
+                    },
+                ],
+            },
+        ],
+    }
+    envelope = {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": "shop.public.orders",
+        "fields": [
+            {"name": "before", "type": ["null", row]},
+            {"name": "after", "type": ["null", "Value"]},  # the named record again
+        ],
+    }
+    node = from_avro(envelope)
+    assert node.field("after") is node.field("before")
+    assert node.field("after").spark_type == (
+        "struct<id:int,at:timestamp_ntz,day:date,amount:decimal(10,2),ratio:decimal(38,18)>"
+    )
+
+
+def test_debezium_avro_needs_the_registry_and_no_ddl():
+    from kafka_ds.options.core import READ
+    from kafka_ds.options.formats import parse_typed_columns
+
+    with pytest.raises(ConfigurationError, match="debezium-avro.*'schema.registry.url'"):
+        parse_typed_columns({"valueformat": "debezium-avro"}, READ)
+    with pytest.raises(ConfigurationError, match="'valueSchema' has no effect"):
+        parse_typed_columns(
+            {
+                "valueformat": "debezium-avro",
+                "schema.registry.url": "http://r",
+                "valueschema": "id INT",
+            },
+            READ,
+        )

@@ -9,7 +9,26 @@ import json
 
 from ...errors import ConfigurationError
 
-FORMATS = ("debezium-json",)
+FORMATS = ("debezium-json", "debezium-avro")
+
+
+def debezium_avro_codec(spec, avro_codec, *, flatten: bool, tombstones: str):
+    """The debezium-avro codec of column ``spec`` over ``avro_codec`` (kafka_ds's Avro codec
+    of the subject's schema, Confluent-framed)."""
+    from .avro import DebeziumAvroCodec
+
+    try:
+        return DebeziumAvroCodec(
+            avro_codec,
+            envelope=spec.column == "value",
+            flatten=flatten,
+            drop_tombstones=tombstones == "drop",
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigurationError(
+            f"Option '{spec.option('Format')}'='debezium-avro': the {spec.column} schema in "
+            f"the registry is not Debezium's as Connect's Avro converter writes it: {exc}"
+        ) from None
 
 
 def debezium_codec(spec, sample: bytes | None, *, flatten: bool, tombstones: str, topics):

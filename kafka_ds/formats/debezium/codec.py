@@ -191,7 +191,9 @@ class DebeziumJsonCodec:
         if not self.envelope:
             return convert_struct(self.row, raw, "$")
         bad = Bad(len(raw))
-        op, before, after, source, ts_ms = raw.flatten()
+        parts = dict(zip(raw.type.names, raw.flatten(), strict=True))
+        op, before, after = parts["op"], parts["before"], parts["after"]
+        source, ts_ms = parts["source"], parts["ts_ms"]
         before, inner = convert_struct(self.row, before, "before")
         bad.merge(inner)
         after, inner = convert_struct(self.row, after, "after")

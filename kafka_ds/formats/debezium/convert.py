@@ -183,7 +183,10 @@ def variable_decimal(array: pa.StructArray, node: Node, where: str) -> tuple[pa.
     """Debezium's ``{scale, value}`` (bytes of the unscaled value) -> decimal128(38, 18)."""
     n = len(array)
     scale_col, value_col = array.flatten()
-    unscaled, bad = base64_decode(value_col, where)
+    if node.encoded:
+        unscaled, bad = base64_decode(value_col, where)
+    else:  # Avro: the bytes themselves
+        unscaled, bad = value_col.cast(pa.binary()), Bad(n)
     target = pa.decimal128(node.precision, node.scale)
     scales = np.asarray(scale_col.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
     valid = _valid(array) & _valid(unscaled) & ~bad.mask
@@ -222,6 +225,8 @@ def variable_decimal(array: pa.StructArray, node: Node, where: str) -> tuple[pa.
 def convert(node: Node, array: pa.Array, where: str) -> tuple[pa.Array, Bad]:
     """The raw array of ``node`` -> its Spark type's Arrow array."""
     kind = node.kind
+    if not node.encoded and kind in ("bytes", "decimal"):  # Avro: decoded already
+        return array, Bad(len(array))
     if kind == "bytes":
         return base64_decode(array, where)
     if kind == "decimal":

@@ -66,6 +66,8 @@ class Node:
     precision: int = 38
     scale: int = 0
     unit: str = "us"
+    #: bytes, decimals as JSON carries them (base64); False: as Avro does (already decoded)
+    encoded: bool = True
 
     @property
     def raw(self) -> pa.DataType:
@@ -171,6 +173,76 @@ def from_connect(schema: dict, where: str = "$") -> Node:
     if kind in _PRIMITIVES:
         return Node(kind)  # Uuid, Json, Enum, times... keep their Connect type
     raise ValueError(f"{where}: Connect type {kind!r} ({name}) is not read by debezium-json")
+
+
+# --- Avro (Connect's AvroConverter: connect.name on each logical type) ------------------------
+
+_AVRO_PRIMITIVES = {
+    "int": "int32",
+    "long": "int64",
+    "float": "float32",
+    "double": "float64",
+    "boolean": "boolean",
+    "string": "string",
+    "bytes": "bytes",
+}
+
+
+def from_avro(schema, names: dict | None = None, where: str = "$", namespace=None) -> Node:
+    """The Node of an Avro schema as Connect's AvroConverter writes Debezium's (its Spark
+    type as kafka_ds's Avro codec reads it, with Debezium's ``connect.name`` logical types
+    still to convert)."""
+    names = {} if names is None else names
+    if isinstance(schema, str):
+        if schema in _AVRO_PRIMITIVES:
+            return Node(_AVRO_PRIMITIVES[schema], encoded=False)
+        full = schema if "." in schema or not namespace else f"{namespace}.{schema}"
+        for name in (full, schema):
+            if name in names:
+                return names[name]
+        raise ValueError(f"{where}: unknown Avro type {schema!r}")
+    if isinstance(schema, list):
+        members = [member for member in schema if member != "null"]
+        if len(members) != 1:
+            raise ValueError(f"{where}: a union of {len(members)} types is not a Connect type")
+        return from_avro(members[0], names, where, namespace)
+    kind, connect = schema.get("type"), schema.get("connect.name")
+    if connect == VARIABLE_DECIMAL:
+        return Node(
+            "variable_decimal", precision=VARIABLE_PRECISION, scale=VARIABLE_SCALE, encoded=False
+        )
+    if kind == "record":
+        space = schema.get("namespace", namespace)
+        name = schema["name"]
+        full = name if "." in name or not space else f"{space}.{name}"
+        node = Node("struct", encoded=False)
+        names[full] = names[name] = node
+        node.fields = [
+            (f["name"], from_avro(f["type"], names, f"{where}.{f['name']}", space))
+            for f in schema["fields"]
+        ]
+        return node
+    if kind == "array":
+        return Node(
+            "array", items=from_avro(schema["items"], names, f"{where}[]", namespace), encoded=False
+        )
+    if schema.get("logicalType") == "decimal":
+        precision, scale = int(schema.get("precision", 38)), int(schema.get("scale", 0))
+        if precision > 38:
+            raise ValueError(f"{where}: decimal({precision},{scale}) is wider than Spark's 38")
+        return Node("decimal", precision=precision, scale=scale, encoded=False)
+    if connect in _TIMESTAMPS and kind == "long" and "logicalType" not in schema:
+        return Node("timestamp", unit=_TIMESTAMPS[connect], encoded=False)
+    if connect == ZONED_TIMESTAMP:
+        return Node("zoned_timestamp", encoded=False)
+    if connect in _DATES or schema.get("logicalType") == "date":
+        return Node("date", encoded=False)
+    if kind in _AVRO_PRIMITIVES and "logicalType" not in schema:
+        return Node(_AVRO_PRIMITIVES[kind], encoded=False)
+    raise ValueError(
+        f"{where}: Avro type {kind!r} ({connect or schema.get('logicalType')}) is not read "
+        "by debezium-avro"
+    )
 
 
 # --- Spark DDL ------------------------------------------------------------------------------
