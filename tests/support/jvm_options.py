@@ -9,11 +9,13 @@ Measured there, a Spark session's start and two small queries cost the driver JV
 * 4.6 s when it also maps Spark's classes from a class-data-sharing archive (AppCDS) made
   by one training run of the same pyspark.
 
-The archive is made once per pyspark installation (in the temp folder, keyed by its path
-and version), in the background while the first tests run: JVMs that start before it exists
-run without it. A JVM whose class path differs from the training run's (another pyspark
-release, keytool, Spark's launcher) does not use it. ``-Xlog:disable`` keeps the JVM's
-notes about that off stdout, which some programs parse.
+The archive is made once per Spark home and set of jars (in ``~/.cache/kafka_ds-tests``, for
+the jars of tests/support/spark_home.py ``stable_jars``), in the background while the first
+tests run: JVMs that start before it exists run without it. A new venv at the same path (a
+CI run in its usual checkout) finds it made. A JVM whose class
+path differs from the training run's (another pyspark release, keytool, Spark's launcher)
+does not use it. ``-Xlog:disable`` keeps the JVM's notes about that off stdout, which some
+programs parse.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import hashlib
 import os
 import subprocess
 import sys
-import tempfile
+
+from tests.support.spark_home import cache_root
 
 BASE = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
@@ -48,17 +51,18 @@ if os.path.exists(partial):
 
 
 def archive_path() -> str:
-    """The archive of this pyspark installation. Its key has the jars folder's time: a JVM
-    maps an archive only if every jar on its class path is the one it was trained with
-    (size and time), and silently runs without it otherwise, so a venv installed again at
-    the same path needs a new archive (seen: a second run in one checkout ran every JVM
-    without the archive)."""
+    """The archive for this Spark home and its jars. A JVM maps an archive only if its
+    class path is the training run's, as text, and every jar on it has the size and time
+    it had then; it silently runs without it otherwise. So the key is the home's path and
+    its jars' folder (``stable_jars``: the jars of a venv installed again get new times, so
+    until that folder every CI run trained a new archive and the JVMs of its first minute
+    ran without one). The same checkout path with a new venv finds its archive."""
     import pyspark
 
-    installed = os.path.dirname(pyspark.__file__)
-    jars_time = os.stat(os.path.join(installed, "jars")).st_mtime_ns
-    key = hashlib.sha1(f"{installed}|{pyspark.__version__}|{jars_time}".encode())
-    return os.path.join(tempfile.gettempdir(), f"kafka_ds-tests-spark-{key.hexdigest()[:12]}.jsa")
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    jars = os.path.realpath(os.path.join(home, "jars"))
+    key = hashlib.sha1(f"{home}|{jars}".encode()).hexdigest()[:12]
+    return os.path.join(cache_root(), f"spark-classes-{pyspark.__version__}-{key}.jsa")
 
 
 def install() -> str | None:
