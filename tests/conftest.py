@@ -194,7 +194,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     # PostgreSQL and Kafka Connect (tests/support/debezium.py) start in a thread now when a
     # collected test uses them, while the first tests run
-    if "kafka" in enabled_brokers(session.config):
+    if "kafka" in enabled_brokers(session.config) and not session.config.option.collectonly:
         debezium.start_in_background(session.items)
 
 
