@@ -210,14 +210,26 @@ def test_avro_change_events_read_as_the_json_ones(
     apicurio_registry,  # noqa: F811
     new_topic,
 ):
-    """The events in Avro, as Connect's AvroConverter writes them (AvroData's schema, framed
-    for the registry by confluent-kafka's AvroSerializer; two writer schemas, the second
-    with the added column), read with debezium-avro: the same rows as debezium-json's."""
+    """The events in Avro, keys and values, as Connect's AvroConverter writes them
+    (AvroData's schema, framed for the registry by confluent-kafka's AvroSerializer; two
+    writer schemas, the second with the added column), read with debezium-avro: the same
+    rows as debezium-json's."""
     client = SchemaRegistryClient({"url": apicurio_registry.url, "timeout": 30})
     topic = new_topic()
     serializers: dict = {}
     records = []
+    key_serializer = None
     for _, key, value in read_topic(kafka_broker.bootstrap_servers, events["schemas"], RECORDS):
+        if key is not None:  # the key as Connect's AvroConverter writes it too
+            key_document = json.loads(key)
+            if key_serializer is None:
+                key_serializer = AvroSerializer(
+                    client, json.dumps(avro_schema(key_document["schema"]))
+                )
+            key = key_serializer(
+                avro_value(key_document["schema"], key_document["payload"]),
+                SerializationContext(topic, MessageField.KEY),
+            )
         if value is None:
             records.append({"key": key, "value": None})
             continue
@@ -237,9 +249,12 @@ def test_avro_change_events_read_as_the_json_ones(
         kafka_broker,
         topic,
         valueFormat="debezium-avro",
+        keyFormat="debezium-avro",
         schema_registry_url=apicurio_registry.url,
-    ).select("offset", "value")
-    typed = read(spark, kafka_broker, events["schemas"]).select("offset", "value")
+    ).select("offset", "key", "value")
+    typed = read(spark, kafka_broker, events["schemas"], keyFormat="debezium-json").select(
+        "offset", "key", "value"
+    )
     assert_df_equality(avro, typed, ignore_row_order=True, ignore_nullable=True)
     flat = read(
         spark,
