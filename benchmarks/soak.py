@@ -88,7 +88,7 @@ import threading
 import time
 
 import harness
-from soak_check import check_file_sink, check_kafka_sink
+from soak_check import check_file_sink, check_kafka_sink, resolve_without_offset
 from soak_cluster import NODE_FAULTS, NodeFaults, start_cluster, stop_cluster
 from soak_common import END_TXN, HERE, log, now
 from soak_processes import (
@@ -499,6 +499,8 @@ def main(argv=None):
         acked = producer.acknowledged()
         import traceback
 
+        unknown = producer.without_offset
+        report["without_offset"] = resolve_without_offset(spec["file_sink"], acked, unknown)
         file_result = check_file_sink(spec["file_sink"], acked)
         try:
             kafka_result = check_kafka_sink(
@@ -559,6 +561,7 @@ def main(argv=None):
             and raw["open_records"] == 0
             and raw["value_mismatch"] == 0
             and not stuck
+            and report["without_offset"]["found_in_the_file_sink"] == len(unknown)
         )
         report["ok"] = ok
         report["command"] = command

@@ -40,6 +40,25 @@ def file_sink_rows(file_sink):
     return out, len(files)
 
 
+def resolve_without_offset(file_sink, acked, without_offset) -> dict:
+    """Add to ``acked`` the records delivered without an offset (id -> partition), at the
+    (partition, offset) of the file sink's row with that id; what it found."""
+    found: dict = collections.defaultdict(set)
+    if without_offset:
+        rows, _ = file_sink_rows(file_sink)
+        for p, o, i in rows:
+            if without_offset.get(i) == p:
+                found[i].add((p, o))
+    for i, places in found.items():
+        for place in places:
+            acked[place] = i
+    return {
+        "delivered_without_offset": len(without_offset),
+        "found_in_the_file_sink": len(found),
+        "found_at_more_than_one_offset": sum(len(v) > 1 for v in found.values()),
+    }
+
+
 def check_file_sink(file_sink, acked) -> dict:
     """Every acknowledged (partition, offset) once in the committed files, ids matching."""
     try:

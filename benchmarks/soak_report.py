@@ -177,6 +177,16 @@ def results_markdown(report, command, png="soak.png") -> str:
         f"| records produced (acknowledged) | {report['records_produced']:,} at "
         f"{report['args']['rate']}/s into {report['args']['partitions']} partitions "
         f"(Avro; writer schema version 2 from record {report['v2_from_record_id']:,}) |",
+        *(
+            [
+                f"| delivered without an offset (librdkafka's idempotent retry of a batch the "
+                f"broker had), found by id in the file sink | "
+                f"{report['without_offset']['delivered_without_offset']}, "
+                f"{report['without_offset']['found_in_the_file_sink']} |"
+            ]
+            if report.get("without_offset", {}).get("delivered_without_offset")
+            else []
+        ),
         f"| broker outages (proxy down) | {faults.get('broker_outages', 0)}, "
         f"{faults.get('broker_down_s', 0)} s down in all |",
         f"| answers stalled 1-{report['args']['stall_max']:.0f} s | "

@@ -39,6 +39,10 @@ class SourceProducer(threading.Thread):
         self.offsets = [array("q") for _ in range(partitions)]
         self.ids = [array("q") for _ in range(partitions)]
         self.failed = 0
+        # id -> partition of records delivered without an offset: librdkafka's idempotent
+        # producer reports a retried batch the broker already had (a node killed with the
+        # answer on its way) as delivered, offset unknown; the check finds them by id
+        self.without_offset: dict[int, int] = {}
         self.errors = collections.Counter()
         self.produced = 0
         self.version = 1
@@ -116,6 +120,9 @@ class SourceProducer(threading.Thread):
                 self.errors[str(err)[:200]] += 1
                 return
             with self.lock:
+                if msg.offset() is None:
+                    self.without_offset[n] = msg.partition()
+                    return
                 self.offsets[msg.partition()].append(msg.offset())
                 self.ids[msg.partition()].append(n)
 
