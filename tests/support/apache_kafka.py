@@ -38,7 +38,6 @@ from pathlib import Path
 
 from tests.support import procfs
 from tests.support.brokers import (
-    CHILD_SCRIPT,
     HOST,
     BrokerError,
     _Broker,
@@ -47,6 +46,7 @@ from tests.support.brokers import (
     api_versions,
     free_ports,
 )
+from tests.support.guarded import jvm_environment, start_guarded
 
 DEFAULT_VERSION = "4.4.0"  # the newest Apache Kafka release; the suite's `kafka` and `kafka3`
 OLDER_VERSION = "3.9.1"  # the last 3.x line (KRaft): a smoke set on an older broker
@@ -299,38 +299,22 @@ class Node:
             ),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=_jvm_environment(),
+            env=jvm_environment(),
         )
 
     def start(self):
         """Start the JVM (returns at once; :meth:`KafkaCluster.wait_ready` waits for it)."""
         cmd = self._java("kafka.Kafka", self.properties_path)
-        self._guard = subprocess.Popen(
-            [
-                sys.executable,
-                CHILD_SCRIPT,
-                "guard",
-                os.path.join(self.dir, "stdout.log"),
-                "--owner",
-                str(self.cluster.owner_pid),
-                "--grace",
-                "10",
-                "--",
-                *cmd,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=_jvm_environment(),
-            close_fds=True,
-            start_new_session=True,
+        self._guard, pid = start_guarded(
+            cmd,
+            os.path.join(self.dir, "stdout.log"),
+            self.cluster.owner_pid,
+            10,
+            env=jvm_environment(),
         )
-        assert self._guard.stdout is not None  # stdout=PIPE
-        first = self._guard.stdout.readline().decode().split()  # "pid N"
-        self._guard.stdout.close()
-        if first[:1] != ["pid"]:
+        if pid is None:
             raise BrokerError(f"node {self.node_id}: the guard did not start the JVM")
-        self.java_pid = int(first[1])
+        self.java_pid = pid
 
     def is_alive(self) -> bool:
         return _pid_alive(self.java_pid)
@@ -365,16 +349,6 @@ class Node:
             + "\n"
             + _log_tail(self.log_path, lines)
         )
-
-
-def _jvm_environment() -> dict:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key
-        not in ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "KAFKA_OPTS", "CLASSPATH")
-    }
-    return env
 
 
 class KafkaCluster(_Broker):

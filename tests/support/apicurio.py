@@ -49,7 +49,8 @@ import pytest
 
 from tests.support import procfs
 from tests.support.apache_kafka import CACHE_DIR, _locked, _pid_alive
-from tests.support.brokers import CHILD_SCRIPT, HOST, BrokerError, _log_tail, free_ports
+from tests.support.brokers import HOST, BrokerError, _log_tail, free_ports
+from tests.support.guarded import jvm_environment, start_guarded
 from tests.support.registry_tls import TlsFiles
 
 VERSION = "3.3.3"
@@ -197,11 +198,6 @@ def install(version: str = VERSION) -> Path:
 # --- the server ---------------------------------------------------------------------------------
 
 
-def _jvm_environment() -> dict:
-    dropped = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "JAVA_OPTS")
-    return {key: value for key, value in os.environ.items() if key not in dropped}
-
-
 class Apicurio:
     """One Apicurio Registry JVM on 127.0.0.1. ``url`` is its Confluent-compatible API (what
     ``schema.registry.url`` and confluent-kafka's ``SchemaRegistryClient`` take);
@@ -298,33 +294,13 @@ class Apicurio:
             "-jar",
             str(home / "quarkus-run.jar"),
         ]
-        self._guard = subprocess.Popen(
-            [
-                sys.executable,
-                CHILD_SCRIPT,
-                "guard",
-                self.log_path,
-                "--owner",
-                str(self.owner_pid),
-                "--grace",
-                "5",
-                "--",
-                *command,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=_jvm_environment(),
-            cwd=self.directory,  # Quarkus may write files next to itself
-            close_fds=True,
-            start_new_session=True,
+        # Quarkus may write files next to itself: its own folder as the working directory
+        self._guard, pid = start_guarded(
+            command, self.log_path, self.owner_pid, 5, env=jvm_environment(), cwd=self.directory
         )
-        assert self._guard.stdout is not None  # stdout=PIPE
-        first = self._guard.stdout.readline().decode().split()  # "pid N"
-        self._guard.stdout.close()
-        if first[:1] != ["pid"]:
+        if pid is None:
             raise RegistryStartError("the guard did not start Apicurio's JVM")
-        self.java_pid = int(first[1])
+        self.java_pid = pid
         self._wait_ready(start_timeout)
         self.start_seconds = time.monotonic() - started
 

@@ -44,7 +44,8 @@ from tests.support.apache_kafka import (
     _pid_alive,
     java_executable,
 )
-from tests.support.brokers import CHILD_SCRIPT, HOST, BrokerError, _log_tail, free_ports
+from tests.support.brokers import HOST, BrokerError, _log_tail, free_ports
+from tests.support.guarded import jvm_environment, start_guarded
 from tests.support.postgres import Postgres
 
 DEBEZIUM_VERSION = "3.6.1.Final"
@@ -123,11 +124,6 @@ def classpath(version: str = CONNECT_VERSION) -> str:
         return target.read_text().strip()
 
 
-def _jvm_environment() -> dict:
-    dropped = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "JAVA_OPTS")
-    return {key: value for key, value in os.environ.items() if key not in dropped}
-
-
 class ConnectWorker:
     """One Kafka Connect standalone worker on 127.0.0.1 (REST API at ``url``), writing to
     ``bootstrap_servers``, its converters Connect's JSON converter with schemas (a connector
@@ -187,33 +183,12 @@ class ConnectWorker:
             MAIN_CLASS,
             properties,
         ]
-        self._guard = subprocess.Popen(
-            [
-                sys.executable,
-                CHILD_SCRIPT,
-                "guard",
-                self.log_path,
-                "--owner",
-                str(self.owner_pid),
-                "--grace",
-                "5",
-                "--",
-                *command,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=_jvm_environment(),
-            cwd=self.directory,
-            close_fds=True,
-            start_new_session=True,
+        self._guard, pid = start_guarded(
+            command, self.log_path, self.owner_pid, 5, env=jvm_environment(), cwd=self.directory
         )
-        assert self._guard.stdout is not None
-        first = self._guard.stdout.readline().decode().split()  # "pid N"
-        self._guard.stdout.close()
-        if first[:1] != ["pid"]:
+        if pid is None:
             raise ConnectStartError("the guard did not start Kafka Connect's JVM")
-        self.java_pid = int(first[1])
+        self.java_pid = pid
         deadline = time.monotonic() + timeout
         while True:
             if not _pid_alive(self.java_pid):

@@ -24,14 +24,14 @@ import pwd
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from tests.support import procfs
 from tests.support.apache_kafka import _pid_alive
-from tests.support.brokers import CHILD_SCRIPT, HOST, BrokerError, _log_tail, free_ports
+from tests.support.brokers import HOST, BrokerError, _log_tail, free_ports
+from tests.support.guarded import start_guarded
 
 USER_OVERRIDE = "KAFKA_DS_POSTGRES_USER"
 DATABASE = "postgres"
@@ -158,32 +158,12 @@ class Postgres:
             self.data,
             *(f"--{key}={value}" for key, value in settings.items()),
         ]
-        self._guard = subprocess.Popen(
-            [
-                sys.executable,
-                CHILD_SCRIPT,
-                "guard",
-                self.log_path,
-                "--owner",
-                str(self.owner_pid),
-                "--grace",
-                "10",
-                "--",
-                *command,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=self.directory,
-            close_fds=True,
-            start_new_session=True,
+        self._guard, pid = start_guarded(
+            command, self.log_path, self.owner_pid, 10, cwd=self.directory
         )
-        assert self._guard.stdout is not None
-        first = self._guard.stdout.readline().decode().split()  # "pid N"
-        self._guard.stdout.close()
-        if first[:1] != ["pid"]:
+        if pid is None:
             raise PostgresStartError("the guard did not start PostgreSQL")
-        self.pid = int(first[1])  # setpriv execs the server: same process
+        self.pid = pid  # setpriv execs the server: same process
         self._wait_ready(binaries, timeout)
         self.start_seconds = time.monotonic() - started
 
