@@ -15,11 +15,7 @@ so that no two faults take two of the three replicas at once.
 from __future__ import annotations
 
 import collections
-import contextlib
-import json
-import os
 import random
-import subprocess
 import threading
 import time
 
@@ -41,40 +37,25 @@ INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 def start_cluster(disk_mib: int):
     """Three nodes; the last one's log directory on a tmpfs of ``disk_mib`` MiB (None
     when the mount is refused: then ``disk_full`` is skipped and says why)."""
-    from tests.support.apache_kafka import KafkaCluster
+    from tests.support.node_faults import small_disk_cluster
 
-    mounted = {}
-
-    def prepare(cluster):
-        data = os.path.join(cluster.directory, "node-3", "data")
-        os.makedirs(data, exist_ok=True)
-        run = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={disk_mib}m", "soak-node-3", data],
-            capture_output=True,
-            text=True,
-        )
-        if run.returncode == 0:
-            mounted["path"] = data
-        else:
-            mounted["refused"] = (run.stderr or run.stdout).strip()
-        return {}
-
-    cluster = KafkaCluster(3, prepare=prepare, heap="512m", name="kafka3-soak")
-    cluster.small_disk = mounted.get("path")
-    cluster.small_disk_refused = mounted.get("refused")
+    cluster = small_disk_cluster(disk_mib, heap="512m", name="kafka3-soak")
     log(
         f"Apache Kafka {cluster.version}, 3 nodes, started in {cluster.start_seconds:.1f} s; "
         f"node 3's log dir: "
-        + (f"tmpfs of {disk_mib} MiB" if cluster.small_disk else f"NOT mounted: {mounted}")
+        + (
+            f"tmpfs of {disk_mib} MiB"
+            if cluster.small_disk
+            else f"NOT mounted: {cluster.small_disk_refused}"
+        )
     )
     return cluster
 
 
 def stop_cluster(cluster):
-    cluster.stop()
-    if getattr(cluster, "small_disk", None):
-        subprocess.run(["umount", "-l", cluster.small_disk], check=False)
-        subprocess.run(["rm", "-rf", cluster.directory], check=False)
+    from tests.support.node_faults import stop_small_disk_cluster
+
+    stop_small_disk_cluster(cluster)
 
 
 class NodeFaults(threading.Thread):
@@ -197,16 +178,9 @@ class NodeFaults(threading.Thread):
         return found[0] if self.wait_for(ask, 120) else None
 
     def active_controller(self):
-        """The KRaft quorum's leader: the highest epoch in the nodes' quorum-state files."""
-        best = (-1, None)
-        for node in self.cluster.nodes:
-            path = os.path.join(node.dir, "data", "__cluster_metadata-0", "quorum-state")
-            with contextlib.suppress(OSError, ValueError):
-                with open(path) as f:
-                    state = json.load(f)
-                if state.get("leaderId", -1) >= 0 and state.get("leaderEpoch", -1) > best[0]:
-                    best = (state["leaderEpoch"], state["leaderId"])
-        return best[1]
+        from tests.support.node_faults import active_controller
+
+        return active_controller(self.cluster)
 
     # -- the faults
     def leader_kill(self):
@@ -267,45 +241,23 @@ class NodeFaults(threading.Thread):
         self.heal()
 
     def disk_full(self):
-        path = self.cluster.small_disk
-        if not path:
+        from tests.support.node_faults import fill_log_dir, free_log_dir
+
+        if not self.cluster.small_disk:
             self.failures.append(
                 {"t": now(), "what": f"disk_full: no tmpfs ({self.cluster.small_disk_refused})"}
             )
             return
-        node = self.cluster.node(3)
-        filler = os.path.join(path, "filler")
-        chunk = b"\0" * (1 << 20)
-        written = 0
-        with open(filler, "wb") as out:
-            with contextlib.suppress(OSError):
-                while True:
-                    out.write(chunk)
-                    out.flush()
-                    written += 1
-        self._note("disk_full", f"node 3's log dir filled ({written} MiB of filler)")
-        died = self.wait_for(lambda: not node.is_alive(), 120)
-        lines = []
-        for path in (node.log_path, os.path.join(node.dir, "stdout.log")):
-            with contextlib.suppress(OSError), open(path, errors="replace") as f:
-                lines += [
-                    line.strip().replace("|", "/")[:300]
-                    for line in f
-                    if any(w in line for w in ("No space left", "offline", "SIGBUS", "fatal"))
-                ]
-        outcome = {
-            "t": now(),
-            "filler_mib": written,
-            "node_exited": died,
-            "log_lines": lines[:3],
-        }
+        outcome = {"t": now(), **fill_log_dir(self.cluster)}
+        outcome["log_lines"] = [line.replace("|", "/") for line in outcome["log_lines"]]
+        self._note("disk_full", f"node 3's log dir filled ({outcome['filler_mib']} MiB of filler)")
         self.disk_outcomes.append(outcome)
-        log(f"disk full on node 3: exited {died}; {lines[:1]}")
+        log(f"disk full on node 3: exited {outcome['node_exited']}; {outcome['log_lines'][:1]}")
         self.pause(5.0, 15.0)
-        os.unlink(filler)
-        if node.is_alive():  # a log dir that failed stays offline until the node restarts
-            self.cluster.shutdown(3, timeout=120)
-        self._restart(3)
+        try:
+            free_log_dir(self.cluster, outcome, timeout=180)
+        except Exception as exc:  # noqa: BLE001 - counted and shown in the summary
+            self.failures.append({"t": now(), "what": f"restart of node 3: {exc}"[:2000]})
         outcome["healed"] = self.heal()
 
     def node_cut_off(self):
