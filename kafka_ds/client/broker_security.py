@@ -219,8 +219,12 @@ def tls_answer_error(size_bytes, host: str, port: int, settings):
 
 def early_close_hint(settings, sent_number: int) -> str:
     """A connection closed by the broker at its very start is typically a TLS or SASL
-    listener talked to in plain text: say which option to check."""
+    listener talked to in plain text, or a broker that just went down (the warning of a
+    retry during a failover): say which option to check, and when."""
     if sent_number > 2 or (settings is not None and settings.uses_sasl):
         return ""
     protocol = settings.protocol if settings else "PLAINTEXT"
-    return f"; if its listener requires TLS or SASL, set kafka.security.protocol (it is {protocol})"
+    return (
+        "; if the broker is up and this repeats, its listener may require TLS or SASL: "
+        f"set kafka.security.protocol (it is {protocol})"
+    )
