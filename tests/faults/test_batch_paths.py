@@ -43,7 +43,7 @@ OPTIONS = {"kafka.request.timeout.ms": "5000"}  # a dead node's request fails ov
 
 
 @pytest.fixture(scope="module")
-def cluster(request):
+def cluster():
     cluster = small_disk_cluster(256, name="kafka3-batch")
     yield cluster
     stop_small_disk_cluster(cluster)
@@ -64,11 +64,10 @@ class Fault:
 
     def during(self, apply: Callable[[], object], undo: Callable[[], object], seconds=0.0):
         started = time.monotonic()
-        value = apply()
+        apply()
         time.sleep(seconds)
         self.windows.append((started, time.monotonic()))
         undo()
-        return value
 
 
 def rolling_restart(cluster, proxy, fault: Fault, topic):
